@@ -1,0 +1,58 @@
+"""adk-celery's ADK-compatible core: events, sessions, agents, flows, tools, models, runner.
+
+Pure asyncio: nothing here imports Celery, Redis, ``workers`` or ``tools``.
+"""
+
+from orchestrator.agents.base_agent import BaseAgent, BaseAgentState
+from orchestrator.agents.context import CallbackContext, Context, ReadonlyContext, ToolContext
+from orchestrator.agents.invocation_context import InvocationContext
+from orchestrator.agents.llm_agent import Agent, LlmAgent
+from orchestrator.agents.run_config import RunConfig, StreamingMode
+from orchestrator.apps.app import App, ResumabilityConfig
+from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
+from orchestrator.events.event import Event
+from orchestrator.events.event_actions import EventActions
+from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
+from orchestrator.models.base_llm import BaseLlm
+from orchestrator.models.gemini import Gemini
+from orchestrator.models.llm_request import LlmRequest
+from orchestrator.models.llm_response import LlmResponse
+from orchestrator.runners import InMemoryRunner, Runner
+from orchestrator.sessions.in_memory_session_service import InMemorySessionService
+from orchestrator.sessions.session import Session
+from orchestrator.tools.base_tool import BaseTool
+from orchestrator.tools.base_toolset import BaseToolset
+from orchestrator.tools.function_tool import FunctionTool
+from orchestrator.tools.long_running_tool import LongRunningFunctionTool
+
+__all__ = [
+    "Agent",
+    "App",
+    "BaseAgent",
+    "BaseAgentState",
+    "BaseLlm",
+    "BaseTool",
+    "BaseToolset",
+    "CallbackContext",
+    "Context",
+    "Event",
+    "EventActions",
+    "FunctionTool",
+    "Gemini",
+    "InMemoryArtifactService",
+    "InMemoryMemoryService",
+    "InMemoryRunner",
+    "InMemorySessionService",
+    "InvocationContext",
+    "LlmAgent",
+    "LlmRequest",
+    "LlmResponse",
+    "LongRunningFunctionTool",
+    "ReadonlyContext",
+    "ResumabilityConfig",
+    "RunConfig",
+    "Runner",
+    "Session",
+    "StreamingMode",
+    "ToolContext",
+]

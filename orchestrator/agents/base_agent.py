@@ -1,0 +1,176 @@
+"""BaseAgent: the agent template (callbacks around ``_run_async_impl``) and agent state."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from google.genai import types
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from orchestrator.agents import callbacks as cb
+from orchestrator.agents.context import CallbackContext
+from orchestrator.events.event import Event
+from orchestrator.events.event_actions import EventActions
+
+if TYPE_CHECKING:
+    from orchestrator.agents.invocation_context import InvocationContext
+
+StateT = TypeVar("StateT", bound="BaseAgentState")
+
+
+class BaseAgentState(BaseModel):
+    """Checkpoint of an agent in a resumable invocation; subclasses add fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class BaseAgent(BaseModel):
+    """An agent: subclasses implement ``_run_async_impl`` and yield events."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    name: str
+    """A Python identifier, unique in the agent tree; not ``user``."""
+    description: str = ""
+    """What the agent does; shown to other agents deciding on transfers."""
+    parent_agent: BaseAgent | None = Field(default=None, init=False, repr=False, exclude=True)
+    """Set automatically when the agent is made a sub-agent."""
+    sub_agents: list[BaseAgent] = Field(default_factory=list)
+    """Child agents."""
+    before_agent_callback: Any = None
+    """``(callback_context) -> Content | None``, or a list; content skips the agent."""
+    after_agent_callback: Any = None
+    """``(callback_context) -> Content | None``, or a list; content adds an event."""
+
+    @field_validator("name")
+    @classmethod
+    def _validate_name(cls, value: str) -> str:
+        if not value.isidentifier():
+            raise ValueError(
+                f"Invalid agent name {value!r}: it must be a valid Python identifier."
+            )
+        if value == "user":
+            raise ValueError("Agent name cannot be 'user': it is reserved for end-user input.")
+        return value
+
+    def model_post_init(self, __context: Any) -> None:
+        """Adopt sub-agents (an agent can have only one parent)."""
+        for sub in self.sub_agents:
+            if sub.parent_agent is not None and sub.parent_agent is not self:
+                raise ValueError(
+                    f"Agent {sub.name!r} already has parent {sub.parent_agent.name!r}; "
+                    f"it cannot also be a sub-agent of {self.name!r}."
+                )
+            sub.parent_agent = self
+
+    # Agents form a graph with parent links: compare and hash by identity.
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    @property
+    def root_agent(self) -> BaseAgent:
+        """The root of this agent's tree."""
+        agent = self
+        while agent.parent_agent is not None:
+            agent = agent.parent_agent
+        return agent
+
+    def find_agent(self, name: str) -> BaseAgent | None:
+        """Find this agent or a descendant by name (depth-first)."""
+        if self.name == name:
+            return self
+        return self.find_sub_agent(name)
+
+    def find_sub_agent(self, name: str) -> BaseAgent | None:
+        """Find a descendant by name (depth-first)."""
+        for sub in self.sub_agents:
+            found = sub.find_agent(name)
+            if found is not None:
+                return found
+        return None
+
+    async def run_async(self, parent_context: InvocationContext) -> AsyncGenerator[Event, None]:
+        """Run the agent: before-callbacks, ``_run_async_impl``, after-callbacks."""
+        ctx = parent_context.model_copy(update={"agent": self})
+        async for event in self._run_with_callbacks(ctx):
+            yield event
+
+    async def _run_with_callbacks(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+        event = await self._handle_agent_callback(ctx, self.before_agent_callback, before=True)
+        if event is not None:
+            yield event
+        if ctx.end_invocation:
+            return
+        async for event in self._run_async_impl(ctx):
+            yield event
+        if ctx.end_invocation:
+            return
+        event = await self._handle_agent_callback(ctx, self.after_agent_callback, before=False)
+        if event is not None:
+            yield event
+
+    async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+        """The agent body: yield events. Each is committed before the generator resumes."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _run_async_impl")
+        yield  # pragma: no cover
+
+    async def _handle_agent_callback(
+        self, ctx: InvocationContext, callbacks: Any, *, before: bool
+    ) -> Event | None:
+        if not callbacks:
+            return None
+        callback_context = CallbackContext(ctx)
+        content = await cb.run_until(
+            callbacks, {"callback_context": callback_context}, stop=cb.is_truthy
+        )
+        actions = callback_context.actions
+        if content:
+            if before:
+                ctx.end_invocation = True
+            return self._event(ctx, content=_as_content(content), actions=actions)
+        if actions.state_delta or actions.artifact_delta:
+            return self._event(ctx, actions=actions)
+        return None
+
+    def _event(
+        self,
+        ctx: InvocationContext,
+        *,
+        content: types.Content | None = None,
+        actions: EventActions | None = None,
+    ) -> Event:
+        return Event(
+            invocation_id=ctx.invocation_id,
+            author=self.name,
+            branch=ctx.branch,
+            content=content,
+            actions=actions or EventActions(),
+        )
+
+    def _load_agent_state(self, ctx: InvocationContext, state_type: type[StateT]) -> StateT | None:
+        """Return this agent's checkpoint from a resumed invocation, if any."""
+        data = ctx.agent_states.get(self.name)
+        if data is None:
+            return None
+        return state_type.model_validate(data)
+
+    def _create_agent_state_event(self, ctx: InvocationContext) -> Event:
+        """Return a content-less event recording this agent's checkpoint or end."""
+        actions = EventActions()
+        if (state := ctx.agent_states.get(self.name)) is not None:
+            actions.agent_state = state
+        if ctx.end_of_agents.get(self.name):
+            actions.end_of_agent = True
+        return self._event(ctx, actions=actions)
+
+
+def _as_content(value: Any) -> types.Content:
+    if isinstance(value, types.Content):
+        return value
+    if isinstance(value, str):
+        return types.Content(role="model", parts=[types.Part(text=value)])
+    return types.Content.model_validate(value)

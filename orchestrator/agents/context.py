@@ -1,0 +1,194 @@
+"""Contexts handed to callbacks and tools: a read-only view and the writable Context.
+
+As in ADK 2.x, ``CallbackContext`` and ``ToolContext`` are the same class, ``Context``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from google.genai import types
+
+from orchestrator.events.event_actions import EventActions
+from orchestrator.sessions.state import State
+from orchestrator.tools.tool_confirmation import ToolConfirmation
+
+if TYPE_CHECKING:
+    from orchestrator.agents.invocation_context import InvocationContext
+    from orchestrator.agents.run_config import RunConfig
+    from orchestrator.artifacts.base_artifact_service import ArtifactVersion
+    from orchestrator.memory.base_memory_service import SearchMemoryResponse
+    from orchestrator.sessions.session import Session
+
+
+class ReadonlyContext:
+    """Read-only view of the running invocation."""
+
+    def __init__(self, invocation_context: InvocationContext) -> None:
+        self._invocation_context = invocation_context
+
+    @property
+    def invocation_id(self) -> str:
+        """The current invocation id."""
+        return self._invocation_context.invocation_id
+
+    @property
+    def agent_name(self) -> str:
+        """The name of the running agent."""
+        return self._invocation_context.agent.name
+
+    @property
+    def user_content(self) -> types.Content | None:
+        """The user message that started the invocation."""
+        return self._invocation_context.user_content
+
+    @property
+    def state(self) -> Mapping[str, Any]:
+        """The session state, read-only."""
+        return MappingProxyType(self._invocation_context.session.state)
+
+    @property
+    def session(self) -> Session:
+        """The current session."""
+        return self._invocation_context.session
+
+    @property
+    def user_id(self) -> str:
+        """The current user id."""
+        return self._invocation_context.user_id
+
+    @property
+    def app_name(self) -> str:
+        """The current app name."""
+        return self._invocation_context.app_name
+
+    @property
+    def run_config(self) -> RunConfig:
+        """The run's RunConfig."""
+        return self._invocation_context.run_config
+
+    @property
+    def branch(self) -> str | None:
+        """The running agent's branch."""
+        return self._invocation_context.branch
+
+    @property
+    def is_aborted(self) -> bool:
+        """True once the caller aborted the run."""
+        return self._invocation_context.is_aborted
+
+
+class Context(ReadonlyContext):
+    """Writable context for callbacks and tools: state writes are recorded in ``actions``."""
+
+    def __init__(
+        self,
+        invocation_context: InvocationContext,
+        *,
+        event_actions: EventActions | None = None,
+        function_call_id: str | None = None,
+        tool_confirmation: ToolConfirmation | None = None,
+    ) -> None:
+        super().__init__(invocation_context)
+        self._event_actions = event_actions if event_actions is not None else EventActions()
+        self._state = State(invocation_context.session.state, self._event_actions.state_delta)
+        self.function_call_id = function_call_id
+        """The id of the function call being executed (tools only)."""
+        self.tool_confirmation = tool_confirmation
+        """The confirmation answer, when a confirmed tool is re-run."""
+
+    @property
+    def state(self) -> State:  # type: ignore[override]
+        """Session state; writes are visible at once and recorded in ``actions.state_delta``."""
+        return self._state
+
+    @property
+    def actions(self) -> EventActions:
+        """The actions of the event this context writes into."""
+        return self._event_actions
+
+    def _artifact_service(self) -> Any:
+        service = self._invocation_context.artifact_service
+        if service is None:
+            raise ValueError("Artifact service is not initialized.")
+        return service
+
+    async def save_artifact(
+        self,
+        filename: str,
+        artifact: types.Part,
+        custom_metadata: dict[str, Any] | None = None,
+    ) -> int:
+        """Save an artifact in this session; record its version in ``artifact_delta``."""
+        version: int = await self._artifact_service().save_artifact(
+            app_name=self.app_name,
+            user_id=self.user_id,
+            session_id=self.session.id,
+            filename=filename,
+            artifact=artifact,
+            custom_metadata=custom_metadata,
+        )
+        self._event_actions.artifact_delta[filename] = version
+        return version
+
+    async def load_artifact(self, filename: str, version: int | None = None) -> types.Part | None:
+        """Load an artifact of this session (latest version by default)."""
+        part: types.Part | None = await self._artifact_service().load_artifact(
+            app_name=self.app_name,
+            user_id=self.user_id,
+            session_id=self.session.id,
+            filename=filename,
+            version=version,
+        )
+        return part
+
+    async def list_artifacts(self) -> list[str]:
+        """List artifact names visible to this session."""
+        keys: list[str] = await self._artifact_service().list_artifact_keys(
+            app_name=self.app_name, user_id=self.user_id, session_id=self.session.id
+        )
+        return keys
+
+    async def get_artifact_version(
+        self, filename: str, version: int | None = None
+    ) -> ArtifactVersion | None:
+        """Return an artifact version's metadata."""
+        result: ArtifactVersion | None = await self._artifact_service().get_artifact_version(
+            app_name=self.app_name,
+            user_id=self.user_id,
+            session_id=self.session.id,
+            filename=filename,
+            version=version,
+        )
+        return result
+
+    def request_confirmation(self, *, hint: str | None = None, payload: Any = None) -> None:
+        """Ask for a human confirmation of the current tool call."""
+        if not self.function_call_id:
+            raise ValueError("request_confirmation requires a function_call_id.")
+        self._event_actions.requested_tool_confirmations[self.function_call_id] = (
+            ToolConfirmation(hint=hint or "", payload=payload)
+        )
+
+    async def search_memory(self, query: str) -> SearchMemoryResponse:
+        """Search the memory service for this user."""
+        service = self._invocation_context.memory_service
+        if service is None:
+            raise ValueError("Memory service is not available.")
+        result: SearchMemoryResponse = await service.search_memory(
+            app_name=self.app_name, user_id=self.user_id, query=query
+        )
+        return result
+
+    async def add_session_to_memory(self) -> None:
+        """Add the current session to the memory service."""
+        service = self._invocation_context.memory_service
+        if service is None:
+            raise ValueError("Memory service is not available.")
+        await service.add_session_to_memory(self.session)
+
+
+CallbackContext = Context
+ToolContext = Context

@@ -1,0 +1,112 @@
+"""InvocationContext: everything an agent needs while it runs one invocation."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from google.genai import types
+
+from orchestrator.agents.run_config import RunConfig
+from orchestrator.errors import LlmCallsLimitExceededError
+
+if TYPE_CHECKING:
+    from orchestrator.agents.base_agent import BaseAgent
+    from orchestrator.apps.app import ResumabilityConfig
+    from orchestrator.artifacts.base_artifact_service import BaseArtifactService
+    from orchestrator.events.event import Event
+    from orchestrator.memory.base_memory_service import BaseMemoryService
+    from orchestrator.sessions.base_session_service import BaseSessionService
+    from orchestrator.sessions.session import Session
+
+
+@dataclass
+class _Counters:
+    """Mutable per-invocation counters shared by every copy of a context."""
+
+    llm_calls: int = 0
+
+
+@dataclass
+class InvocationContext:
+    """The state of one invocation; agents get a shallow copy with their own ``agent``/``branch``.
+
+    Copies share the session, services, agent states and counters; ``branch`` and
+    ``end_invocation`` are local to each copy, as in ADK.
+    """
+
+    session_service: BaseSessionService
+    invocation_id: str
+    agent: BaseAgent
+    session: Session
+    artifact_service: BaseArtifactService | None = None
+    memory_service: BaseMemoryService | None = None
+    credential_service: Any = None
+    branch: str | None = None
+    user_content: types.Content | None = None
+    end_invocation: bool = False
+    run_config: RunConfig = field(default_factory=RunConfig)
+    resumability_config: ResumabilityConfig | None = None
+    agent_states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    end_of_agents: dict[str, bool] = field(default_factory=dict)
+    abort_signal: asyncio.Event | None = None
+    _counters: _Counters = field(default_factory=_Counters)
+
+    @property
+    def app_name(self) -> str:
+        """The session's app name."""
+        return self.session.app_name
+
+    @property
+    def user_id(self) -> str:
+        """The session's user id."""
+        return self.session.user_id
+
+    @property
+    def is_resumable(self) -> bool:
+        """True when the app was configured resumable."""
+        return bool(self.resumability_config and self.resumability_config.is_resumable)
+
+    def model_copy(self, *, update: dict[str, Any] | None = None) -> InvocationContext:
+        """Return a shallow copy with ``update`` applied (ADK's spelling)."""
+        return dataclasses.replace(self, **(update or {}))
+
+    def increment_llm_call_count(self) -> None:
+        """Count a model call; raise LlmCallsLimitExceededError past ``max_llm_calls``."""
+        self._counters.llm_calls += 1
+        limit = self.run_config.max_llm_calls
+        if limit > 0 and self._counters.llm_calls > limit:
+            raise LlmCallsLimitExceededError(
+                f"Max number of llm calls limit of `{limit}` exceeded"
+            )
+
+    def set_agent_state(
+        self,
+        agent_name: str,
+        *,
+        agent_state: dict[str, Any] | None = None,
+        end_of_agent: bool = False,
+    ) -> None:
+        """Record an agent checkpoint or its end (resumable apps)."""
+        if end_of_agent:
+            self.end_of_agents[agent_name] = True
+            self.agent_states.pop(agent_name, None)
+        elif agent_state is not None:
+            self.agent_states[agent_name] = agent_state
+            self.end_of_agents[agent_name] = False
+        else:
+            self.end_of_agents.pop(agent_name, None)
+            self.agent_states.pop(agent_name, None)
+
+    def should_pause_invocation(self, event: Event) -> bool:
+        """True if the event carries long-running (interrupt) calls that pause the run."""
+        if not event.long_running_tool_ids:
+            return False
+        return any(fc.id in event.long_running_tool_ids for fc in event.get_function_calls())
+
+    @property
+    def is_aborted(self) -> bool:
+        """True once the caller set the abort signal."""
+        return bool(self.abort_signal and self.abort_signal.is_set())

@@ -1,0 +1,197 @@
+"""LlmAgent (alias Agent): an agent driven by a model, tools and instructions."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
+
+from google.genai import types
+from pydantic import BaseModel, Field, field_validator
+
+from orchestrator.agents.base_agent import BaseAgent
+from orchestrator.agents.context import ReadonlyContext
+from orchestrator.events.event import Event
+from orchestrator.models.base_llm import BaseLlm
+from orchestrator.models.registry import LLMRegistry
+from orchestrator.tools.base_tool import BaseTool
+from orchestrator.tools.base_toolset import BaseToolset
+from orchestrator.tools.function_tool import FunctionTool
+
+if TYPE_CHECKING:
+    from orchestrator.agents.invocation_context import InvocationContext
+
+InstructionProvider = Callable[[ReadonlyContext], Union[str, Awaitable[str]]]
+ToolUnion = Union[Callable[..., Any], BaseTool, BaseToolset]
+
+_REPORTED = "_adk_celery_error_event_emitted"
+
+
+class LlmAgent(BaseAgent):
+    """An agent that calls a model in a loop, running the tools it asks for."""
+
+    DEFAULT_MODEL: ClassVar[str] = "gemini-2.5-flash"
+
+    model: Union[str, BaseLlm] = ""
+    """A model name (resolved by the registry) or a BaseLlm; empty inherits from ancestors."""
+    instruction: Union[str, InstructionProvider] = ""
+    """System instruction; strings are templated with session state."""
+    global_instruction: Union[str, InstructionProvider] = ""
+    """Instruction for the whole tree (root agent only; deprecated in ADK)."""
+    static_instruction: Any = None
+    """Sent verbatim as the system instruction before ``instruction``."""
+    tools: list[Any] = Field(default_factory=list)
+    """Functions, BaseTools or BaseToolsets."""
+    generate_content_config: types.GenerateContentConfig | None = None
+    """Generation settings; must not set tools, system_instruction or response_schema."""
+    disallow_transfer_to_parent: bool = False
+    """Forbid transferring back to the parent agent."""
+    disallow_transfer_to_peers: bool = False
+    """Forbid transferring to sibling agents."""
+    include_contents: Literal["default", "none"] = "default"
+    """``none`` sends only the current turn."""
+    input_schema: type[BaseModel] | None = None
+    """Schema of the input when used as a tool."""
+    output_schema: type[BaseModel] | None = None
+    """Schema the final answer must match (JSON)."""
+    output_key: str | None = None
+    """State key where the final answer text (or parsed object) is saved."""
+    planner: Any = None
+    """Accepted for compatibility; not used."""
+    code_executor: Any = None
+    """Accepted for compatibility; not used."""
+    before_model_callback: Any = None
+    """``(callback_context, llm_request) -> LlmResponse | None``; a response skips the model."""
+    after_model_callback: Any = None
+    """``(callback_context, llm_response) -> LlmResponse | None``; a response replaces it."""
+    on_model_error_callback: Any = None
+    """``(callback_context, llm_request, error) -> LlmResponse | None``."""
+    before_tool_callback: Any = None
+    """``(tool, args, tool_context) -> dict | None``; a dict skips the tool."""
+    after_tool_callback: Any = None
+    """``(tool, args, tool_context, tool_response) -> dict | None``; replaces the result."""
+    on_tool_error_callback: Any = None
+    """``(tool, args, tool_context, error) -> dict | None``; a dict recovers."""
+
+    @classmethod
+    def set_default_model(cls, model: str) -> None:
+        """Set the model used by agents that name none."""
+        cls.DEFAULT_MODEL = model
+
+    @field_validator("generate_content_config")
+    @classmethod
+    def _validate_config(
+        cls, config: types.GenerateContentConfig | None
+    ) -> types.GenerateContentConfig | None:
+        if config is None:
+            return None
+        if config.tools:
+            raise ValueError("All tools must be set via LlmAgent.tools.")
+        if config.system_instruction:
+            raise ValueError("System instruction must be set via LlmAgent.instruction.")
+        if config.response_schema:
+            raise ValueError("Response schema must be set via LlmAgent.output_schema.")
+        return config
+
+    @property
+    def canonical_model(self) -> BaseLlm:
+        """The model instance: this agent's, the nearest ancestor's, or the default."""
+        agent: BaseAgent | None = self
+        while agent is not None:
+            model = getattr(agent, "model", "")
+            if isinstance(model, BaseLlm):
+                return model
+            if model:
+                return _cached_llm(model)
+            agent = agent.parent_agent
+        return _cached_llm(self.DEFAULT_MODEL)
+
+    async def canonical_instruction(self, ctx: ReadonlyContext) -> tuple[str, bool]:
+        """Return (instruction, bypass_templating): providers bypass state injection."""
+        return await _resolve_instruction(self.instruction, ctx)
+
+    async def canonical_global_instruction(self, ctx: ReadonlyContext) -> tuple[str, bool]:
+        """Return (global instruction, bypass_templating)."""
+        return await _resolve_instruction(self.global_instruction, ctx)
+
+    async def canonical_tools(self, ctx: ReadonlyContext | None = None) -> list[BaseTool]:
+        """Resolve functions into FunctionTools and toolsets into their current tools."""
+        resolved: list[BaseTool] = []
+        for tool in self.tools:
+            if isinstance(tool, BaseTool):
+                resolved.append(tool)
+            elif isinstance(tool, BaseToolset):
+                for t in await tool.get_tools(ctx):
+                    if tool._is_tool_selected(t, ctx):
+                        resolved.append(t)
+            elif callable(tool):
+                resolved.append(_function_tool(tool))
+            else:
+                raise TypeError(f"Agent {self.name!r}: unsupported tool {tool!r}.")
+        return resolved
+
+    async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+        from orchestrator.flows.llm_flow import LlmFlow
+
+        try:
+            async for event in LlmFlow().run_async(ctx):
+                self._maybe_save_output_to_state(event)
+                yield event
+        except Exception as error:
+            # Commit an error event (as ADK 2.x does) before the exception leaves the run.
+            if not getattr(error, _REPORTED, False):
+                setattr(error, _REPORTED, True)
+                yield Event(
+                    invocation_id=ctx.invocation_id,
+                    author=self.name,
+                    branch=ctx.branch,
+                    error_code=type(error).__name__,
+                    error_message=str(error),
+                )
+            raise
+
+    def _maybe_save_output_to_state(self, event: Event) -> None:
+        if not self.output_key or event.author != self.name or not event.is_final_response():
+            return
+        if not event.content or not event.content.parts:
+            return
+        text = "".join(p.text for p in event.content.parts if p.text and not p.thought)
+        if not text:
+            return
+        value: Any = text
+        if self.output_schema is not None:
+            value = self.output_schema.model_validate_json(text).model_dump(exclude_none=True)
+        event.actions.state_delta[self.output_key] = value
+
+
+Agent = LlmAgent
+
+_llm_cache: dict[str, BaseLlm] = {}
+_tool_cache: dict[int, tuple[Callable[..., Any], FunctionTool]] = {}
+
+
+def _cached_llm(name: str) -> BaseLlm:
+    llm = _llm_cache.get(name)
+    if llm is None:
+        llm = _llm_cache[name] = LLMRegistry.new_llm(name)
+    return llm
+
+
+def _function_tool(fn: Callable[..., Any]) -> FunctionTool:
+    # Building a FunctionTool inspects the signature; do it once per function.
+    cached = _tool_cache.get(id(fn))
+    if cached is not None and cached[0] is fn:
+        return cached[1]
+    tool = FunctionTool(fn)
+    _tool_cache[id(fn)] = (fn, tool)
+    return tool
+
+
+async def _resolve_instruction(
+    instruction: Union[str, InstructionProvider], ctx: ReadonlyContext
+) -> tuple[str, bool]:
+    if isinstance(instruction, str):
+        return instruction, False
+    result = instruction(ctx)
+    if isinstance(result, Awaitable):
+        result = await result
+    return str(result), True

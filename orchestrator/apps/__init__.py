@@ -1,0 +1,3 @@
+from orchestrator.apps.app import App, ResumabilityConfig
+
+__all__ = ["App", "ResumabilityConfig"]

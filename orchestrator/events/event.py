@@ -1,0 +1,74 @@
+"""Event: one committed (or partial) step of an invocation, as ADK writes it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field, field_serializer
+
+from orchestrator import platform
+from orchestrator.events.event_actions import EventActions
+from orchestrator.models.llm_response import LlmResponse
+
+
+class Event(LlmResponse):
+    """An event in a session: a model turn, a tool result, a user message or a state change."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    invocation_id: str = ""
+    """The invocation this event belongs to (``e-<uuid4>``)."""
+    author: str = ""
+    """``'user'`` or the name of the agent that produced the event."""
+    actions: EventActions = Field(default_factory=EventActions)
+    """Side effects applied when the event is committed."""
+    long_running_tool_ids: set[str] | None = None
+    """Ids of the function calls in this event that pause the invocation."""
+    branch: str | None = None
+    """Dot path ``agent_1.agent_2`` isolating history between parallel branches."""
+    id: str = ""
+    """Unique event id (uuid4), set on construction when empty."""
+    timestamp: float = Field(default_factory=platform.get_time)
+    """Creation time in seconds."""
+
+    def model_post_init(self, __context: Any) -> None:
+        """Give the event an id when it has none."""
+        if not self.id:
+            self.id = platform.new_uuid()
+
+    @field_serializer("long_running_tool_ids")
+    def _serialize_long_running_tool_ids(self, value: set[str] | None) -> list[str] | None:
+        return sorted(value) if value is not None else None
+
+    @staticmethod
+    def new_id() -> str:
+        """Return a fresh event id."""
+        return platform.new_uuid()
+
+    def is_final_response(self) -> bool:
+        """Return True when this event ends the agent's turn (ADK 2.x rules)."""
+        if self.actions.skip_summarization or self.long_running_tool_ids:
+            return True
+        if self.error_code and not self.partial and not self.get_function_calls():
+            return True
+        return (
+            not self.get_function_calls()
+            and not self.get_function_responses()
+            and not self.partial
+            and not self.has_trailing_code_execution_result()
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        """Return the event as ADK writes it on the wire: camelCase, ``None`` omitted."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def to_json(self) -> str:
+        """Return the wire form as a JSON string."""
+        return self.model_dump_json(by_alias=True, exclude_none=True)
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any] | str | bytes) -> Event:
+        """Parse an event from its wire form (camelCase or snake_case keys)."""
+        if isinstance(data, (str, bytes)):
+            return cls.model_validate_json(data)
+        return cls.model_validate(data)

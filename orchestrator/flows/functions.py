@@ -1,0 +1,263 @@
+"""Executing the function calls of one model event and merging the answers into one event."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+from google.genai import types
+
+from orchestrator import platform
+from orchestrator.agents import callbacks as cb
+from orchestrator.agents.context import ToolContext
+from orchestrator.events.event import Event
+from orchestrator.events.event_actions import EventActions
+from orchestrator.flows.contents import REQUEST_CONFIRMATION
+from orchestrator.tools.base_tool import BaseTool
+from orchestrator.tools.tool_confirmation import ToolConfirmation
+
+if TYPE_CHECKING:
+    from orchestrator.agents.invocation_context import InvocationContext
+    from orchestrator.agents.llm_agent import LlmAgent
+
+CONFIRMATION_REQUIRED_ERROR = "This tool call requires confirmation, please approve or reject."
+CONFIRMATION_REJECTED_ERROR = "This tool call is rejected."
+
+
+def populate_client_function_call_ids(event: Event) -> None:
+    """Give every function call without an id a client-side ``adk-<uuid4>`` id."""
+    for call in event.get_function_calls():
+        if not call.id:
+            call.id = platform.new_function_call_id()
+
+
+def long_running_ids(event: Event, tools: dict[str, BaseTool]) -> set[str]:
+    """Ids of the calls in ``event`` whose tool is long-running."""
+    return {
+        call.id for call in event.get_function_calls()
+        if call.id and (tool := tools.get(call.name or "")) is not None and tool.is_long_running
+    }
+
+
+def tool_not_found_response(name: str, tools: dict[str, BaseTool]) -> dict[str, Any]:
+    """The error the model sees when it calls a tool that does not exist."""
+    available = ", ".join(tools)
+    return {
+        "error": (
+            f"Invoking `{name}()` failed as no tool with that name is available. The tools you "
+            f"can call are: {available}. You could retry, but it is IMPORTANT that you only "
+            "call a tool from that list."
+        )
+    }
+
+
+class _CallOutcome:
+    """What one call produced: an answer part (or none) and its actions."""
+
+    __slots__ = ("part", "actions")
+
+    def __init__(self, part: types.Part | None, actions: EventActions) -> None:
+        self.part = part
+        self.actions = actions
+
+
+async def handle_function_calls(
+    ctx: InvocationContext,
+    call_event: Event,
+    tools: dict[str, BaseTool],
+    *,
+    confirmations: dict[str, ToolConfirmation] | None = None,
+    only_ids: set[str] | None = None,
+) -> AsyncGenerator[Event, None]:
+    """Run the calls of ``call_event`` concurrently; yield the merged answer event, if any.
+
+    If a tool raises and no ``on_tool_error_callback`` recovers, the answers already finished
+    are yielded first, then the exception propagates (remaining calls are cancelled).
+    """
+    agent: LlmAgent = ctx.agent  # type: ignore[assignment]
+    calls = [
+        c for c in call_event.get_function_calls()
+        if only_ids is None or c.id in only_ids
+    ]
+    if not calls:
+        return
+    confirmations = confirmations or {}
+    coros = [
+        _execute_call(ctx, agent, call, tools, confirmations.get(call.id or ""))
+        for call in calls
+    ]
+    outcomes: list[_CallOutcome | None]
+    error: BaseException | None = None
+    if len(coros) == 1:
+        outcomes = [await coros[0]]
+    else:
+        tasks = [asyncio.ensure_future(c) for c in coros]
+        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        outcomes = []
+        for task in tasks:
+            if task in done and task.exception() is None:
+                outcomes.append(task.result())
+            else:
+                if task in done and error is None:
+                    error = task.exception()
+                outcomes.append(None)
+    merged = merge_outcomes(ctx, agent.name, [o for o in outcomes if o is not None])
+    if merged is not None:
+        yield merged
+    if error is not None:
+        raise error
+
+
+def merge_outcomes(
+    ctx: InvocationContext, author: str, outcomes: list[_CallOutcome]
+) -> Event | None:
+    """Merge per-call answers into one event: parts in call order, actions deep-merged."""
+    parts = [o.part for o in outcomes if o.part is not None]
+    if not parts:
+        return None
+    actions = outcomes[0].actions
+    if len(outcomes) > 1:
+        merged: dict[str, Any] = {}
+        for outcome in outcomes:
+            _deep_merge(merged, outcome.actions.model_dump(exclude_none=True))
+        actions = EventActions.model_validate(merged)
+    return Event(
+        invocation_id=ctx.invocation_id,
+        author=author,
+        branch=ctx.branch,
+        content=types.Content(role="user", parts=parts),
+        actions=actions,
+    )
+
+
+def _deep_merge(target: dict[str, Any], source: dict[str, Any]) -> None:
+    for key, value in source.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _deep_merge(target[key], value)
+        else:
+            target[key] = value
+
+
+async def _execute_call(
+    ctx: InvocationContext,
+    agent: LlmAgent,
+    call: types.FunctionCall,
+    tools: dict[str, BaseTool],
+    confirmation: ToolConfirmation | None,
+) -> _CallOutcome:
+    name = call.name or ""
+    args = copy.deepcopy(call.args or {})
+    tool_context = ToolContext(
+        ctx, function_call_id=call.id, tool_confirmation=confirmation
+    )
+    tool = tools.get(name)
+    if tool is None:
+        return _answer(call, name, tool_not_found_response(name, tools), tool_context)
+
+    canonical = {"tool": tool, "args": args, "tool_context": tool_context}
+    result = await cb.run_until(agent.before_tool_callback, canonical, stop=cb.is_not_none)
+    if result is None:
+        gate = await _confirmation_gate(tool, args, tool_context, confirmation)
+        if gate is not None:
+            return _answer(call, name, gate, tool_context)
+        result = await _run_tool(agent, tool, args, tool_context)
+    replaced = await cb.run_until(
+        agent.after_tool_callback, {**canonical, "tool_response": result}, stop=cb.is_not_none
+    )
+    if replaced is not None:
+        result = replaced
+    if tool.is_long_running and not result:
+        # The call stays open: its answer arrives later as a FunctionResponse.
+        return _CallOutcome(None, tool_context.actions)
+    return _answer(call, name, result, tool_context)
+
+
+async def _confirmation_gate(
+    tool: BaseTool,
+    args: dict[str, Any],
+    tool_context: ToolContext,
+    confirmation: ToolConfirmation | None,
+) -> dict[str, Any] | None:
+    """Return an error answer if the call must wait for (or was refused) confirmation."""
+    if confirmation is not None:
+        return None if confirmation.confirmed else {"error": CONFIRMATION_REJECTED_ERROR}
+    if not await tool.check_require_confirmation(args, tool_context):
+        return None
+    tool_context.request_confirmation(
+        hint=(
+            f"Please approve or reject the tool call {tool.name}() by responding with a "
+            "FunctionResponse with an expected ToolConfirmation payload."
+        )
+    )
+    tool_context.actions.skip_summarization = True
+    return {"error": CONFIRMATION_REQUIRED_ERROR}
+
+
+async def _run_tool(
+    agent: LlmAgent, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext
+) -> Any:
+    try:
+        return await tool.run_async(args=args, tool_context=tool_context)
+    except Exception as error:
+        recovered = await cb.run_until(
+            agent.on_tool_error_callback,
+            {"tool": tool, "args": args, "tool_context": tool_context, "error": error},
+            stop=cb.is_not_none,
+        )
+        if recovered is None:
+            raise
+        return recovered
+
+
+def _answer(
+    call: types.FunctionCall, name: str, result: Any, tool_context: ToolContext
+) -> _CallOutcome:
+    if not isinstance(result, dict):
+        result = {"result": result}
+    part = types.Part(
+        function_response=types.FunctionResponse(id=call.id, name=name, response=result)
+    )
+    return _CallOutcome(part, tool_context.actions)
+
+
+def build_confirmation_request_event(
+    ctx: InvocationContext, call_event: Event, answer_event: Event
+) -> Event | None:
+    """Turn requested confirmations into ``adk_request_confirmation`` calls (long-running)."""
+    requested = answer_event.actions.requested_tool_confirmations
+    if not requested:
+        return None
+    calls_by_id = {c.id: c for c in call_event.get_function_calls()}
+    parts = []
+    ids = set()
+    for call_id, confirmation in requested.items():
+        original = calls_by_id.get(call_id)
+        if original is None:
+            continue
+        request_id = platform.new_function_call_id()
+        ids.add(request_id)
+        parts.append(types.Part(function_call=types.FunctionCall(
+            id=request_id,
+            name=REQUEST_CONFIRMATION,
+            args={
+                "originalFunctionCall": original.model_dump(mode="json", exclude_none=True),
+                "toolConfirmation": confirmation.model_dump(
+                    mode="json", by_alias=True, exclude_none=True
+                ),
+            },
+        )))
+    if not parts:
+        return None
+    return Event(
+        invocation_id=ctx.invocation_id,
+        author=ctx.agent.name,
+        branch=ctx.branch,
+        content=types.Content(role="model", parts=parts),
+        long_running_tool_ids=ids,
+    )

@@ -1,0 +1,268 @@
+"""The LLM loop: request -> model -> response -> tools, until the step's last event is final."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
+
+from google.genai import types
+
+from orchestrator import platform
+from orchestrator.agents import callbacks as cb
+from orchestrator.agents.context import CallbackContext, ReadonlyContext, ToolContext
+from orchestrator.agents.run_config import StreamingMode
+from orchestrator.events.event import Event
+from orchestrator.flows import functions, transfer
+from orchestrator.flows.contents import build_contents
+from orchestrator.flows.instructions import inject_session_state
+from orchestrator.models.llm_request import LlmRequest
+from orchestrator.models.llm_response import LlmResponse
+
+if TYPE_CHECKING:
+    from orchestrator.agents.invocation_context import InvocationContext
+    from orchestrator.agents.llm_agent import LlmAgent
+
+_RESPONSE_FIELDS = tuple(LlmResponse.model_fields)
+
+
+class _Step:
+    """Per-step bookkeeping."""
+
+    __slots__ = ("stop",)
+
+    def __init__(self) -> None:
+        self.stop = False
+
+
+class LlmFlow:
+    """Runs an LlmAgent: one model step after another until the turn is final."""
+
+    async def run_async(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+        """Yield every event of the agent's turn."""
+        while True:
+            step = _Step()
+            last: Event | None = None
+            async for event in self._run_one_step(ctx, step):
+                last = event
+                yield event
+            if step.stop or last is None or last.is_final_response() or last.partial:
+                return
+            if ctx.end_invocation or ctx.is_aborted:
+                return
+
+    async def _run_one_step(
+        self, ctx: InvocationContext, step: _Step
+    ) -> AsyncGenerator[Event, None]:
+        agent: LlmAgent = ctx.agent  # type: ignore[assignment]
+        llm_request = LlmRequest()
+        await self._build_request(ctx, agent, llm_request)
+        if ctx.end_invocation:
+            return
+        model_response_event = Event(
+            invocation_id=ctx.invocation_id, author=agent.name, branch=ctx.branch
+        )
+        async for llm_response in self._call_llm(ctx, agent, llm_request, model_response_event):
+            async for event in self._postprocess(
+                ctx, llm_request, llm_response, model_response_event, step
+            ):
+                yield event
+
+    async def _build_request(
+        self, ctx: InvocationContext, agent: LlmAgent, llm_request: LlmRequest
+    ) -> None:
+        model = agent.canonical_model
+        llm_request.model = model.model
+        if agent.generate_content_config is not None:
+            llm_request.config = agent.generate_content_config.model_copy(deep=True)
+        if ctx.run_config.labels:
+            llm_request.config.labels = dict(ctx.run_config.labels)
+        readonly = ReadonlyContext(ctx)
+        llm_request.append_instructions(await _instructions(agent, readonly))
+        llm_request.contents = build_contents(
+            ctx.session.events,
+            agent_name=agent.name,
+            branch=ctx.branch,
+            include_contents=agent.include_contents,
+            include_thoughts_from_other_agents=ctx.run_config.include_thoughts_from_other_agents,
+        )
+        _insert_model_input_context(llm_request, ctx)
+        tools = await agent.canonical_tools(readonly)
+        tool_context = ToolContext(ctx)
+        for tool in tools:
+            await tool.process_llm_request(tool_context=tool_context, llm_request=llm_request)
+        await transfer.add_transfer_tool(agent, tool_context, llm_request)
+        if agent.output_schema is not None and not tools:
+            llm_request.set_output_schema(agent.output_schema)
+
+    async def _call_llm(
+        self,
+        ctx: InvocationContext,
+        agent: LlmAgent,
+        llm_request: LlmRequest,
+        model_response_event: Event,
+    ) -> AsyncGenerator[LlmResponse, None]:
+        callback_context = CallbackContext(ctx, event_actions=model_response_event.actions)
+        override = await cb.run_until(
+            agent.before_model_callback,
+            {"callback_context": callback_context, "llm_request": llm_request},
+            stop=cb.is_truthy,
+        )
+        if override:
+            yield override
+            return
+        ctx.increment_llm_call_count()
+        llm = agent.canonical_model
+        stream = ctx.run_config.streaming_mode == StreamingMode.SSE
+        try:
+            async for response in llm.generate_content_async(llm_request, stream=stream):
+                yield await _after_model(agent, callback_context, response)
+        except Exception as error:
+            recovered = await cb.run_until(
+                agent.on_model_error_callback,
+                {"callback_context": callback_context, "llm_request": llm_request, "error": error},
+                stop=cb.is_not_none,
+            )
+            if recovered is None:
+                raise
+            yield recovered
+
+    async def _postprocess(
+        self,
+        ctx: InvocationContext,
+        llm_request: LlmRequest,
+        llm_response: LlmResponse,
+        model_response_event: Event,
+        step: _Step,
+    ) -> AsyncGenerator[Event, None]:
+        if (
+            llm_response.content is None
+            and not llm_response.error_code
+            and not llm_response.interrupted
+            and llm_response.grounding_metadata is None
+        ):
+            return
+        _apply_empty_response_policy(llm_response)
+        event = _finalize_event(model_response_event, llm_response, llm_request)
+        yield event
+        if event.partial:
+            return
+        # Every non-partial event gets its own id; partial chunks share the final one's.
+        model_response_event.id = Event.new_id()
+        model_response_event.timestamp = platform.get_time()
+        if event.get_function_calls():
+            async for answer in self._handle_calls(ctx, event, llm_request, step):
+                yield answer
+
+    async def _handle_calls(
+        self, ctx: InvocationContext, call_event: Event, llm_request: LlmRequest, step: _Step
+    ) -> AsyncGenerator[Event, None]:
+        async for answer in functions.handle_function_calls(
+            ctx, call_event, llm_request.tools_dict
+        ):
+            request = functions.build_confirmation_request_event(ctx, call_event, answer)
+            if request is not None and not _has_settled_answers(answer):
+                yield request
+                yield answer
+            else:
+                yield answer
+                if request is not None:
+                    yield request
+            target_name = answer.actions.transfer_to_agent
+            if target_name:
+                target = transfer.resolve_target(ctx.agent, target_name)  # type: ignore[arg-type]
+                async for event in target.run_async(ctx):
+                    yield event
+                step.stop = True
+
+
+async def _instructions(agent: LlmAgent, ctx: ReadonlyContext) -> list[str]:
+    from orchestrator.agents.llm_agent import LlmAgent
+
+    parts: list[str] = []
+    root = agent.root_agent
+    if isinstance(root, LlmAgent) and root.global_instruction:
+        text, bypass = await root.canonical_global_instruction(ctx)
+        parts.append(text if bypass else await inject_session_state(text, ctx))
+    if agent.static_instruction:
+        parts.append(_static_text(agent.static_instruction))
+    if agent.instruction:
+        text, bypass = await agent.canonical_instruction(ctx)
+        parts.append(text if bypass else await inject_session_state(text, ctx))
+    identity = f'You are an agent. Your internal name is "{agent.name}".'
+    if agent.description:
+        identity += f' The description about you is "{agent.description}".'
+    parts.append(identity)
+    return parts
+
+
+def _static_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, types.Content):
+        return "".join(p.text or "" for p in value.parts or [])
+    return str(value)
+
+
+def _insert_model_input_context(llm_request: LlmRequest, ctx: InvocationContext) -> None:
+    extra = ctx.run_config.model_input_context
+    if not extra:
+        return
+    contents = llm_request.contents
+    index = len(contents)
+    for i in range(len(contents) - 1, -1, -1):
+        if contents[i].role == "user" and any(p.text for p in contents[i].parts or []):
+            index = i
+            break
+    llm_request.contents = contents[:index] + list(extra) + contents[index:]
+
+
+async def _after_model(
+    agent: LlmAgent, callback_context: CallbackContext, response: LlmResponse
+) -> LlmResponse:
+    if not agent.after_model_callback:
+        return response
+    replacement = await cb.run_until(
+        agent.after_model_callback,
+        {"callback_context": callback_context, "llm_response": response},
+        stop=cb.is_truthy,
+    )
+    if not replacement:
+        return response
+    updates = {}
+    for name in ("partial", "turn_complete", "usage_metadata"):
+        if getattr(replacement, name) is None and getattr(response, name) is not None:
+            updates[name] = getattr(response, name)
+    return replacement.model_copy(update=updates) if updates else replacement
+
+
+def _apply_empty_response_policy(response: LlmResponse) -> None:
+    if response.partial or response.error_code:
+        return
+    if response.finish_reason != types.FinishReason.STOP:
+        return
+    parts = response.content.parts if response.content else None
+    if not parts or not any(p.text or p.function_call or p.inline_data for p in parts):
+        response.error_code = "MODEL_RETURNED_NO_CONTENT"
+        response.error_message = "The model returned a response with no content."
+
+
+def _finalize_event(
+    model_response_event: Event, response: LlmResponse, llm_request: LlmRequest
+) -> Event:
+    updates = {
+        name: value for name in _RESPONSE_FIELDS
+        if (value := getattr(response, name)) is not None
+    }
+    event = model_response_event.model_copy(update=updates)
+    if event.get_function_calls():
+        functions.populate_client_function_call_ids(event)
+        event.long_running_tool_ids = functions.long_running_ids(event, llm_request.tools_dict)
+    return event
+
+
+def _has_settled_answers(answer: Event) -> bool:
+    for response in answer.get_function_responses():
+        payload = response.response or {}
+        if payload.get("error") != functions.CONFIRMATION_REQUIRED_ERROR:
+            return True
+    return False

@@ -1,0 +1,60 @@
+"""LlmRequest: what an agent sends to a model for one call."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from google.genai import types
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from orchestrator.tools.base_tool import BaseTool
+
+
+class LlmRequest(BaseModel):
+    """One model call: model name, history, generation config and the tools on offer."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    model: str | None = None
+    """Model name; filled from the agent's model."""
+    contents: list[types.Content] = Field(default_factory=list)
+    """Conversation history, oldest first."""
+    config: types.GenerateContentConfig = Field(default_factory=types.GenerateContentConfig)
+    """Generation config, including ``system_instruction`` and ``tools``."""
+    tools_dict: dict[str, Any] = Field(default_factory=dict, exclude=True)
+    """Tool name -> BaseTool, for the tools declared in ``config.tools``."""
+
+    def append_instructions(self, instructions: list[str]) -> None:
+        """Append text to the system instruction, separated by a blank line."""
+        text = "\n\n".join(i for i in instructions if i)
+        if not text:
+            return
+        current = self.config.system_instruction
+        if current:
+            self.config.system_instruction = f"{current}\n\n{text}"
+        else:
+            self.config.system_instruction = text
+
+    def append_tools(self, tools: list[BaseTool]) -> None:
+        """Declare tools to the model and remember them by name."""
+        declarations = []
+        for tool in tools:
+            declaration = tool._get_declaration()
+            if declaration is not None:
+                declarations.append(declaration)
+                self.tools_dict[tool.name] = tool
+        if not declarations:
+            return
+        if self.config.tools is None:
+            self.config.tools = []
+        for existing in self.config.tools:
+            if isinstance(existing, types.Tool) and existing.function_declarations is not None:
+                existing.function_declarations.extend(declarations)
+                return
+        self.config.tools.append(types.Tool(function_declarations=declarations))
+
+    def set_output_schema(self, schema: Any) -> None:
+        """Ask the model for JSON matching ``schema``."""
+        self.config.response_schema = schema
+        self.config.response_mime_type = "application/json"

@@ -1,0 +1,375 @@
+"""Runner: the event loop. The agent yields an event, the Runner commits it, the agent goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import AsyncGenerator, Generator
+from typing import Any
+
+from google.genai import types
+
+from orchestrator import platform
+from orchestrator.agents.base_agent import BaseAgent
+from orchestrator.agents.invocation_context import InvocationContext
+from orchestrator.agents.llm_agent import LlmAgent
+from orchestrator.agents.run_config import RunConfig
+from orchestrator.apps.app import App
+from orchestrator.artifacts.base_artifact_service import BaseArtifactService
+from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
+from orchestrator.errors import SessionNotFoundError
+from orchestrator.events.event import Event
+from orchestrator.events.event_actions import EventActions
+from orchestrator.flows.contents import apply_rewinds
+from orchestrator.memory.base_memory_service import BaseMemoryService
+from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
+from orchestrator.sessions.base_session_service import BaseSessionService
+from orchestrator.sessions.in_memory_session_service import InMemorySessionService
+from orchestrator.sessions.session import Session
+from orchestrator.tools.base_toolset import BaseToolset
+
+logger = logging.getLogger(__name__)
+
+
+class Runner:
+    """Runs an app's agents against a session service, committing every event it yields."""
+
+    def __init__(
+        self,
+        *,
+        app: App | None = None,
+        app_name: str | None = None,
+        agent: BaseAgent | None = None,
+        plugins: list[Any] | None = None,
+        artifact_service: BaseArtifactService | None = None,
+        session_service: BaseSessionService,
+        memory_service: BaseMemoryService | None = None,
+        credential_service: Any = None,
+        plugin_close_timeout: float = 5.0,
+        auto_create_session: bool = False,
+    ) -> None:
+        if app is not None:
+            if agent is not None:
+                raise ValueError("Pass either app or agent to Runner, not both.")
+            self.app = app
+            self.app_name = app_name or app.name
+        else:
+            if agent is None:
+                raise ValueError("Runner needs an app or an agent.")
+            if not app_name:
+                raise ValueError("Runner(agent=...) also needs app_name.")
+            self.app = App.model_construct(
+                name=app_name, root_agent=agent, plugins=list(plugins or []),
+                events_compaction_config=None, context_cache_config=None,
+                resumability_config=None,
+            )
+            self.app_name = app_name
+        if self.app.plugins:
+            raise NotImplementedError("Plugins are not supported yet; use agent callbacks.")
+        self.agent: BaseAgent = self.app.root_agent
+        self.session_service = session_service
+        self.artifact_service = artifact_service
+        self.memory_service = memory_service
+        self.credential_service = credential_service
+        self.auto_create_session = auto_create_session
+
+    @property
+    def resumability_config(self) -> Any:
+        """The app's ResumabilityConfig, if any."""
+        return self.app.resumability_config
+
+    async def run_async(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        invocation_id: str | None = None,
+        new_message: types.Content | None = None,
+        state_delta: dict[str, Any] | None = None,
+        run_config: RunConfig | None = None,
+        yield_user_message: bool = False,
+        abort_signal: asyncio.Event | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        """Run one invocation (or continue one); yield each event after it is committed."""
+        run_config = run_config or RunConfig()
+        if new_message is not None and new_message.role != "user":
+            new_message = types.Content(role="user", parts=new_message.parts)
+        session = await self._load_session(user_id, session_id, run_config)
+        _validate_new_message(new_message)
+        responses = [
+            p.function_response for p in (new_message.parts or []) if p.function_response
+        ] if new_message else []
+        call_event = None
+        if responses:
+            invocation_id, call_event = _resolve_invocation_from_responses(
+                session, responses, invocation_id
+            )
+        ctx = InvocationContext(
+            session_service=self.session_service,
+            artifact_service=self.artifact_service,
+            memory_service=self.memory_service,
+            credential_service=self.credential_service,
+            invocation_id=invocation_id or platform.new_invocation_id(),
+            agent=self.agent,
+            session=session,
+            user_content=new_message,
+            run_config=run_config,
+            resumability_config=self.resumability_config,
+            abort_signal=abort_signal,
+        )
+        if call_event is not None:
+            ctx.user_content = _original_user_content(session, ctx.invocation_id) or new_message
+        if new_message is not None or state_delta:
+            user_event = await self._append_user_event(
+                ctx, new_message, state_delta, run_config, call_event
+            )
+            if yield_user_message:
+                yield user_event
+        agent = find_agent_to_run(session, self.agent)
+        ctx.agent = agent
+        ctx.branch = _branch_for(session, agent, self.agent, call_event)
+        async with contextlib.aclosing(agent.run_async(ctx)) as events:
+            async for event in events:
+                if ctx.is_aborted:
+                    return
+                if not event.partial:
+                    await self.session_service.append_event(session, event)
+                yield event
+
+    def run(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        new_message: types.Content | None = None,
+        state_delta: dict[str, Any] | None = None,
+        run_config: RunConfig | None = None,
+    ) -> Generator[Event, None, None]:
+        """Synchronous ``run_async``: drives it on a background thread with its own loop."""
+        items: queue.Queue[Any] = queue.Queue()
+        done = object()
+
+        async def drive() -> None:
+            try:
+                async for event in self.run_async(
+                    user_id=user_id, session_id=session_id, new_message=new_message,
+                    state_delta=state_delta, run_config=run_config,
+                ):
+                    items.put(event)
+            except BaseException as error:  # re-raised on the caller's thread
+                items.put(_Failure(error))
+            finally:
+                items.put(done)
+
+        thread = threading.Thread(target=asyncio.run, args=(drive(),), daemon=True)
+        thread.start()
+        try:
+            while (item := items.get()) is not done:
+                if isinstance(item, _Failure):
+                    raise item.error
+                yield item
+        finally:
+            thread.join()
+
+    async def close(self) -> None:
+        """Close the toolsets of every agent and flush the session service."""
+        for toolset in _toolsets(self.agent):
+            try:
+                await asyncio.wait_for(toolset.close(), timeout=10)
+            except Exception:  # closing is best effort; one bad toolset must not stop the rest
+                logger.exception("Closing toolset %r failed", toolset)
+        await self.session_service.flush()
+
+    async def __aenter__(self) -> Runner:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _load_session(self, user_id: str, session_id: str, run_config: RunConfig) -> Session:
+        session = await self.session_service.get_session(
+            app_name=self.app_name, user_id=user_id, session_id=session_id,
+            config=run_config.get_session_config,
+        )
+        if session is not None:
+            return session
+        if not self.auto_create_session:
+            raise SessionNotFoundError(
+                f"Session not found: app {self.app_name!r}, user {user_id!r}, "
+                f"session {session_id!r}."
+            )
+        return await self.session_service.create_session(
+            app_name=self.app_name, user_id=user_id, session_id=session_id
+        )
+
+    async def _append_user_event(
+        self,
+        ctx: InvocationContext,
+        new_message: types.Content | None,
+        state_delta: dict[str, Any] | None,
+        run_config: RunConfig,
+        call_event: Event | None,
+    ) -> Event:
+        event = Event(
+            invocation_id=ctx.invocation_id,
+            author="user",
+            content=new_message,
+            actions=EventActions(state_delta=dict(state_delta)) if state_delta else EventActions(),
+            branch=call_event.branch if call_event is not None else None,
+            custom_metadata=dict(run_config.custom_metadata) if run_config.custom_metadata else None,
+        )
+        await self.session_service.append_event(ctx.session, event)
+        return event
+
+
+class InMemoryRunner(Runner):
+    """A Runner wired to in-memory session, artifact and memory services."""
+
+    def __init__(
+        self,
+        agent: BaseAgent | None = None,
+        *,
+        app_name: str | None = None,
+        plugins: list[Any] | None = None,
+        app: App | None = None,
+    ) -> None:
+        super().__init__(
+            app=app,
+            app_name=app_name or (None if app is not None else "InMemoryRunner"),
+            agent=agent,
+            plugins=plugins,
+            artifact_service=InMemoryArtifactService(),
+            session_service=InMemorySessionService(),
+            memory_service=InMemoryMemoryService(),
+        )
+
+
+class _Failure:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def _validate_new_message(message: types.Content | None) -> None:
+    if message is None or not message.parts:
+        return
+    has_response = any(p.function_response for p in message.parts)
+    if any(p.function_call for p in message.parts):
+        raise ValueError("User message cannot contain function calls.")
+    if has_response and any(p.text for p in message.parts):
+        raise ValueError(
+            "A message cannot contain both function responses and text; send them separately."
+        )
+
+
+def _resolve_invocation_from_responses(
+    session: Session, responses: list[types.FunctionResponse], invocation_id: str | None
+) -> tuple[str | None, Event | None]:
+    """Find the invocation (and call event) that function responses answer."""
+    ids = [r.id for r in responses if r.id]
+    if not ids:
+        return invocation_id, None
+    found: dict[str, Event] = {}
+    for event in reversed(apply_rewinds(session.events)):
+        for call in event.get_function_calls():
+            if call.id in ids and call.id not in found:
+                found[call.id] = event
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise ValueError(f"Function call not found for function response ids: {missing}")
+    invocations = {e.invocation_id for e in found.values()}
+    if len(invocations) > 1:
+        raise ValueError(
+            "Function responses answer calls of several invocations "
+            f"({sorted(invocations)}); send them separately."
+        )
+    resolved = invocations.pop()
+    if invocation_id and invocation_id != resolved:
+        logger.warning(
+            "invocation_id %s ignored: the function responses belong to %s",
+            invocation_id, resolved,
+        )
+    return resolved, found[ids[0]]
+
+
+def _original_user_content(session: Session, invocation_id: str) -> types.Content | None:
+    for event in session.events:
+        if event.invocation_id != invocation_id or event.author != "user":
+            continue
+        content = event.content
+        if content and content.parts and any(p.text for p in content.parts) and not any(
+            p.function_response for p in content.parts
+        ):
+            return content
+    return None
+
+
+def find_agent_to_run(session: Session, root: BaseAgent) -> BaseAgent:
+    """Pick the agent for this turn (ADK's routing rules, adk-reference §3.6)."""
+    events = apply_rewinds(session.events)
+    if events and (responses := events[-1].get_function_responses()):
+        owner = _call_owner(events[:-1], responses[0].id)
+        if owner is not None and (agent := root.find_agent(owner)) is not None:
+            return agent
+    for event in reversed(events):
+        if event.author == "user":
+            continue
+        if (event.actions.end_of_agent or event.actions.agent_state is not None) and not event.content:
+            continue
+        if event.error_code and not event.content:
+            continue
+        target = event.actions.transfer_to_agent
+        if target and (agent := root.find_agent(target)) is not None and _is_transferable(agent):
+            return agent
+        if event.author == root.name:
+            return root
+        agent = root.find_sub_agent(event.author)
+        if agent is None:
+            logger.warning("Event from unknown agent %s skipped while routing", event.author)
+            continue
+        if _is_transferable(agent):
+            return agent
+    return root
+
+
+def _call_owner(events: list[Event], call_id: str | None) -> str | None:
+    if not call_id:
+        return None
+    for event in reversed(events):
+        if any(c.id == call_id for c in event.get_function_calls()):
+            return event.author
+    return None
+
+
+def _is_transferable(agent: BaseAgent) -> bool:
+    """True if every agent from ``agent`` up to the root is an LlmAgent that allows going up."""
+    current: BaseAgent | None = agent
+    while current is not None:
+        if not isinstance(current, LlmAgent) or current.disallow_transfer_to_parent:
+            return False
+        current = current.parent_agent
+    return True
+
+
+def _branch_for(
+    session: Session, agent: BaseAgent, root: BaseAgent, call_event: Event | None
+) -> str | None:
+    if call_event is not None:
+        return call_event.branch
+    if agent is root:
+        return None
+    for event in reversed(session.events):
+        if event.author == agent.name:
+            return event.branch
+    return None
+
+
+def _toolsets(agent: BaseAgent) -> list[BaseToolset]:
+    found = [t for t in getattr(agent, "tools", []) if isinstance(t, BaseToolset)]
+    for sub in agent.sub_agents:
+        found.extend(_toolsets(sub))
+    return found

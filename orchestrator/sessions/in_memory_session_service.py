@@ -1,0 +1,155 @@
+"""InMemorySessionService: sessions kept in this process (embedded mode and tests)."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator import platform
+from orchestrator.errors import AlreadyExistsError, SessionNotFoundError
+from orchestrator.events.event import Event
+from orchestrator.sessions.base_session_service import (
+    BaseSessionService,
+    merge_state,
+    split_state_delta,
+)
+from orchestrator.sessions.session import GetSessionConfig, ListSessionsResponse, Session
+
+
+@dataclass
+class _StoredSession:
+    id: str
+    app_name: str
+    user_id: str
+    state: dict[str, Any]
+    events: list[Event] = field(default_factory=list)
+    event_ids: set[str] = field(default_factory=set)
+    last_update_time: float = 0.0
+
+
+class InMemorySessionService(BaseSessionService):
+    """Keeps sessions, user state and app state in dictionaries of this process.
+
+    Returned sessions are independent copies: their state is deep-copied and their event list
+    is a new list. Committed events are shared and must not be mutated after commit.
+    """
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, dict[str, dict[str, _StoredSession]]] = {}
+        self._user_state: dict[str, dict[str, dict[str, Any]]] = {}
+        self._app_state: dict[str, dict[str, Any]] = {}
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Create a session; ``app:``/``user:`` keys of ``state`` go to their shared stores."""
+        sid = session_id.strip() if session_id and session_id.strip() else platform.new_uuid()
+        user_sessions = self._sessions.setdefault(app_name, {}).setdefault(user_id, {})
+        if sid in user_sessions:
+            raise AlreadyExistsError(f"Session with id {sid!r} already exists.")
+        app_delta, user_delta, session_state = split_state_delta(copy.deepcopy(state or {}))
+        self._app_state.setdefault(app_name, {}).update(app_delta)
+        self._user_state.setdefault(app_name, {}).setdefault(user_id, {}).update(user_delta)
+        stored = _StoredSession(
+            id=sid, app_name=app_name, user_id=user_id, state=session_state,
+            last_update_time=platform.get_time(),
+        )
+        user_sessions[sid] = stored
+        return self._export(stored, with_events=True)
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        """Return a copy of the session, filtered by ``config``, or None."""
+        stored = self._find(app_name, user_id, session_id)
+        if stored is None:
+            return None
+        session = self._export(stored, with_events=True)
+        if config is not None:
+            session.events = _filter_events(session.events, config)
+        return session
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        """List sessions (no events), oldest update first."""
+        by_user = self._sessions.get(app_name, {})
+        users = [user_id] if user_id is not None else list(by_user)
+        stored = [s for u in users for s in by_user.get(u, {}).values()]
+        stored.sort(key=lambda s: s.last_update_time)
+        return ListSessionsResponse(sessions=[self._export(s, with_events=False) for s in stored])
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Delete a session if it exists."""
+        self._sessions.get(app_name, {}).get(user_id, {}).pop(session_id, None)
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """Return the user's state with prefixes stripped."""
+        return copy.deepcopy(self._user_state.get(app_name, {}).get(user_id, {}))
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Commit an event; a repeated event id is ignored (idempotent)."""
+        if event.partial:
+            return event
+        stored = self._find(session.app_name, session.user_id, session.id)
+        if stored is None:
+            raise SessionNotFoundError(
+                f"Session {session.id!r} of app {session.app_name!r}, user "
+                f"{session.user_id!r} not found."
+            )
+        if event.id in stored.event_ids:
+            return event
+        self._apply_to_session(session, event)
+        app_delta, user_delta, session_delta = split_state_delta(event.actions.state_delta)
+        if app_delta:
+            self._app_state.setdefault(stored.app_name, {}).update(copy.deepcopy(app_delta))
+        if user_delta:
+            self._user_state.setdefault(stored.app_name, {}).setdefault(
+                stored.user_id, {}
+            ).update(copy.deepcopy(user_delta))
+        if session_delta:
+            stored.state.update(copy.deepcopy(session_delta))
+        stored.events.append(event)
+        stored.event_ids.add(event.id)
+        stored.last_update_time = event.timestamp
+        return event
+
+    def _find(self, app_name: str, user_id: str, session_id: str) -> _StoredSession | None:
+        return self._sessions.get(app_name, {}).get(user_id, {}).get(session_id)
+
+    def _export(self, stored: _StoredSession, *, with_events: bool) -> Session:
+        state = merge_state(
+            stored.state,
+            self._app_state.get(stored.app_name, {}),
+            self._user_state.get(stored.app_name, {}).get(stored.user_id, {}),
+        )
+        return Session.model_construct(
+            id=stored.id,
+            app_name=stored.app_name,
+            user_id=stored.user_id,
+            state=copy.deepcopy(state),
+            events=list(stored.events) if with_events else [],
+            last_update_time=stored.last_update_time,
+        )
+
+
+def _filter_events(events: list[Event], config: GetSessionConfig) -> list[Event]:
+    if config.num_recent_events is not None:
+        events = events[-config.num_recent_events:] if config.num_recent_events else []
+    if config.after_timestamp is not None:
+        start = len(events)
+        while start > 0 and events[start - 1].timestamp >= config.after_timestamp:
+            start -= 1
+        events = events[start:]
+    return events

@@ -1,0 +1,176 @@
+"""FunctionTool: wraps a Python function; its signature becomes the JSON schema."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import types as types_module
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import pydantic
+from google.genai import types
+
+from orchestrator.agents.context import Context, ToolContext
+from orchestrator.tools.base_tool import BaseTool
+
+_CONTEXT_PARAM = "tool_context"
+_EXCLUDED_PARAMS = {"input_stream"}
+
+
+def _union_members(annotation: Any) -> tuple[Any, ...]:
+    """``X | None`` and ``Optional[X]`` -> (X, NoneType); anything else -> (annotation,)."""
+    if typing.get_origin(annotation) in (typing.Union, types_module.UnionType):
+        return typing.get_args(annotation)
+    return (annotation,)
+
+
+def _is_context_param(param: inspect.Parameter, hints: dict[str, Any]) -> bool:
+    annotation = hints.get(param.name, param.annotation)
+    return Context in _union_members(annotation) or param.name == _CONTEXT_PARAM
+
+
+def _pydantic_model_in(annotation: Any) -> type[pydantic.BaseModel] | None:
+    for member in _union_members(annotation):
+        if isinstance(member, type) and issubclass(member, pydantic.BaseModel):
+            return member
+    return None
+
+
+class FunctionTool(BaseTool):
+    """A tool backed by a sync or async Python function."""
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        require_confirmation: bool | Callable[..., Any] = False,
+    ) -> None:
+        name = getattr(func, "__name__", type(func).__name__)
+        doc = inspect.getdoc(func) or ""
+        super().__init__(name=name, description=doc)
+        self.func = func
+        """The wrapped function."""
+        self._require_confirmation = require_confirmation
+        self._signature = inspect.signature(func)
+        try:
+            self._hints = typing.get_type_hints(func)
+        except Exception:  # unresolvable forward refs: fall back to raw annotations
+            self._hints = {}
+        self._context_param = next(
+            (p.name for p in self._signature.parameters.values()
+             if _is_context_param(p, self._hints)),
+            None,
+        )
+        self._declaration: types.FunctionDeclaration | None = None
+
+    def _model_params(self) -> list[inspect.Parameter]:
+        return [
+            p for p in self._signature.parameters.values()
+            if p.name != self._context_param
+            and p.name not in _EXCLUDED_PARAMS
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+
+    def _get_declaration(self) -> types.FunctionDeclaration | None:
+        """Declare the function: name, whole docstring, and a JSON schema of its parameters."""
+        if self._declaration is None:
+            self._declaration = types.FunctionDeclaration(
+                name=self.name,
+                description=self.description,
+                parameters_json_schema=_parameters_schema(self.name, self._params_model()),
+            )
+        return self._declaration
+
+    @functools.cached_property
+    def _params_model_cached(self) -> type[pydantic.BaseModel]:
+        fields: dict[str, Any] = {}
+        for p in self._model_params():
+            annotation = self._hints.get(p.name, p.annotation)
+            if annotation is inspect.Parameter.empty:
+                annotation = Any
+            default = ... if p.default is inspect.Parameter.empty else p.default
+            fields[p.name] = (annotation, default)
+        return pydantic.create_model(f"{self.name}Params", **fields)
+
+    def _params_model(self) -> type[pydantic.BaseModel]:
+        return self._params_model_cached
+
+    def _missing_mandatory(self, args: dict[str, Any]) -> list[str]:
+        return [
+            p.name for p in self._model_params()
+            if p.default is inspect.Parameter.empty and p.name not in args
+        ]
+
+    def _prepare_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Keep known parameters; turn dicts into pydantic models where annotated so."""
+        known = {p.name for p in self._model_params()}
+        accepts_kwargs = any(
+            p.kind is p.VAR_KEYWORD for p in self._signature.parameters.values()
+        )
+        prepared = {}
+        for key, value in args.items():
+            if key not in known and not accepts_kwargs:
+                continue
+            model = _pydantic_model_in(self._hints.get(key))
+            if isinstance(value, dict) and model is not None:
+                value = model.model_validate(value)
+            prepared[key] = value
+        return prepared
+
+    async def check_require_confirmation(
+        self, args: dict[str, Any], tool_context: ToolContext
+    ) -> bool:
+        """Evaluate ``require_confirmation`` (a bool, or a predicate of the arguments)."""
+        rule = self._require_confirmation
+        if callable(rule):
+            result = rule(**args) if _accepts(rule, args) else rule(args)
+            if inspect.isawaitable(result):
+                result = await result
+            return bool(result)
+        return bool(rule)
+
+    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
+        """Call the function; a missing mandatory argument returns an error the model can read."""
+        missing = self._missing_mandatory(args)
+        if missing:
+            return {
+                "error": (
+                    f"Invoking `{self.name}()` failed as the following mandatory input "
+                    f"parameters are not present:\n{chr(10).join(missing)}\n"
+                    "You could retry calling this tool, but it is IMPORTANT for you to "
+                    "provide all the mandatory parameters."
+                )
+            }
+        kwargs = self._prepare_args(args)
+        if self._context_param:
+            kwargs[self._context_param] = tool_context
+        return await self._call(kwargs)
+
+    async def _call(self, kwargs: dict[str, Any]) -> Any:
+        if inspect.iscoroutinefunction(self.func) or inspect.iscoroutinefunction(
+            getattr(self.func, "__call__", None)  # noqa: B004  (async callable objects)
+        ):
+            return await self.func(**kwargs)
+        # Synchronous tools run in a worker thread so they never block the event loop.
+        result = await asyncio.to_thread(self.func, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+def _accepts(fn: Callable[..., Any], args: dict[str, Any]) -> bool:
+    try:
+        inspect.signature(fn).bind(**args)
+    except TypeError:
+        return False
+    return True
+
+
+def _parameters_schema(name: str, model: type[pydantic.BaseModel]) -> dict[str, Any] | None:
+    schema = model.model_json_schema()
+    if not schema.get("properties"):
+        return None
+    return schema

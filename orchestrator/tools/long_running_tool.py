@@ -1,0 +1,37 @@
+"""LongRunningFunctionTool: a function tool whose call pauses the invocation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from google.genai import types
+
+from orchestrator.tools.function_tool import FunctionTool
+
+_LONG_RUNNING_NOTE = (
+    "\n\nNOTE: This is a long-running operation. Do not call this tool again if it has "
+    "already returned some intermediate or pending status."
+)
+
+
+class LongRunningFunctionTool(FunctionTool):
+    """A function tool marked long-running.
+
+    The function runs once when the model calls it. A falsy result leaves the call open
+    (the invocation pauses until a FunctionResponse with the same id arrives); a truthy result
+    is sent to the model as an interim answer.
+    """
+
+    def __init__(self, func: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(func, **kwargs)
+        self.is_long_running = True
+
+    def _get_declaration(self) -> types.FunctionDeclaration | None:
+        """The function's declaration, with a note telling the model not to call it again."""
+        declaration = super()._get_declaration()
+        if declaration is None:
+            return None
+        return declaration.model_copy(
+            update={"description": (declaration.description or "") + _LONG_RUNNING_NOTE}
+        )

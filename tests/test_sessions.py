@@ -1,0 +1,100 @@
+"""Session-service contract (adk-reference §4), written against a fixture so other stores reuse it."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator import Event, EventActions, InMemorySessionService
+from orchestrator.errors import AlreadyExistsError, SessionNotFoundError
+from orchestrator.sessions import GetSessionConfig
+
+
+@pytest.fixture
+def service():
+    return InMemorySessionService()
+
+
+def delta_event(delta: dict, **kwargs) -> Event:
+    return Event(author="agent", invocation_id="e-1", actions=EventActions(state_delta=delta), **kwargs)
+
+
+async def test_create_get_list_delete(service):
+    a = await service.create_session(app_name="app", user_id="u1", session_id=" s1 ")
+    assert a.id == "s1"
+    generated = await service.create_session(app_name="app", user_id="u2")
+    assert len(generated.id) == 36
+    with pytest.raises(AlreadyExistsError):
+        await service.create_session(app_name="app", user_id="u1", session_id="s1")
+    assert (await service.get_session(app_name="app", user_id="u1", session_id="missing")) is None
+
+    await service.append_event(a, delta_event({"k": 1}))
+    listed = await service.list_sessions(app_name="app", user_id="u1")
+    assert [s.id for s in listed.sessions] == ["s1"]
+    assert listed.sessions[0].events == [] and listed.sessions[0].state == {"k": 1}
+    everyone = await service.list_sessions(app_name="app")
+    assert [s.id for s in everyone.sessions] == [generated.id, "s1"]  # oldest update first
+
+    await service.delete_session(app_name="app", user_id="u1", session_id="s1")
+    await service.delete_session(app_name="app", user_id="u1", session_id="s1")  # no-op
+    assert await service.get_session(app_name="app", user_id="u1", session_id="s1") is None
+    with pytest.raises(SessionNotFoundError):
+        await service.append_event(a, delta_event({"k": 2}))
+
+
+async def test_state_scoping_app_user_temp(service):
+    s = await service.create_session(
+        app_name="app", user_id="u1", state={"app:a": 1, "user:b": 2, "temp:c": 3, "d": 4}
+    )
+    assert s.state == {"app:a": 1, "user:b": 2, "d": 4}
+
+    event = delta_event({"app:x": "ax", "user:y": "uy", "temp:z": "tz", "w": "sw"})
+    await service.append_event(s, event)
+
+    assert s.state["temp:z"] == "tz"  # visible for the rest of the invocation
+    assert "temp:z" not in event.actions.state_delta  # never persisted
+    reloaded = await service.get_session(app_name="app", user_id="u1", session_id=s.id)
+    assert reloaded.state == {"app:a": 1, "app:x": "ax", "user:b": 2, "user:y": "uy", "d": 4, "w": "sw"}
+    assert reloaded.events[0].actions.state_delta == {"app:x": "ax", "user:y": "uy", "w": "sw"}
+    same_user = await service.create_session(app_name="app", user_id="u1")
+    assert same_user.state == {"app:a": 1, "app:x": "ax", "user:b": 2, "user:y": "uy"}
+    other_user = await service.create_session(app_name="app", user_id="u2")
+    assert other_user.state == {"app:a": 1, "app:x": "ax"}
+    assert await service.get_user_state(app_name="app", user_id="u1") == {"b": 2, "y": "uy"}
+
+
+async def test_partial_events_are_neither_stored_nor_applied(service):
+    s = await service.create_session(app_name="app", user_id="u")
+    await service.append_event(s, delta_event({"k": 1}, partial=True))
+    reloaded = await service.get_session(app_name="app", user_id="u", session_id=s.id)
+    assert reloaded.events == [] and reloaded.state == {}
+
+
+async def test_append_is_idempotent_for_a_repeated_event_id(service):
+    s = await service.create_session(app_name="app", user_id="u")
+    event = delta_event({"n": 1})
+    await service.append_event(s, event)
+    await service.append_event(s, event)
+    reloaded = await service.get_session(app_name="app", user_id="u", session_id=s.id)
+    assert len(reloaded.events) == 1
+
+
+async def test_get_session_config_filters_events(service):
+    s = await service.create_session(app_name="app", user_id="u")
+    for i in range(5):
+        await service.append_event(s, delta_event({"i": i}, timestamp=100.0 + i))
+    get = service.get_session
+    recent = await get(app_name="app", user_id="u", session_id=s.id, config=GetSessionConfig(num_recent_events=2))
+    assert [e.actions.state_delta["i"] for e in recent.events] == [3, 4]
+    none = await get(app_name="app", user_id="u", session_id=s.id, config=GetSessionConfig(num_recent_events=0))
+    assert none.events == []
+    after = await get(app_name="app", user_id="u", session_id=s.id, config=GetSessionConfig(after_timestamp=102.5))
+    assert [e.actions.state_delta["i"] for e in after.events] == [3, 4]
+    with pytest.raises(ValueError):
+        GetSessionConfig(num_recent_events=-1)
+
+
+async def test_returned_sessions_are_independent_copies(service):
+    s = await service.create_session(app_name="app", user_id="u", state={"nested": {"a": 1}})
+    s.state["nested"]["a"] = 99
+    reloaded = await service.get_session(app_name="app", user_id="u", session_id=s.id)
+    assert reloaded.state == {"nested": {"a": 1}}
