@@ -7,6 +7,9 @@ from orchestrator.agents.base_agent import BaseAgent, BaseAgentState
 from orchestrator.agents.context import CallbackContext, Context, ReadonlyContext, ToolContext
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import Agent, LlmAgent
+from orchestrator.agents.loop_agent import LoopAgent
+from orchestrator.agents.parallel_agent import ParallelAgent
+from orchestrator.agents.sequential_agent import SequentialAgent
 from orchestrator.agents.run_config import RunConfig, StreamingMode
 from orchestrator.apps.app import App, ResumabilityConfig
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
@@ -20,13 +23,17 @@ from orchestrator.models.llm_response import LlmResponse
 from orchestrator.runners import InMemoryRunner, Runner
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from orchestrator.sessions.session import Session
+from orchestrator.tools.agent_tool import AgentTool
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.base_toolset import BaseToolset
 from orchestrator.tools.function_tool import FunctionTool
+from orchestrator.tools.exit_loop_tool import exit_loop
 from orchestrator.tools.long_running_tool import LongRunningFunctionTool
+from orchestrator.tools.tool_confirmation import ToolConfirmation
 
 __all__ = [
     "Agent",
+    "AgentTool",
     "App",
     "BaseAgent",
     "BaseAgentState",
@@ -48,11 +55,16 @@ __all__ = [
     "LlmRequest",
     "LlmResponse",
     "LongRunningFunctionTool",
+    "LoopAgent",
+    "ParallelAgent",
     "ReadonlyContext",
     "ResumabilityConfig",
     "RunConfig",
     "Runner",
+    "SequentialAgent",
     "Session",
     "StreamingMode",
+    "ToolConfirmation",
     "ToolContext",
+    "exit_loop",
 ]

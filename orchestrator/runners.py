@@ -20,7 +20,7 @@ from orchestrator.agents.run_config import RunConfig
 from orchestrator.apps.app import App
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
-from orchestrator.errors import SessionNotFoundError
+from orchestrator.errors import InvocationNotFoundError, SessionNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.flows.contents import apply_rewinds
@@ -107,6 +107,17 @@ class Runner:
             invocation_id, call_event = _resolve_invocation_from_responses(
                 session, responses, invocation_id
             )
+        resuming = bool(invocation_id) and _has_invocation(session, invocation_id)
+        if invocation_id and not resuming and not responses:
+            raise InvocationNotFoundError(
+                f"Invocation {invocation_id!r} not found in session {session_id!r}."
+            )
+        if resuming and not responses and not self._is_resumable:
+            raise ValueError(
+                f"Cannot resume invocation {invocation_id!r}: app {self.app_name!r} is not "
+                "resumable. Configure App(resumability_config=ResumabilityConfig("
+                "is_resumable=True)), or answer its pending calls with function responses."
+            )
         ctx = InvocationContext(
             session_service=self.session_service,
             artifact_service=self.artifact_service,
@@ -120,15 +131,20 @@ class Runner:
             resumability_config=self.resumability_config,
             abort_signal=abort_signal,
         )
-        if call_event is not None:
-            ctx.user_content = _original_user_content(session, ctx.invocation_id) or new_message
+        if resuming:
+            original = _original_user_content(session, ctx.invocation_id)
+            ctx.user_content = original or new_message
+            if original is not None and new_message is not None and not responses:
+                new_message = None  # the invocation already has its user message
         if new_message is not None or state_delta:
             user_event = await self._append_user_event(
                 ctx, new_message, state_delta, run_config, call_event
             )
             if yield_user_message:
                 yield user_event
-        agent = find_agent_to_run(session, self.agent)
+        agent = self._agent_to_run(ctx, session, resuming)
+        if agent is None:
+            return
         ctx.agent = agent
         ctx.branch = _branch_for(session, agent, self.agent, call_event)
         async with contextlib.aclosing(agent.run_async(ctx)) as events:
@@ -138,6 +154,34 @@ class Runner:
                 if not event.partial:
                     await self.session_service.append_event(session, event)
                 yield event
+
+    @property
+    def _is_resumable(self) -> bool:
+        config = self.resumability_config
+        return bool(config and config.is_resumable)
+
+    def _agent_to_run(
+        self, ctx: InvocationContext, session: Session, resuming: bool
+    ) -> BaseAgent | None:
+        """The agent for this run; None when a resumed invocation has nothing left to do."""
+        if not (resuming and self._is_resumable):
+            return find_agent_to_run(session, self.agent)
+        ctx.populate_invocation_agent_states()
+        for name in list(ctx.agent_states) + list(ctx.end_of_agents):
+            if self.agent.find_agent(name) is None:
+                raise ValueError(
+                    f"Cannot resume invocation {ctx.invocation_id!r}: agent {name!r} in its "
+                    "log is not in the current agent tree. Resume it with the tree it was "
+                    "started with."
+                )
+        root = self.agent
+        if root.name in ctx.agent_states or root.name in ctx.end_of_agents:
+            agent = root
+        else:
+            agent = find_agent_to_run(session, root)
+        if ctx.end_of_agents.get(agent.name):
+            return None
+        return agent
 
     def run(
         self,
@@ -296,6 +340,10 @@ def _resolve_invocation_from_responses(
     return resolved, found[ids[0]]
 
 
+def _has_invocation(session: Session, invocation_id: str | None) -> bool:
+    return any(e.invocation_id == invocation_id for e in session.events)
+
+
 def _original_user_content(session: Session, invocation_id: str) -> types.Content | None:
     for event in session.events:
         if event.invocation_id != invocation_id or event.author != "user":
@@ -358,10 +406,10 @@ def _is_transferable(agent: BaseAgent) -> bool:
 def _branch_for(
     session: Session, agent: BaseAgent, root: BaseAgent, call_event: Event | None
 ) -> str | None:
-    if call_event is not None:
-        return call_event.branch
     if agent is root:
         return None
+    if call_event is not None:
+        return call_event.branch
     for event in reversed(session.events):
         if event.author == agent.name:
             return event.branch

@@ -27,6 +27,7 @@ class _Counters:
     """Mutable per-invocation counters shared by every copy of a context."""
 
     llm_calls: int = 0
+    paused_agents: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -105,6 +106,27 @@ class InvocationContext:
         if not event.long_running_tool_ids:
             return False
         return any(fc.id in event.long_running_tool_ids for fc in event.get_function_calls())
+
+    def mark_paused(self, agent_name: str) -> None:
+        """Record that ``agent_name`` stopped waiting for an answer (visible to all copies)."""
+        self._counters.paused_agents.add(agent_name)
+
+    def is_paused(self, agent_name: str) -> bool:
+        """True if ``agent_name`` paused in this run."""
+        return agent_name in self._counters.paused_agents
+
+    def populate_invocation_agent_states(self) -> None:
+        """Rebuild agent checkpoints and end flags from this invocation's events."""
+        for event in self.session.events:
+            if event.invocation_id != self.invocation_id or event.author == "user":
+                continue
+            if event.actions.end_of_agent:
+                self.set_agent_state(event.author, end_of_agent=True)
+            elif event.actions.agent_state is not None:
+                self.set_agent_state(event.author, agent_state=event.actions.agent_state)
+            elif event.content is not None and event.author not in self.agent_states:
+                if not self.end_of_agents.get(event.author):
+                    self.set_agent_state(event.author, agent_state={})
 
     @property
     def is_aborted(self) -> bool:

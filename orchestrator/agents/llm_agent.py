@@ -132,9 +132,13 @@ class LlmAgent(BaseAgent):
     async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
         from orchestrator.flows.llm_flow import LlmFlow
 
+        paused = False
+        resumed = self._sub_agent_to_resume(ctx) if ctx.is_resumable else None
+        events = resumed.run_async(ctx) if resumed is not None else LlmFlow().run_async(ctx)
         try:
-            async for event in LlmFlow().run_async(ctx):
+            async for event in events:
                 self._maybe_save_output_to_state(event)
+                paused = paused or ctx.should_pause_invocation(event)
                 yield event
         except Exception as error:
             # Commit an error event (as ADK 2.x does) before the exception leaves the run.
@@ -148,6 +152,42 @@ class LlmAgent(BaseAgent):
                     error_message=str(error),
                 )
             raise
+        if paused or ctx.is_paused(self.name):
+            ctx.mark_paused(self.name)
+        elif ctx.is_resumable:
+            ctx.set_agent_state(self.name, end_of_agent=True)
+            yield self._create_agent_state_event(ctx)
+
+    def _sub_agent_to_resume(self, ctx: InvocationContext) -> BaseAgent | None:
+        """On resume, the agent below this one whose call (or transfer) is being continued."""
+        events = [e for e in ctx.session.events if e.invocation_id == ctx.invocation_id]
+        if not events:
+            return None
+        last = events[-1]
+        owner: str | None = None
+        if last.author == "user" and (responses := last.get_function_responses()):
+            call_id = responses[0].id
+            owner = next(
+                (e.author for e in reversed(events)
+                 if any(c.id == call_id for c in e.get_function_calls())),
+                None,
+            )
+        elif last.author == self.name and last.actions.transfer_to_agent:
+            owner = last.actions.transfer_to_agent
+        if not owner or owner == self.name:
+            return None
+        agent = self.root_agent.find_agent(owner)
+        if agent is None:
+            return None
+        # Resume the outermost checkpointed workflow agent on the way down, so it continues
+        # with its remaining sub-agents after this one.
+        while (
+            agent.parent_agent is not None
+            and agent.parent_agent is not self
+            and agent.parent_agent.name in ctx.agent_states
+        ):
+            agent = agent.parent_agent
+        return agent
 
     def _maybe_save_output_to_state(self, event: Event) -> None:
         if not self.output_key or event.author != self.name or not event.is_final_response():

@@ -12,7 +12,7 @@ from orchestrator.agents import callbacks as cb
 from orchestrator.agents.context import CallbackContext, ReadonlyContext, ToolContext
 from orchestrator.agents.run_config import StreamingMode
 from orchestrator.events.event import Event
-from orchestrator.flows import functions, transfer
+from orchestrator.flows import functions, resume, transfer
 from orchestrator.flows.contents import build_contents
 from orchestrator.flows.instructions import inject_session_state
 from orchestrator.models.llm_request import LlmRequest
@@ -58,6 +58,26 @@ class LlmFlow:
         await self._build_request(ctx, agent, llm_request)
         if ctx.end_invocation:
             return
+        # Work owed from earlier in this invocation comes before the model call.
+        async for event in resume.answer_confirmations(ctx, llm_request.tools_dict):
+            yield event
+            if event.is_final_response():
+                step.stop = True
+                return
+        if ctx.is_resumable:
+            decision = resume.decide_step_resume(ctx, agent.name)
+            if decision.action is resume.ResumeAction.PAUSE:
+                ctx.mark_paused(agent.name)
+                step.stop = True
+                return
+            if decision.action is resume.ResumeAction.REPLAY_CALLS:
+                assert decision.call_event is not None
+                async for event in functions.handle_function_calls(
+                    ctx, decision.call_event, llm_request.tools_dict, only_ids=decision.call_ids
+                ):
+                    yield event
+                return
+        self._add_history(ctx, agent, llm_request)
         model_response_event = Event(
             invocation_id=ctx.invocation_id, author=agent.name, branch=ctx.branch
         )
@@ -78,6 +98,17 @@ class LlmFlow:
             llm_request.config.labels = dict(ctx.run_config.labels)
         readonly = ReadonlyContext(ctx)
         llm_request.append_instructions(await _instructions(agent, readonly))
+        tools = await agent.canonical_tools(readonly)
+        tool_context = ToolContext(ctx)
+        for tool in tools:
+            await tool.process_llm_request(tool_context=tool_context, llm_request=llm_request)
+        await transfer.add_transfer_tool(agent, tool_context, llm_request)
+        if agent.output_schema is not None and not tools:
+            llm_request.set_output_schema(agent.output_schema)
+
+    def _add_history(
+        self, ctx: InvocationContext, agent: LlmAgent, llm_request: LlmRequest
+    ) -> None:
         llm_request.contents = build_contents(
             ctx.session.events,
             agent_name=agent.name,
@@ -86,13 +117,6 @@ class LlmFlow:
             include_thoughts_from_other_agents=ctx.run_config.include_thoughts_from_other_agents,
         )
         _insert_model_input_context(llm_request, ctx)
-        tools = await agent.canonical_tools(readonly)
-        tool_context = ToolContext(ctx)
-        for tool in tools:
-            await tool.process_llm_request(tool_context=tool_context, llm_request=llm_request)
-        await transfer.add_transfer_tool(agent, tool_context, llm_request)
-        if agent.output_schema is not None and not tools:
-            llm_request.set_output_schema(agent.output_schema)
 
     async def _call_llm(
         self,

@@ -1,0 +1,61 @@
+"""LoopAgent: runs its sub-agents in order, repeatedly, until escalation or max_iterations."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING
+
+from orchestrator.agents.base_agent import BaseAgent, BaseAgentState
+from orchestrator.agents.sequential_agent import sub_agent_index
+from orchestrator.events.event import Event
+
+if TYPE_CHECKING:
+    from orchestrator.agents.invocation_context import InvocationContext
+
+
+class LoopAgentState(BaseAgentState):
+    """Checkpoint: the running sub-agent and how many full iterations are done."""
+
+    current_sub_agent: str = ""
+    times_looped: int = 0
+
+
+class LoopAgent(BaseAgent):
+    """Loops over sub-agents; an ``escalate`` action (e.g. ``exit_loop``) ends the loop."""
+
+    max_iterations: int | None = None
+    """Iterations to run; None loops until escalation."""
+
+    async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+        if not self.sub_agents:
+            return
+        state = self._load_agent_state(ctx, LoopAgentState)
+        times_looped = state.times_looped if state else 0
+        start = sub_agent_index(self, state.current_sub_agent) if state else 0
+        resuming = state is not None
+        escalated = False
+        while not escalated and (self.max_iterations is None or times_looped < self.max_iterations):
+            for sub in self.sub_agents[start:]:
+                if ctx.is_resumable and not resuming:
+                    checkpoint = LoopAgentState(current_sub_agent=sub.name, times_looped=times_looped)
+                    ctx.set_agent_state(self.name, agent_state=checkpoint.model_dump())
+                    yield self._create_agent_state_event(ctx)
+                resuming = False
+                paused = False
+                async for event in sub.run_async(ctx):
+                    yield event
+                    escalated = escalated or bool(event.actions.escalate)
+                    paused = paused or ctx.should_pause_invocation(event)
+                if paused or ctx.is_paused(sub.name):
+                    ctx.mark_paused(self.name)
+                    return
+                if escalated:
+                    break
+            start = 0
+            times_looped += 1
+            # Sub-agents start fresh on every iteration.
+            for sub in self.sub_agents:
+                ctx.set_agent_state(sub.name)
+        if ctx.is_resumable:
+            ctx.set_agent_state(self.name, end_of_agent=True)
+            yield self._create_agent_state_event(ctx)

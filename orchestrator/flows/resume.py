@@ -1,0 +1,109 @@
+"""What a resumed LlmAgent step must do first, and how confirmation answers re-run tools.
+
+On a resumable invocation an agent may find, in its own branch of the log, calls that were
+never answered: a long-running call still open means PAUSE (stop quietly); an ordinary call
+left unanswered by a crash means REPLAY (run only those calls again, then go on).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from google.genai import types
+
+from orchestrator.events.event import Event
+from orchestrator.flows import functions
+from orchestrator.flows.contents import REQUEST_CONFIRMATION, belongs_to_branch
+from orchestrator.tools.base_tool import BaseTool
+from orchestrator.tools.tool_confirmation import ToolConfirmation
+
+if TYPE_CHECKING:
+    from orchestrator.agents.invocation_context import InvocationContext
+
+
+class ResumeAction(enum.Enum):
+    """What the step does before calling the model."""
+
+    CONTINUE = "continue"
+    PAUSE = "pause"
+    REPLAY_CALLS = "replay_calls"
+
+
+@dataclass
+class ResumeDecision:
+    """The action, and for REPLAY_CALLS the call event and the ids to run again."""
+
+    action: ResumeAction
+    call_event: Event | None = None
+    call_ids: set[str] = field(default_factory=set)
+
+
+def _branch_events(ctx: InvocationContext) -> list[Event]:
+    return [
+        e for e in ctx.session.events
+        if e.invocation_id == ctx.invocation_id and belongs_to_branch(e.branch, ctx.branch)
+    ]
+
+
+def decide_step_resume(ctx: InvocationContext, agent_name: str) -> ResumeDecision:
+    """Inspect this invocation's branch events for unanswered calls of ``agent_name``."""
+    events = _branch_events(ctx)
+    answered = {r.id for e in events for r in e.get_function_responses() if r.id}
+    for event in events:
+        if event.author == agent_name and event.long_running_tool_ids:
+            if event.long_running_tool_ids - answered:
+                return ResumeDecision(ResumeAction.PAUSE)
+    for event in reversed(events):
+        calls = event.get_function_calls()
+        if event.author != agent_name or not calls:
+            continue
+        open_ids = {c.id for c in calls if c.id} - answered - (event.long_running_tool_ids or set())
+        if open_ids:
+            return ResumeDecision(ResumeAction.REPLAY_CALLS, event, open_ids)
+        break
+    return ResumeDecision(ResumeAction.CONTINUE)
+
+
+async def answer_confirmations(
+    ctx: InvocationContext, tools: dict[str, BaseTool]
+) -> AsyncGenerator[Event, None]:
+    """If the latest user event answers ``adk_request_confirmation`` calls, run those tools.
+
+    Approved calls run with ``tool_context.tool_confirmation`` set; rejected ones answer with
+    an error. Each original call id gets its real answer.
+    """
+    events = _branch_events(ctx)
+    if not events or events[-1].author != "user":
+        return
+    answers = [
+        r for r in events[-1].get_function_responses() if r.name == REQUEST_CONFIRMATION
+    ]
+    if not answers:
+        return
+    requests = {c.id: c for e in events for c in e.get_function_calls() if c.name == REQUEST_CONFIRMATION}
+    originals: list[types.FunctionCall] = []
+    confirmations: dict[str, ToolConfirmation] = {}
+    for answer in answers:
+        request = requests.get(answer.id)
+        if request is None:
+            continue
+        original = types.FunctionCall.model_validate((request.args or {}).get("originalFunctionCall", {}))
+        if not original.id:
+            continue
+        originals.append(original)
+        confirmations[original.id] = ToolConfirmation.from_response_dict(answer.response or {})
+    if not originals:
+        return
+    synthetic = Event(
+        invocation_id=ctx.invocation_id,
+        author=ctx.agent.name,
+        branch=ctx.branch,
+        content=types.Content(role="model", parts=[types.Part(function_call=c) for c in originals]),
+    )
+    async for event in functions.handle_function_calls(
+        ctx, synthetic, tools, confirmations=confirmations
+    ):
+        yield event
