@@ -1,0 +1,6 @@
+"""Artifact services: versioned files saved by agents and tools, per session or per user."""
+
+from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
+from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
+
+__all__ = ["ArtifactVersion", "BaseArtifactService", "InMemoryArtifactService"]
