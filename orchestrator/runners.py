@@ -18,6 +18,7 @@ from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.agents.run_config import RunConfig
 from orchestrator.apps.app import App
+from orchestrator.distributed.transport import Transport
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
 from orchestrator.errors import InvocationNotFoundError, SessionNotFoundError
@@ -50,6 +51,7 @@ class Runner:
         credential_service: Any = None,
         plugin_close_timeout: float = 5.0,
         auto_create_session: bool = False,
+        transport: Transport | None = None,
     ) -> None:
         if app is not None:
             if agent is not None:
@@ -75,6 +77,8 @@ class Runner:
         self.memory_service = memory_service
         self.credential_service = credential_service
         self.auto_create_session = auto_create_session
+        self.transport = transport
+        """Where remote tool calls go (adk-celery); None runs every tool in process."""
 
     @property
     def resumability_config(self) -> Any:
@@ -108,7 +112,7 @@ class Runner:
                 session, responses, invocation_id
             )
         resuming = bool(invocation_id) and _has_invocation(session, invocation_id)
-        if invocation_id and not resuming and not responses:
+        if invocation_id and not resuming and not responses and new_message is None:
             raise InvocationNotFoundError(
                 f"Invocation {invocation_id!r} not found in session {session_id!r}."
             )
@@ -118,19 +122,7 @@ class Runner:
                 "resumable. Configure App(resumability_config=ResumabilityConfig("
                 "is_resumable=True)), or answer its pending calls with function responses."
             )
-        ctx = InvocationContext(
-            session_service=self.session_service,
-            artifact_service=self.artifact_service,
-            memory_service=self.memory_service,
-            credential_service=self.credential_service,
-            invocation_id=invocation_id or platform.new_invocation_id(),
-            agent=self.agent,
-            session=session,
-            user_content=new_message,
-            run_config=run_config,
-            resumability_config=self.resumability_config,
-            abort_signal=abort_signal,
-        )
+        ctx = self._new_context(session, invocation_id, new_message, run_config, abort_signal)
         if resuming:
             original = _original_user_content(session, ctx.invocation_id)
             ctx.user_content = original or new_message
@@ -142,6 +134,79 @@ class Runner:
             )
             if yield_user_message:
                 yield user_event
+        async for event in self._run_agent(ctx, session, resuming, call_event):
+            yield event
+
+    async def continue_async(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        invocation_id: str,
+        answers: list[Event],
+        run_config: RunConfig | None = None,
+        transport: Transport | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        """Commit answer events (function responses) to an invocation and continue it.
+
+        Each answer must respond to open calls of ``invocation_id``; it is committed with that
+        invocation id and the calling event's branch, then the agent that issued the calls
+        goes on. This is how results computed elsewhere (workers, other services) come back.
+        """
+        run_config = run_config or RunConfig()
+        session = await self._load_session(user_id, session_id, run_config)
+        calls = _calls_of_invocation(session, invocation_id)
+        call_event: Event | None = None
+        for answer in answers:
+            for response in answer.get_function_responses():
+                found = calls.get(response.id or "")
+                if found is None:
+                    raise ValueError(
+                        f"Function response {response.id!r} answers no call of invocation "
+                        f"{invocation_id!r}."
+                    )
+                call_event = call_event or found
+        ctx = self._new_context(session, invocation_id, None, run_config, None)
+        ctx.transport = transport or self.transport
+        ctx.user_content = _original_user_content(session, invocation_id)
+        for answer in answers:
+            answer.invocation_id = invocation_id
+            answer.branch = call_event.branch if call_event is not None else None
+            await self.session_service.append_event(session, answer)
+        async for event in self._run_agent(ctx, session, True, call_event):
+            yield event
+
+    def _new_context(
+        self,
+        session: Session,
+        invocation_id: str | None,
+        new_message: types.Content | None,
+        run_config: RunConfig,
+        abort_signal: asyncio.Event | None,
+    ) -> InvocationContext:
+        return InvocationContext(
+            session_service=self.session_service,
+            artifact_service=self.artifact_service,
+            memory_service=self.memory_service,
+            credential_service=self.credential_service,
+            invocation_id=invocation_id or platform.new_invocation_id(),
+            agent=self.agent,
+            session=session,
+            user_content=new_message,
+            run_config=run_config,
+            resumability_config=self.resumability_config,
+            abort_signal=abort_signal,
+            transport=self.transport,
+        )
+
+    async def _run_agent(
+        self,
+        ctx: InvocationContext,
+        session: Session,
+        resuming: bool,
+        call_event: Event | None,
+    ) -> AsyncGenerator[Event, None]:
+        """Pick the agent, run it, and commit each non-partial event before yielding it."""
         agent = self._agent_to_run(ctx, session, resuming)
         if agent is None:
             return
@@ -338,6 +403,14 @@ def _resolve_invocation_from_responses(
             invocation_id, resolved,
         )
     return resolved, found[ids[0]]
+
+
+def _calls_of_invocation(session: Session, invocation_id: str) -> dict[str, Event]:
+    return {
+        call.id: event
+        for event in session.events if event.invocation_id == invocation_id
+        for call in event.get_function_calls() if call.id
+    }
 
 
 def _has_invocation(session: Session, invocation_id: str | None) -> bool:

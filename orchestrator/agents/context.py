@@ -172,6 +172,12 @@ class Context(ReadonlyContext):
             ToolConfirmation(hint=hint or "", payload=payload)
         )
 
+    def report_progress(self, progress: dict[str, Any]) -> None:
+        """Report progress of a long-running tool (shown in Flower when run on a worker)."""
+        reporter = self._invocation_context.progress_reporter
+        if reporter is not None:
+            reporter(progress)
+
     async def search_memory(self, query: str) -> SearchMemoryResponse:
         """Search the memory service for this user."""
         service = self._invocation_context.memory_service

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from orchestrator.agents.base_agent import BaseAgent
     from orchestrator.apps.app import ResumabilityConfig
     from orchestrator.artifacts.base_artifact_service import BaseArtifactService
+    from orchestrator.distributed.transport import Transport
     from orchestrator.events.event import Event
     from orchestrator.memory.base_memory_service import BaseMemoryService
     from orchestrator.sessions.base_session_service import BaseSessionService
@@ -53,6 +55,10 @@ class InvocationContext:
     agent_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     end_of_agents: dict[str, bool] = field(default_factory=dict)
     abort_signal: asyncio.Event | None = None
+    transport: Transport | None = None
+    """Where remote tool calls go; None runs every tool in this process."""
+    progress_reporter: Callable[[dict[str, Any]], None] | None = None
+    """Set on workers: receives ``tool_context.report_progress`` payloads."""
     _counters: _Counters = field(default_factory=_Counters)
 
     @property

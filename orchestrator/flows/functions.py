@@ -15,6 +15,7 @@ from orchestrator.agents.context import ToolContext
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.flows.contents import REQUEST_CONFIRMATION
+from orchestrator.flows.remote_calls import dispatch_remote_call
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.tool_confirmation import ToolConfirmation
 
@@ -33,12 +34,17 @@ def populate_client_function_call_ids(event: Event) -> None:
             call.id = platform.new_function_call_id()
 
 
-def long_running_ids(event: Event, tools: dict[str, BaseTool]) -> set[str]:
-    """Ids of the calls in ``event`` whose tool is long-running."""
-    return {
-        call.id for call in event.get_function_calls()
-        if call.id and (tool := tools.get(call.name or "")) is not None and tool.is_long_running
-    }
+def long_running_ids(ctx: InvocationContext, event: Event, tools: dict[str, BaseTool]) -> set[str]:
+    """Ids of the calls in ``event`` that pause: long-running tools, and remote ones."""
+    transport = ctx.transport
+    ids = set()
+    for call in event.get_function_calls():
+        tool = tools.get(call.name or "")
+        if call.id and tool is not None and (
+            tool.is_long_running or (transport is not None and transport.route(tool))
+        ):
+            ids.add(call.id)
+    return ids
 
 
 def tool_not_found_response(name: str, tools: dict[str, BaseTool]) -> dict[str, Any]:
@@ -70,8 +76,12 @@ async def handle_function_calls(
     *,
     confirmations: dict[str, ToolConfirmation] | None = None,
     only_ids: set[str] | None = None,
+    dispatched: list[str] | None = None,
 ) -> AsyncGenerator[Event, None]:
     """Run the calls of ``call_event`` concurrently; yield the merged answer event, if any.
+
+    With a transport, calls of remote tools are submitted as jobs instead (their ids are
+    appended to ``dispatched``); their answers arrive later.
 
     If a tool raises and no ``on_tool_error_callback`` recovers, the answers already finished
     are yielded first, then the exception propagates (remaining calls are cancelled).
@@ -85,7 +95,7 @@ async def handle_function_calls(
         return
     confirmations = confirmations or {}
     coros = [
-        _execute_call(ctx, agent, call, tools, confirmations.get(call.id or ""))
+        _execute_call(ctx, agent, call, tools, confirmations.get(call.id or ""), dispatched)
         for call in calls
     ]
     outcomes: list[_CallOutcome | None]
@@ -150,6 +160,7 @@ async def _execute_call(
     call: types.FunctionCall,
     tools: dict[str, BaseTool],
     confirmation: ToolConfirmation | None,
+    dispatched: list[str] | None = None,
 ) -> _CallOutcome:
     name = call.name or ""
     args = copy.deepcopy(call.args or {})
@@ -166,6 +177,12 @@ async def _execute_call(
         gate = await _confirmation_gate(tool, args, tool_context, confirmation)
         if gate is not None:
             return _answer(call, name, gate, tool_context)
+        queue = ctx.transport.route(tool) if ctx.transport is not None else None
+        if queue:
+            await dispatch_remote_call(ctx, agent.name, call, queue, confirmation)
+            if dispatched is not None and call.id:
+                dispatched.append(call.id)
+            return _CallOutcome(None, tool_context.actions)
         result = await _run_tool(agent, tool, args, tool_context)
     replaced = await cb.run_until(
         agent.after_tool_callback, {**canonical, "tool_response": result}, stop=cb.is_not_none

@@ -166,7 +166,7 @@ class LlmFlow:
         ):
             return
         _apply_empty_response_policy(llm_response)
-        event = _finalize_event(model_response_event, llm_response, llm_request)
+        event = _finalize_event(ctx, model_response_event, llm_response, llm_request)
         yield event
         if event.partial:
             return
@@ -180,8 +180,9 @@ class LlmFlow:
     async def _handle_calls(
         self, ctx: InvocationContext, call_event: Event, llm_request: LlmRequest, step: _Step
     ) -> AsyncGenerator[Event, None]:
+        dispatched: list[str] = []
         async for answer in functions.handle_function_calls(
-            ctx, call_event, llm_request.tools_dict
+            ctx, call_event, llm_request.tools_dict, dispatched=dispatched
         ):
             request = functions.build_confirmation_request_event(ctx, call_event, answer)
             if request is not None and not _has_settled_answers(answer):
@@ -197,6 +198,9 @@ class LlmFlow:
                 async for event in target.run_async(ctx):
                     yield event
                 step.stop = True
+        if dispatched:
+            # Remote calls are out: the invocation pauses until their answers come back.
+            step.stop = True
 
 
 async def _instructions(agent: LlmAgent, ctx: ReadonlyContext) -> list[str]:
@@ -271,7 +275,10 @@ def _apply_empty_response_policy(response: LlmResponse) -> None:
 
 
 def _finalize_event(
-    model_response_event: Event, response: LlmResponse, llm_request: LlmRequest
+    ctx: InvocationContext,
+    model_response_event: Event,
+    response: LlmResponse,
+    llm_request: LlmRequest,
 ) -> Event:
     updates = {
         name: value for name in _RESPONSE_FIELDS
@@ -280,7 +287,9 @@ def _finalize_event(
     event = model_response_event.model_copy(update=updates)
     if event.get_function_calls():
         functions.populate_client_function_call_ids(event)
-        event.long_running_tool_ids = functions.long_running_ids(event, llm_request.tools_dict)
+        event.long_running_tool_ids = functions.long_running_ids(
+            ctx, event, llm_request.tools_dict
+        )
     return event
 
 

@@ -1,0 +1,1 @@
+"""Distribution seam: remote jobs, the invocation service, and the in-process transport."""

@@ -1,0 +1,157 @@
+"""Embedded mode: the distributed protocol in one process, with no Redis and no Celery.
+
+Remote tool calls run as asyncio tasks through the same executor workers use, and come back
+through the same store-result-then-resume path; everything above the transport is the code
+the Celery mode runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from google.genai import types
+
+from orchestrator import platform
+from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
+from orchestrator.distributed.executor import execute_tool_job
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolJob
+from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.service import InvocationService
+from orchestrator.distributed.stores import (
+    InMemoryInvocationStore,
+    InMemorySessionQueue,
+    SessionKey,
+)
+from orchestrator.distributed.transport import default_route
+from orchestrator.events.event import Event
+from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
+from orchestrator.sessions.in_memory_session_service import InMemorySessionService
+from orchestrator.tools.base_tool import BaseTool
+
+TERMINAL = {InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED}
+SETTLED = TERMINAL | {InvocationStatus.PAUSED}
+
+
+class LocalTransport:
+    """Runs remote-routed tool calls as asyncio tasks in this process."""
+
+    def __init__(
+        self, runtime: EmbeddedRuntime, *, default_queue: str, tool_queues: dict[str, str]
+    ) -> None:
+        self._runtime = runtime
+        self._default_queue = default_queue
+        self._tool_queues = tool_queues
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def route(self, tool: BaseTool) -> str | None:
+        """Long-running and explicitly routed tools go "remote" (to an asyncio task)."""
+        return default_route(tool, default_queue=self._default_queue, tool_queues=self._tool_queues)
+
+    async def submit(self, job: ToolJob) -> None:
+        """Start the job in the background."""
+        task = asyncio.ensure_future(self._runtime._run_job(job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+class EmbeddedRuntime:
+    """Enqueue, follow, answer and cancel invocations in process (the no-Redis default)."""
+
+    def __init__(
+        self,
+        registry: AppRegistry,
+        *,
+        default_queue: str = "tools",
+        tool_queues: dict[str, str] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.session_service = InMemorySessionService()
+        self.artifact_service = InMemoryArtifactService()
+        self.store = InMemoryInvocationStore()
+        self.transport = LocalTransport(
+            self, default_queue=default_queue, tool_queues=tool_queues or {}
+        )
+        self.service = InvocationService(
+            registry,
+            session_service=self.session_service,
+            store=self.store,
+            queue=InMemorySessionQueue(),
+            transport=self.transport,
+            artifact_service=self.artifact_service,
+            memory_service=InMemoryMemoryService(),
+        )
+        self._drains: set[asyncio.Task[bool]] = set()
+
+    def _wake(self, key: SessionKey | None) -> None:
+        if key is None:
+            return
+        task = asyncio.ensure_future(self.service.drain(key))
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
+
+    async def _run_job(self, job: ToolJob) -> None:
+        if await self.store.is_cancelled(job.app_name, job.invocation_id):
+            return
+        result = await execute_tool_job(job, self.registry, artifact_service=self.artifact_service)
+        self._wake(await self.service.deliver(job.app_name, job.invocation_id, result))
+
+    async def enqueue(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str | None = None,
+        new_message: types.Content | str | None = None,
+        state_delta: dict[str, Any] | None = None,
+    ) -> str:
+        """Queue a message for a session (created when ``session_id`` is None); return the id."""
+        if session_id is None:
+            session = await self.session_service.create_session(app_name=app_name, user_id=user_id)
+            session_id = session.id
+        if isinstance(new_message, str):
+            new_message = types.Content(role="user", parts=[types.Part(text=new_message)])
+        record = InvocationRecord(
+            invocation_id=platform.new_invocation_id(),
+            app_name=app_name,
+            user_id=user_id,
+            session_id=session_id,
+            new_message=new_message.model_dump(mode="json", exclude_none=True) if new_message else None,
+            state_delta=state_delta,
+        )
+        await self.service.submit(record)
+        self._wake((app_name, user_id, session_id))
+        return record.invocation_id
+
+    async def status(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
+        """The invocation's record."""
+        return await self.store.get(app_name, invocation_id)
+
+    async def wait(
+        self, app_name: str, invocation_id: str, *, timeout: float | None = None,
+        until: set[InvocationStatus] = SETTLED,
+    ) -> InvocationRecord:
+        """Wait until the invocation is paused or finished (or another status set)."""
+        return await asyncio.wait_for(
+            self.store.wait_for(app_name, invocation_id, until), timeout
+        )
+
+    async def events(self, app_name: str, invocation_id: str) -> list[Event]:
+        """The committed events of the invocation, oldest first."""
+        record = await self.store.get(app_name, invocation_id)
+        if record is None:
+            return []
+        session = await self.session_service.get_session(
+            app_name=app_name, user_id=record.user_id, session_id=record.session_id
+        )
+        return [e for e in session.events if e.invocation_id == invocation_id] if session else []
+
+    async def answer(
+        self, app_name: str, invocation_id: str, function_call_id: str, response: dict[str, Any]
+    ) -> None:
+        """Answer a pending call from outside."""
+        self._wake(await self.service.answer(app_name, invocation_id, function_call_id, response))
+
+    async def cancel(self, app_name: str, invocation_id: str) -> None:
+        """Cancel the invocation."""
+        self._wake(await self.service.cancel(app_name, invocation_id))

@@ -1,0 +1,97 @@
+"""JSON payloads that cross process boundaries: jobs, results, invocation records, work items."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from orchestrator import platform
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolJob(_Wire):
+    """One tool call to run on a worker, with a read-only snapshot of what it may read."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    invocation_id: str
+    function_call_id: str
+    """With ``invocation_id``, the job's idempotency key."""
+    tool_name: str
+    agent_name: str
+    """The agent that issued the call (its tools are the only ones the worker will run)."""
+    branch: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    state: dict[str, Any] = Field(default_factory=dict)
+    """Snapshot of the session state when the call was made."""
+    user_content: dict[str, Any] | None = None
+    tool_confirmation: dict[str, Any] | None = None
+    """The confirmation answer, when a confirmed call is run."""
+    queue: str = ""
+
+
+class ToolResult(_Wire):
+    """A finished call: the response, or None when it waits for an answer from outside."""
+
+    function_call_id: str
+    tool_name: str
+    response: dict[str, Any] | None = None
+    """The FunctionResponse payload; None = still pending (a falsy long-running result)."""
+    state_delta: dict[str, Any] = Field(default_factory=dict)
+    artifact_delta: dict[str, int] = Field(default_factory=dict)
+    error: str | None = None
+    """Set when the tool raised: ``"<ExceptionType>: <message>"``."""
+    source: Literal["worker", "client"] = "worker"
+    """Who answered: a worker, or a client (a human approval, another service)."""
+    worker: str | None = None
+    """``hostname:pid`` of the worker that ran the tool."""
+    created_at: float = Field(default_factory=platform.get_time)
+
+
+class InvocationStatus(str, enum.Enum):
+    """Lifecycle of an enqueued invocation."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Completed, failed and cancelled invocations never run again."""
+        return self in (InvocationStatus.COMPLETED, InvocationStatus.FAILED,
+                        InvocationStatus.CANCELLED)
+
+
+class InvocationRecord(_Wire):
+    """The durable record of an enqueued invocation."""
+
+    invocation_id: str
+    app_name: str
+    user_id: str
+    session_id: str
+    status: InvocationStatus = InvocationStatus.QUEUED
+    error: str | None = None
+    """Why the invocation failed (type and message)."""
+    new_message: dict[str, Any] | None = None
+    """The user's message (genai Content JSON)."""
+    state_delta: dict[str, Any] | None = None
+    pending_calls: list[str] = Field(default_factory=list)
+    """Function-call ids the paused invocation waits for."""
+    created_at: float = Field(default_factory=platform.get_time)
+    updated_at: float = Field(default_factory=platform.get_time)
+
+
+class WorkItem(_Wire):
+    """One entry of a session's work queue: start, resume or cancel an invocation."""
+
+    kind: Literal["start", "resume", "cancel"]
+    invocation_id: str

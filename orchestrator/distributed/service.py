@@ -1,0 +1,414 @@
+"""InvocationService: the orchestrator's core, the same code in embedded and Celery modes.
+
+Work for a session (start, resume, cancel) goes through that session's queue; whoever holds
+the session's lease drains it, so one orchestrator at a time writes a session, in order.
+A run that ends with open long-running calls leaves the invocation ``paused``: it is then
+only data. Results of remote calls are stored under (invocation, call id); a ``resume``
+item appends them as function responses (one event per calling step, once every call of
+that step is answered) and continues the invocation in the agent that made the calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from google.genai import types
+
+from orchestrator import platform
+from orchestrator.agents import callbacks as cb
+from orchestrator.agents.context import ToolContext
+from orchestrator.agents.invocation_context import InvocationContext
+from orchestrator.agents.llm_agent import LlmAgent
+from orchestrator.artifacts.base_artifact_service import BaseArtifactService
+from orchestrator.distributed.models import (
+    InvocationRecord,
+    InvocationStatus,
+    ToolResult,
+    WorkItem,
+)
+from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.stores import (
+    AnswerRejectedError,
+    InvocationStore,
+    SessionKey,
+    SessionQueue,
+)
+from orchestrator.distributed.transport import Transport
+from orchestrator.events.event import Event
+from orchestrator.events.event_actions import EventActions
+from orchestrator.memory.base_memory_service import BaseMemoryService
+from orchestrator.runners import Runner
+from orchestrator.sessions.base_session_service import BaseSessionService
+from orchestrator.sessions.session import GetSessionConfig, Session
+
+logger = logging.getLogger(__name__)
+
+_CANCEL_CHECK_SECONDS = 0.25
+
+
+class RemoteToolError(RuntimeError):
+    """A tool raised on a worker; passed to ``on_tool_error_callback``."""
+
+
+def session_key(record: InvocationRecord) -> SessionKey:
+    """The (app, user, session) a record belongs to."""
+    return (record.app_name, record.user_id, record.session_id)
+
+
+class InvocationService:
+    """Runs queued invocations, pauses them on remote calls, and resumes them on answers."""
+
+    def __init__(
+        self,
+        registry: AppRegistry,
+        *,
+        session_service: BaseSessionService,
+        store: InvocationStore,
+        queue: SessionQueue,
+        transport: Transport | None = None,
+        artifact_service: BaseArtifactService | None = None,
+        memory_service: BaseMemoryService | None = None,
+        lease_renew_seconds: float | None = None,
+    ) -> None:
+        self.registry = registry
+        self.session_service = session_service
+        self.store = store
+        self.queue = queue
+        self.artifact_service = artifact_service
+        self._lease_renew_seconds = lease_renew_seconds
+        self._runners = {
+            app.name: Runner(
+                app=app, session_service=session_service, artifact_service=artifact_service,
+                memory_service=memory_service, transport=transport,
+            )
+            for app in registry
+        }
+
+    # ---- intake -----------------------------------------------------------------------
+
+    async def submit(self, record: InvocationRecord) -> InvocationRecord:
+        """Record a new invocation as queued and queue its start (idempotent per id)."""
+        if await self.store.create(record):
+            await self.queue.push(session_key(record), WorkItem(kind="start",
+                                                                invocation_id=record.invocation_id))
+            return record
+        existing = await self.store.get(record.app_name, record.invocation_id)
+        assert existing is not None
+        return existing
+
+    async def deliver(self, app_name: str, invocation_id: str, result: ToolResult) -> SessionKey | None:
+        """Store a call's result and queue a resume; None if the invocation is unknown.
+
+        A second copy of a result is ignored (no second resume is queued).
+        """
+        record = await self.store.get(app_name, invocation_id)
+        if record is None:
+            logger.warning("Result for unknown invocation %s/%s dropped", app_name, invocation_id)
+            return None
+        if not await self.store.put_result(app_name, invocation_id, result):
+            return None
+        if result.response is None:
+            return None  # still waiting for an answer from outside; nothing to resume yet
+        key = session_key(record)
+        await self.queue.push(key, WorkItem(kind="resume", invocation_id=invocation_id))
+        return key
+
+    async def answer(
+        self,
+        app_name: str,
+        invocation_id: str,
+        function_call_id: str,
+        response: dict[str, Any],
+    ) -> SessionKey:
+        """Answer a pending call from outside (a human, another service); queue a resume.
+
+        Raises AnswerRejectedError (nothing stored) for an unknown invocation, a call id the
+        invocation is not waiting for, or a call that already has its answer.
+        """
+        record = await self.store.get(app_name, invocation_id)
+        if record is None:
+            raise AnswerRejectedError(f"Unknown invocation {invocation_id!r} of app {app_name!r}.")
+        if record.status.is_terminal:
+            raise AnswerRejectedError(
+                f"Invocation {invocation_id!r} is {record.status.value}; it takes no answers."
+            )
+        if function_call_id not in record.pending_calls:
+            raise AnswerRejectedError(
+                f"Invocation {invocation_id!r} has no pending call {function_call_id!r} "
+                f"(pending: {record.pending_calls or 'none'})."
+            )
+        name = await self._call_name(record, function_call_id)
+        result = ToolResult(
+            function_call_id=function_call_id, tool_name=name, response=response, source="client"
+        )
+        if not await self.store.put_result(app_name, invocation_id, result):
+            raise AnswerRejectedError(f"Call {function_call_id!r} was already answered.")
+        key = session_key(record)
+        await self.queue.push(key, WorkItem(kind="resume", invocation_id=invocation_id))
+        return key
+
+    async def cancel(self, app_name: str, invocation_id: str) -> SessionKey | None:
+        """Request cancellation; the next holder of the session records it."""
+        record = await self.store.get(app_name, invocation_id)
+        if record is None:
+            return None
+        await self.store.request_cancel(app_name, invocation_id)
+        key = session_key(record)
+        await self.queue.push(key, WorkItem(kind="cancel", invocation_id=invocation_id))
+        return key
+
+    # ---- processing -------------------------------------------------------------------
+
+    async def drain(self, key: SessionKey) -> bool:
+        """Process the session's queue if its lease is free; False if another holder has it."""
+        while True:
+            token = await self.queue.acquire(key)
+            if token is None:
+                return False
+            renewer = self._start_renewer(key, token)
+            try:
+                await self.queue.recover(key)
+                with self.queue.fencing(key, token):
+                    while (item := await self.queue.claim(key)) is not None:
+                        await self._process(key, item)
+                        await self.queue.done(key, item)
+            finally:
+                if renewer is not None:
+                    renewer.cancel()
+                await self.queue.release(key, token)
+            # An item pushed while we released would otherwise wait for the next wake-up.
+            if not await self.queue.pending(key):
+                return True
+
+    def _start_renewer(self, key: SessionKey, token: str) -> asyncio.Task[None] | None:
+        if not self._lease_renew_seconds:
+            return None
+        interval = self._lease_renew_seconds
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                if not await self.queue.renew(key, token):
+                    logger.error("Lost the lease of session %s", key)
+                    return
+
+        return asyncio.ensure_future(renew())
+
+    async def _process(self, key: SessionKey, item: WorkItem) -> None:
+        record = await self.store.get(key[0], item.invocation_id)
+        if record is None:
+            logger.warning("Work item for unknown invocation %s dropped", item.invocation_id)
+            return
+        if record.status.is_terminal:
+            return
+        if item.kind == "cancel" or await self.store.is_cancelled(key[0], record.invocation_id):
+            await self._finish(record, InvocationStatus.CANCELLED)
+            return
+        runner = self._runners.get(record.app_name)
+        if runner is None:
+            await self._fail(record, f"UnknownAppError: unknown app {record.app_name!r}; this "
+                                     f"orchestrator serves: {', '.join(self.registry.names) or 'none'}.")
+            return
+        try:
+            events, answered = await self._events_for(runner, record, item)
+            if events is not None:
+                await self._drive(record, events, answered)
+        except Exception as error:
+            logger.info("Invocation %s failed: %s", record.invocation_id, error)
+            await self._fail(record, f"{type(error).__name__}: {error}")
+
+    async def _events_for(
+        self, runner: Runner, record: InvocationRecord, item: WorkItem
+    ) -> tuple[AsyncGenerator[Event, None] | None, set[str]]:
+        """The run to drive, and the pending call ids it answers up front."""
+        if item.kind == "start" and record.status is InvocationStatus.QUEUED:
+            return await self._start(runner, record), set()
+        if item.kind == "start" and record.status is InvocationStatus.RUNNING:
+            return self._recover_crashed(runner, record), set()
+        return await self._resume(runner, record)
+
+    async def _start(self, runner: Runner, record: InvocationRecord) -> AsyncGenerator[Event, None]:
+        if record.state_delta is None and record.new_message is None:
+            raise ValueError("An invocation needs a new_message or a state_delta.")
+        exists = await self.session_service.get_session(
+            app_name=record.app_name, user_id=record.user_id, session_id=record.session_id,
+            config=_NO_EVENTS,
+        )
+        if exists is None:
+            raise LookupError(
+                f"SessionNotFoundError: session {record.session_id!r} of app "
+                f"{record.app_name!r}, user {record.user_id!r} does not exist."
+            )
+        message = types.Content.model_validate(record.new_message) if record.new_message else None
+        return runner.run_async(
+            user_id=record.user_id, session_id=record.session_id,
+            invocation_id=record.invocation_id, new_message=message,
+            state_delta=record.state_delta,
+        )
+
+    def _recover_crashed(
+        self, runner: Runner, record: InvocationRecord
+    ) -> AsyncGenerator[Event, None]:
+        """A start left running by a dead orchestrator: resume it if the app allows."""
+        config = runner.resumability_config
+        if not (config and config.is_resumable):
+            raise RuntimeError(
+                "The orchestrator running this invocation stopped mid-run and the app is not "
+                "resumable; make it resumable to continue such invocations."
+            )
+        return runner.run_async(
+            user_id=record.user_id, session_id=record.session_id,
+            invocation_id=record.invocation_id,
+        )
+
+    async def _resume(
+        self, runner: Runner, record: InvocationRecord
+    ) -> tuple[AsyncGenerator[Event, None] | None, set[str]]:
+        results = await self.store.results(record.app_name, record.invocation_id)
+        pending = set(record.pending_calls)
+        ready = {cid: r for cid, r in results.items() if cid in pending and r.response is not None}
+        if not ready:
+            return None, set()
+        session = await self.session_service.get_session(
+            app_name=record.app_name, user_id=record.user_id, session_id=record.session_id
+        )
+        if session is None:
+            raise LookupError(f"Session {record.session_id!r} disappeared.")
+        answers: list[Event] = []
+        answered: set[str] = set()
+        for call_event in _events_with_calls(session, record.invocation_id, pending):
+            ids = [c.id for c in call_event.get_function_calls() if c.id in pending]
+            if all(i in ready for i in ids):
+                answers += await self._answer_events(runner, session, call_event, ready)
+                answered.update(i for i in ids if i)
+        if not answers:
+            return None, set()  # some call of each waiting step is still out
+        return runner.continue_async(
+            user_id=record.user_id, session_id=record.session_id,
+            invocation_id=record.invocation_id, answers=answers,
+        ), answered
+
+    async def _answer_events(
+        self, runner: Runner, session: Session, call_event: Event, ready: dict[str, ToolResult]
+    ) -> list[Event]:
+        """Worker results as one event by the calling agent; client answers as a user event."""
+        by_source: dict[str, tuple[list[types.Part], EventActions]] = {}
+        agent = runner.agent.find_agent(call_event.author)
+        for call in call_event.get_function_calls():
+            result = ready.get(call.id or "")
+            if result is None:
+                continue
+            parts, actions = by_source.setdefault(result.source, ([], EventActions()))
+            response = result.response or {}
+            if result.error and isinstance(agent, LlmAgent) and agent.on_tool_error_callback:
+                response = await _recover_remote_error(
+                    self, agent, session, call_event, call, result, actions
+                ) or response
+            parts.append(types.Part(function_response=types.FunctionResponse(
+                id=call.id, name=call.name, response=response)))
+            actions.state_delta.update(result.state_delta)
+            actions.artifact_delta.update(result.artifact_delta)
+        events = []
+        for source, (parts, actions) in by_source.items():
+            events.append(Event(
+                author=call_event.author if source == "worker" else "user",
+                content=types.Content(role="user", parts=parts),
+                actions=actions,
+            ))
+        return events
+
+    async def _drive(
+        self,
+        record: InvocationRecord,
+        events: AsyncGenerator[Event, None],
+        answered: set[str],
+    ) -> None:
+        record.status = InvocationStatus.RUNNING
+        record.updated_at = platform.get_time()
+        await self.store.save(record)
+        pending = set(record.pending_calls) - answered
+        checked = time.monotonic()
+        cancelled = False
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if event.partial:
+                    continue
+                pending -= {r.id for r in event.get_function_responses() if r.id}
+                if event.long_running_tool_ids:
+                    pending |= event.long_running_tool_ids
+                if time.monotonic() - checked > _CANCEL_CHECK_SECONDS:
+                    checked = time.monotonic()
+                    if await self.store.is_cancelled(record.app_name, record.invocation_id):
+                        cancelled = True
+                        break
+        record.pending_calls = sorted(pending)
+        if cancelled:
+            status = InvocationStatus.CANCELLED
+        else:
+            status = InvocationStatus.PAUSED if pending else InvocationStatus.COMPLETED
+        await self._finish(record, status)
+
+    async def _finish(self, record: InvocationRecord, status: InvocationStatus) -> None:
+        record.status = status
+        record.updated_at = platform.get_time()
+        await self.store.save(record)
+
+    async def _fail(self, record: InvocationRecord, error: str) -> None:
+        record.error = error
+        await self._finish(record, InvocationStatus.FAILED)
+
+    async def _call_name(self, record: InvocationRecord, function_call_id: str) -> str:
+        session = await self.session_service.get_session(
+            app_name=record.app_name, user_id=record.user_id, session_id=record.session_id
+        )
+        for event in session.events if session else []:
+            for call in event.get_function_calls():
+                if call.id == function_call_id:
+                    return call.name or ""
+        raise AnswerRejectedError(f"No call {function_call_id!r} in the session log.")
+
+
+
+_NO_EVENTS = GetSessionConfig(num_recent_events=0)
+
+
+def _events_with_calls(session: Session, invocation_id: str, ids: set[str]) -> list[Event]:
+    return [
+        e for e in session.events
+        if e.invocation_id == invocation_id and any(c.id in ids for c in e.get_function_calls())
+    ]
+
+
+async def _recover_remote_error(
+    service: InvocationService,
+    agent: LlmAgent,
+    session: Session,
+    call_event: Event,
+    call: types.FunctionCall,
+    result: ToolResult,
+    actions: EventActions,
+) -> dict[str, Any] | None:
+    tools = {t.name: t for t in await agent.canonical_tools(None)}
+    tool = tools.get(call.name or "")
+    if tool is None:
+        return None
+    ctx = InvocationContext(
+        session_service=service.session_service, invocation_id=call_event.invocation_id,
+        agent=agent, session=session, artifact_service=service.artifact_service,
+        branch=call_event.branch,
+    )
+    tool_context = ToolContext(ctx, function_call_id=call.id, event_actions=actions)
+    recovered = await cb.run_until(
+        agent.on_tool_error_callback,
+        {"tool": tool, "args": dict(call.args or {}), "tool_context": tool_context,
+         "error": RemoteToolError(result.error)},
+        stop=cb.is_not_none,
+    )
+    if recovered is None:
+        return None
+    return recovered if isinstance(recovered, dict) else {"result": recovered}

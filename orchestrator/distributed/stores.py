@@ -1,0 +1,217 @@
+"""Where invocation records, results and per-session work queues live (protocols + in-memory)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections import deque
+from collections.abc import Iterator
+from typing import Protocol
+
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
+
+SessionKey = tuple[str, str, str]
+"""(app_name, user_id, session_id)"""
+
+
+class AnswerRejectedError(ValueError):
+    """A call id that is unknown or already answered."""
+
+
+class InvocationStore(Protocol):
+    """Invocation records and the results of their remote calls."""
+
+    async def create(self, record: InvocationRecord) -> bool:
+        """Store a new record; False if one with that id exists (it is left untouched)."""
+        ...
+
+    async def get(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
+        """The record, or None."""
+        ...
+
+    async def save(self, record: InvocationRecord) -> None:
+        """Overwrite the record and publish its status to watchers."""
+        ...
+
+    async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
+        """Store a call's result unless a final one exists (first final writer wins)."""
+        ...
+
+    async def results(self, app_name: str, invocation_id: str) -> dict[str, ToolResult]:
+        """Every stored result of the invocation, by call id."""
+        ...
+
+    async def request_cancel(self, app_name: str, invocation_id: str) -> None:
+        """Flag the invocation for cancellation (seen by orchestrators and workers)."""
+        ...
+
+    async def is_cancelled(self, app_name: str, invocation_id: str) -> bool:
+        """True once cancellation was requested."""
+        ...
+
+
+class SessionQueue(Protocol):
+    """Per-session FIFO of work items plus the lease that makes one orchestrator its writer."""
+
+    async def push(self, key: SessionKey, item: WorkItem) -> None:
+        """Append a work item."""
+        ...
+
+    async def acquire(self, key: SessionKey) -> str | None:
+        """Take the session's lease; returns a fencing token, or None if another holds it."""
+        ...
+
+    async def renew(self, key: SessionKey, token: str) -> bool:
+        """Extend the lease; False if it was lost."""
+        ...
+
+    async def release(self, key: SessionKey, token: str) -> None:
+        """Give the lease up (only if still held with ``token``)."""
+        ...
+
+    async def claim(self, key: SessionKey) -> WorkItem | None:
+        """Move the oldest item to the in-progress list and return it."""
+        ...
+
+    async def done(self, key: SessionKey, item: WorkItem) -> None:
+        """Drop a finished item from the in-progress list."""
+        ...
+
+    async def recover(self, key: SessionKey) -> None:
+        """Put items a dead holder left in progress back at the head of the queue."""
+        ...
+
+    async def pending(self, key: SessionKey) -> int:
+        """Number of queued items."""
+        ...
+
+    def fencing(self, key: SessionKey, token: str) -> contextlib.AbstractContextManager[None]:
+        """A context in which session writes check the lease token."""
+        ...
+
+
+class InMemoryInvocationStore:
+    """Invocation records in this process (embedded mode)."""
+
+    def __init__(self) -> None:
+        self._records: dict[tuple[str, str], InvocationRecord] = {}
+        self._results: dict[tuple[str, str], dict[str, ToolResult]] = {}
+        self._cancelled: set[tuple[str, str]] = set()
+        self._changed: dict[tuple[str, str], asyncio.Condition] = {}
+
+    async def create(self, record: InvocationRecord) -> bool:
+        """Store a new record unless one exists."""
+        key = (record.app_name, record.invocation_id)
+        if key in self._records:
+            return False
+        self._records[key] = record.model_copy(deep=True)
+        return True
+
+    async def get(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
+        """A copy of the record."""
+        record = self._records.get((app_name, invocation_id))
+        return record.model_copy(deep=True) if record else None
+
+    async def save(self, record: InvocationRecord) -> None:
+        """Overwrite and wake watchers."""
+        key = (record.app_name, record.invocation_id)
+        self._records[key] = record.model_copy(deep=True)
+        condition = self._changed.get(key)
+        if condition is not None:
+            async with condition:
+                condition.notify_all()
+
+    async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
+        """First final result wins."""
+        results = self._results.setdefault((app_name, invocation_id), {})
+        existing = results.get(result.function_call_id)
+        if existing is not None and existing.response is not None:
+            return False
+        results[result.function_call_id] = result
+        return True
+
+    async def results(self, app_name: str, invocation_id: str) -> dict[str, ToolResult]:
+        """Results by call id."""
+        return dict(self._results.get((app_name, invocation_id), {}))
+
+    async def request_cancel(self, app_name: str, invocation_id: str) -> None:
+        """Flag for cancellation."""
+        self._cancelled.add((app_name, invocation_id))
+
+    async def is_cancelled(self, app_name: str, invocation_id: str) -> bool:
+        """True once flagged."""
+        return (app_name, invocation_id) in self._cancelled
+
+    async def wait_for(
+        self, app_name: str, invocation_id: str, statuses: set[InvocationStatus]
+    ) -> InvocationRecord:
+        """Wait until the record reaches one of ``statuses``."""
+        key = (app_name, invocation_id)
+        condition = self._changed.setdefault(key, asyncio.Condition())
+        async with condition:
+            while True:
+                record = self._records.get(key)
+                if record is not None and record.status in statuses:
+                    return record.model_copy(deep=True)
+                await condition.wait()
+
+
+class InMemorySessionQueue:
+    """Work queues and leases in this process (embedded mode); no expiry is needed."""
+
+    def __init__(self) -> None:
+        self._queues: dict[SessionKey, deque[WorkItem]] = {}
+        self._in_progress: dict[SessionKey, list[WorkItem]] = {}
+        self._leases: dict[SessionKey, str] = {}
+        self._tokens = itertools.count(1)
+
+    async def push(self, key: SessionKey, item: WorkItem) -> None:
+        """Append an item."""
+        self._queues.setdefault(key, deque()).append(item)
+
+    async def acquire(self, key: SessionKey) -> str | None:
+        """Take the lease if free."""
+        if key in self._leases:
+            return None
+        token = str(next(self._tokens))
+        self._leases[key] = token
+        return token
+
+    async def renew(self, key: SessionKey, token: str) -> bool:
+        """Leases here never expire."""
+        return self._leases.get(key) == token
+
+    async def release(self, key: SessionKey, token: str) -> None:
+        """Free the lease."""
+        if self._leases.get(key) == token:
+            del self._leases[key]
+
+    async def claim(self, key: SessionKey) -> WorkItem | None:
+        """Pop the oldest item into the in-progress list."""
+        queue = self._queues.get(key)
+        if not queue:
+            return None
+        item = queue.popleft()
+        self._in_progress.setdefault(key, []).append(item)
+        return item
+
+    async def done(self, key: SessionKey, item: WorkItem) -> None:
+        """Forget a finished item."""
+        with contextlib.suppress(ValueError):
+            self._in_progress.get(key, []).remove(item)
+
+    async def recover(self, key: SessionKey) -> None:
+        """Requeue in-progress leftovers first."""
+        leftovers = self._in_progress.pop(key, [])
+        if leftovers:
+            self._queues.setdefault(key, deque()).extendleft(reversed(leftovers))
+
+    async def pending(self, key: SessionKey) -> int:
+        """Queued items."""
+        return len(self._queues.get(key, ()))
+
+    @contextlib.contextmanager
+    def fencing(self, key: SessionKey, token: str) -> Iterator[None]:
+        """No fencing is needed inside one process."""
+        yield

@@ -1,0 +1,136 @@
+"""The distributed protocol in one process: remote calls pause and resume the invocation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from orchestrator import App, LlmAgent, LongRunningFunctionTool, ToolContext
+from orchestrator.distributed.embedded import EmbeddedRuntime
+from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.stores import AnswerRejectedError
+from orchestrator.models.fake import ScriptedLlm
+from tests.support.events import call, simplify_all
+
+RAN: list[str] = []
+
+
+def slow_lookup(city: str, tool_context: ToolContext) -> dict:
+    """Look something up (long-running)."""
+    RAN.append(city)
+    tool_context.state["looked_up"] = city
+    return {"city": city, "found": True}
+
+
+def approval(amount: int) -> None:
+    """Needs a human."""
+    return None
+
+
+def exploding(x: int) -> dict:
+    """Raises."""
+    raise RuntimeError("tool blew up")
+
+
+def runtime_for(*responses, tools=None, name="app", **agent_kwargs):
+    model = ScriptedLlm(responses=list(responses))
+    agent = LlmAgent(name="agent", model=model, tools=tools or [], **agent_kwargs)
+    return EmbeddedRuntime(AppRegistry([App(name=name, root_agent=agent)])), model
+
+
+async def test_remote_call_pauses_then_resumes_with_the_result_and_state_delta():
+    RAN.clear()
+    rt, model = runtime_for(call("slow_lookup", city="Oslo"), "Oslo found",
+                            tools=[LongRunningFunctionTool(slow_lookup)])
+    inv = await rt.enqueue(app_name="app", user_id="u", new_message="look up Oslo")
+    record = await rt.wait("app", inv, timeout=5, until={InvocationStatus.COMPLETED, InvocationStatus.FAILED})
+
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await rt.events("app", inv)
+    assert simplify_all(events) == [
+        ("user", "look up Oslo"),
+        ("agent", ("call", "slow_lookup", {"city": "Oslo"})),
+        ("agent", ("response", "slow_lookup", {"city": "Oslo", "found": True})),
+        ("agent", "Oslo found"),
+    ]
+    assert events[1].long_running_tool_ids == {events[1].content.parts[0].function_call.id}
+    assert events[2].actions.state_delta == {"looked_up": "Oslo"}
+    assert RAN == ["Oslo"]
+
+
+async def test_parallel_remote_calls_resume_once_with_all_answers():
+    RAN.clear()
+    rt, model = runtime_for([call("slow_lookup", city="A"), call("slow_lookup", city="B")], "both",
+                            tools=[LongRunningFunctionTool(slow_lookup)])
+    inv = await rt.enqueue(app_name="app", user_id="u", new_message="go")
+    record = await rt.wait("app", inv, timeout=5, until={InvocationStatus.COMPLETED, InvocationStatus.FAILED})
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await rt.events("app", inv)
+    responses = [e for e in events if e.get_function_responses()]
+    assert len(responses) == 1 and len(responses[0].get_function_responses()) == 2
+    assert model.call_count == 2
+    assert sorted(RAN) == ["A", "B"]
+
+
+async def test_pending_call_answered_from_outside_and_bad_answers_rejected():
+    rt, model = runtime_for(call("approval", amount=5), "approved!", tools=[LongRunningFunctionTool(approval)])
+    inv = await rt.enqueue(app_name="app", user_id="u", new_message="pay")
+    record = await rt.wait("app", inv, timeout=5)
+    assert record.status is InvocationStatus.PAUSED
+    [call_id] = record.pending_calls
+
+    with pytest.raises(AnswerRejectedError, match="no pending call"):
+        await rt.answer("app", inv, "adk-bogus", {"ok": True})
+    await rt.answer("app", inv, call_id, {"approved": True})
+    record = await rt.wait("app", inv, timeout=5, until={InvocationStatus.COMPLETED, InvocationStatus.FAILED})
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    with pytest.raises(AnswerRejectedError):
+        await rt.answer("app", inv, call_id, {"approved": False})
+    events = await rt.events("app", inv)
+    assert simplify_all(events)[-2:] == [("user", ("response", "approval", {"approved": True})), ("agent", "approved!")]
+    assert len(events) == 4  # nothing appended by the rejected answers
+
+
+async def test_remote_tool_error_is_an_error_response_the_model_reads():
+    rt, model = runtime_for(call("exploding", x=1), "sorry", tools=[],
+                            )
+    rt.registry.get("app").root_agent.tools.append(LongRunningFunctionTool(exploding))
+    inv = await rt.enqueue(app_name="app", user_id="u", new_message="go")
+    record = await rt.wait("app", inv, timeout=5, until={InvocationStatus.COMPLETED, InvocationStatus.FAILED})
+    assert record.status is InvocationStatus.COMPLETED
+    events = await rt.events("app", inv)
+    assert simplify_all(events)[2] == ("agent", ("response", "exploding", {"error": "RuntimeError: tool blew up"}))
+
+
+async def test_unknown_app_and_unknown_session_fail_with_clear_errors():
+    rt, _ = runtime_for("hi")
+    inv = await rt.enqueue(app_name="nope", user_id="u", session_id="s", new_message="x")
+    record = await rt.wait("nope", inv, timeout=5)
+    assert record.status is InvocationStatus.FAILED and "unknown app 'nope'" in record.error
+    inv = await rt.enqueue(app_name="app", user_id="u", session_id="missing", new_message="x")
+    record = await rt.wait("app", inv, timeout=5)
+    assert record.status is InvocationStatus.FAILED and "missing" in record.error
+
+
+async def test_two_messages_to_one_session_are_processed_in_order():
+    rt, model = runtime_for("first answer", "second answer")
+    session = await rt.session_service.create_session(app_name="app", user_id="u")
+    a = await rt.enqueue(app_name="app", user_id="u", session_id=session.id, new_message="one")
+    b = await rt.enqueue(app_name="app", user_id="u", session_id=session.id, new_message="two")
+    await asyncio.gather(rt.wait("app", a, timeout=5), rt.wait("app", b, timeout=5))
+    stored = await rt.session_service.get_session(app_name="app", user_id="u", session_id=session.id)
+    assert simplify_all(stored.events) == [
+        ("user", "one"), ("agent", "first answer"), ("user", "two"), ("agent", "second answer"),
+    ]
+
+
+async def test_cancel_a_paused_invocation():
+    rt, _ = runtime_for(call("approval", amount=5), tools=[LongRunningFunctionTool(approval)])
+    inv = await rt.enqueue(app_name="app", user_id="u", new_message="pay")
+    record = await rt.wait("app", inv, timeout=5)
+    await rt.cancel("app", inv)
+    record = await rt.wait("app", inv, timeout=5, until={InvocationStatus.CANCELLED})
+    with pytest.raises(AnswerRejectedError, match="cancelled"):
+        await rt.answer("app", inv, record.pending_calls[0], {"ok": 1})
