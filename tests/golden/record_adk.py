@@ -1,0 +1,79 @@
+"""Record google-adk's behaviour on the golden scenarios into ``adk_2_13.json``.
+
+Run with the google-adk venv, never ours::
+
+    /work/adkvenv/bin/python tests/golden/record_adk.py [--check] [scenario ...]
+
+With scenario names, only those are run and printed (the file is not written). ``--check`` runs
+everything and exits non-zero if the stored file differs from a fresh recording.
+"""
+
+import logging
+import sys
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import scenarios  # noqa: E402  (after the path tweak; this file is run as a script)
+
+GOLDEN = HERE / "adk_2_13.json"
+EXPECTED_VERSION = "2.13.0"
+
+
+def adk_namespace() -> object:
+    """The scenario namespace filled from google.adk."""
+    from google.adk.agents import LlmAgent, RunConfig, SequentialAgent
+    from google.adk.agents.invocation_context import LlmCallsLimitExceededError
+    from google.adk.agents.run_config import StreamingMode
+    from google.adk.models import BaseLlm, LlmCapabilities, LlmResponse
+    from google.adk.runners import InMemoryRunner
+    from google.adk.tools import LongRunningFunctionTool, ToolContext
+
+    return scenarios.namespace(
+        BaseLlm=BaseLlm,
+        InMemoryRunner=InMemoryRunner,
+        LlmAgent=LlmAgent,
+        LlmCallsLimitExceededError=LlmCallsLimitExceededError,
+        LlmCapabilities=LlmCapabilities,
+        LlmResponse=LlmResponse,
+        LongRunningFunctionTool=LongRunningFunctionTool,
+        RunConfig=RunConfig,
+        SequentialAgent=SequentialAgent,
+        StreamingMode=StreamingMode,
+        ToolContext=ToolContext,
+    )
+
+
+def main(argv: list[str]) -> int:
+    """Record every scenario (or print the named ones); return the exit status."""
+    import google.adk
+
+    if google.adk.__version__ != EXPECTED_VERSION:
+        print(f"expected google-adk {EXPECTED_VERSION}, found {google.adk.__version__}")
+        return 2
+    # SequentialAgent is deprecated in 2.x and tool errors are logged; neither is recorded.
+    warnings.simplefilter("ignore")
+    logging.disable(logging.CRITICAL)
+    adk = adk_namespace()
+    check = "--check" in argv
+    names = [a for a in argv if not a.startswith("--")]
+    if names:
+        print(scenarios.to_json({n: scenarios.run_scenario(adk, n) for n in names}), end="")
+        return 0
+    text = scenarios.to_json(scenarios.run_all(adk))
+    if check:
+        stored = GOLDEN.read_text() if GOLDEN.exists() else ""
+        if stored != text:
+            print(f"{GOLDEN.name} is out of date; re-run without --check")
+            return 1
+        print(f"{GOLDEN.name} is up to date")
+        return 0
+    GOLDEN.write_text(text)
+    print(f"wrote {GOLDEN} ({len(scenarios.SCENARIOS)} scenarios)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
