@@ -9,12 +9,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """Runtime settings for orchestrators, workers and clients."""
+    """Runtime settings for orchestrators, workers and clients (see README, "Settings")."""
 
     model_config = SettingsConfigDict(env_prefix="ADK_CELERY_", extra="ignore")
 
     redis_url: str | None = None
-    """Redis URL; unset means embedded in-process mode (no Redis needed)."""
+    """Redis URL for broker, results and state; unset = embedded in-process mode."""
     apps: str = ""
     """Comma-separated ``module:attribute`` import strings naming Apps or root agents."""
     google_api_key: SecretStr | None = Field(
@@ -24,8 +24,33 @@ class Settings(BaseSettings):
     """Gemini API key (``GOOGLE_API_KEY`` is accepted too); unset = offline demo model."""
     gemini_base_url: str | None = None
     """Override the Gemini API endpoint (a proxy, or a local stub in tests)."""
-    max_llm_calls: int = 500
+    max_llm_calls: int = Field(
+        default=500, validation_alias=AliasChoices("ADK_CELERY_MAX_LLM_CALLS", "ADK_MAX_LLM_CALLS")
+    )
     """Default limit of model calls per invocation (<= 0 means unlimited)."""
+
+    invocations_queue: str = "adk.invocations"
+    """Celery queue orchestrators consume (start, resume, cancel)."""
+    tools_queue: str = "adk.tools"
+    """Default Celery queue for remote tool calls."""
+    tool_queues: dict[str, str] = Field(default_factory=dict)
+    """Per-tool routing, JSON: ``{"tool_name": "queue"}``; listed tools always run on workers."""
+    lease_ttl_seconds: float = 30.0
+    """How long a session lease lives without renewal (a dead orchestrator's lease expires)."""
+    lease_retry_seconds: float = 1.0
+    """Delay before retrying work for a session whose lease another orchestrator holds."""
+    visibility_timeout_seconds: int = 3600
+    """Redis broker visibility timeout: keep it above your longest tool call."""
+    record_ttl_seconds: int = 7 * 24 * 3600
+    """How long invocation records and results are kept in Redis."""
+    max_payload_bytes: int = 1_048_576
+    """Largest message, tool argument set or tool result accepted (JSON bytes)."""
+    worker_concurrency: int = 8
+    """Default concurrency of ``adk-celery orchestrator`` / ``worker`` (threads)."""
+    flower_basic_auth: SecretStr | None = None
+    """``user:password`` for Flower's basic auth (``adk-celery flower``)."""
+    flower_port: int = 5555
+    """Port of ``adk-celery flower``."""
 
     def app_specs(self) -> list[str]:
         """Return the ``module:attribute`` strings of ``apps``."""

@@ -1,6 +1,7 @@
 """adk-celery's ADK-compatible core: events, sessions, agents, flows, tools, models, runner.
 
-Pure asyncio: nothing here imports Celery, Redis, ``workers`` or ``tools``.
+Pure asyncio: nothing here imports Celery, ``workers`` or ``tools``. Redis appears only in
+the Redis-backed services and stores.
 """
 
 from orchestrator.agents.base_agent import BaseAgent, BaseAgentState
@@ -9,10 +10,11 @@ from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import Agent, LlmAgent
 from orchestrator.agents.loop_agent import LoopAgent
 from orchestrator.agents.parallel_agent import ParallelAgent
-from orchestrator.agents.sequential_agent import SequentialAgent
 from orchestrator.agents.run_config import RunConfig, StreamingMode
+from orchestrator.agents.sequential_agent import SequentialAgent
 from orchestrator.apps.app import App, ResumabilityConfig
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
+from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
@@ -22,12 +24,13 @@ from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
 from orchestrator.runners import InMemoryRunner, Runner
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
+from orchestrator.sessions.redis_session_service import RedisSessionService
 from orchestrator.sessions.session import Session
 from orchestrator.tools.agent_tool import AgentTool
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.base_toolset import BaseToolset
-from orchestrator.tools.function_tool import FunctionTool
 from orchestrator.tools.exit_loop_tool import exit_loop
+from orchestrator.tools.function_tool import FunctionTool
 from orchestrator.tools.long_running_tool import LongRunningFunctionTool
 from orchestrator.tools.tool_confirmation import ToolConfirmation
 
@@ -58,6 +61,8 @@ __all__ = [
     "LoopAgent",
     "ParallelAgent",
     "ReadonlyContext",
+    "RedisArtifactService",
+    "RedisSessionService",
     "ResumabilityConfig",
     "RunConfig",
     "Runner",

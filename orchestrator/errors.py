@@ -25,3 +25,7 @@ class LlmCallsLimitExceededError(AdkCeleryError):
 
 class InvocationNotFoundError(AdkCeleryError, ValueError):
     """No event of the session belongs to that invocation."""
+
+
+class StaleSessionError(AdkCeleryError, ValueError):
+    """The session's lease was lost (expired or taken over): appending to it is refused."""

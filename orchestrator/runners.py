@@ -18,9 +18,9 @@ from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.agents.run_config import RunConfig
 from orchestrator.apps.app import App
-from orchestrator.distributed.transport import Transport
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
+from orchestrator.distributed.transport import Transport
 from orchestrator.errors import InvocationNotFoundError, SessionNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions

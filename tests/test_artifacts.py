@@ -9,7 +9,12 @@ from __future__ import annotations
 import pytest
 from google.genai import types
 
-from orchestrator.artifacts import ArtifactVersion, BaseArtifactService, InMemoryArtifactService
+from orchestrator.artifacts import (
+    ArtifactVersion,
+    BaseArtifactService,
+    InMemoryArtifactService,
+    RedisArtifactService,
+)
 from orchestrator.errors import InputValidationError
 
 APP = "app"
@@ -17,8 +22,12 @@ USER = "u1"
 SID = "s1"
 
 
-@pytest.fixture(params=[InMemoryArtifactService], ids=lambda cls: cls.__name__)
+@pytest.fixture(
+    params=[InMemoryArtifactService, RedisArtifactService], ids=lambda cls: cls.__name__
+)
 def artifact_service(request: pytest.FixtureRequest) -> BaseArtifactService:
+    if request.param is RedisArtifactService:
+        return RedisArtifactService(client=request.getfixturevalue("redis_client"))
     return request.param()
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator import Event, EventActions, InMemorySessionService
+from orchestrator import Event, EventActions, InMemorySessionService, RedisSessionService
 from orchestrator.errors import AlreadyExistsError, SessionNotFoundError
 from orchestrator.sessions import GetSessionConfig
 
 
-@pytest.fixture
-def service():
+@pytest.fixture(params=["in-memory", "redis"])
+def service(request):
+    if request.param == "redis":
+        return RedisSessionService(client=request.getfixturevalue("redis_client"))
     return InMemorySessionService()
 
 

@@ -1,0 +1,83 @@
+"""Helpers shared by the Redis-backed services: the one JSON codec, client setup, decoding."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from config import get_settings
+
+_JSON_SEPARATORS = (",", ":")
+
+
+def dumps(value: Any) -> str:
+    """Encode a value with the project's single JSON codec (compact, UTF-8, no NaN/inf).
+
+    Raises ``TypeError`` (not JSON-serialisable) or ``ValueError`` (NaN/infinity, circular
+    reference) from ``json.dumps``; callers re-raise with the offending key named.
+    """
+    return json.dumps(value, separators=_JSON_SEPARATORS, ensure_ascii=False, allow_nan=False)
+
+
+def loads(raw: str | bytes) -> Any:
+    """Decode a value written by :func:`dumps`."""
+    return json.loads(raw)
+
+
+def encode_value(value: Any, *, what: str) -> str:
+    """Encode ``value`` with :func:`dumps`; on failure raise an error naming ``what``.
+
+    ``what`` describes the value, e.g. ``"state key 'user:x'"``. The error keeps the type
+    ``json.dumps`` raised (``TypeError`` or ``ValueError``).
+    """
+    try:
+        return dumps(value)
+    except TypeError as exc:
+        raise TypeError(
+            f"The value of {what} is not JSON-serialisable ({type(value).__name__}): {exc}. "
+            "Redis-backed services store values as JSON; use JSON types "
+            "(dict, list, str, int, float, bool, None)."
+        ) from exc
+    except ValueError as exc:
+        raise ValueError(
+            f"The value of {what} cannot be stored as JSON: {exc}. Redis-backed services store "
+            "values as strict JSON (no NaN/infinity, no circular references)."
+        ) from exc
+
+
+def text(value: str | bytes) -> str:
+    """Return a Redis reply item as ``str`` (clients may or may not decode responses)."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def decode_hash(raw: dict[Any, Any]) -> dict[str, Any]:
+    """Decode an HGETALL reply whose values were written by :func:`dumps`."""
+    return {text(field): loads(value) for field, value in raw.items()}
+
+
+def pairs_to_dict(flat: list[Any]) -> dict[Any, Any]:
+    """Turn a flat ``[field, value, field, value, ...]`` reply (HGETALL in Lua) into a dict."""
+    return dict(zip(flat[0::2], flat[1::2], strict=True))
+
+
+def resolve_client(
+    redis_url: str | None, client: aioredis.Redis | None, *, owner: str
+) -> tuple[aioredis.Redis, bool]:
+    """Return ``(client, owned)``: the given client, or a new one for the URL.
+
+    Without either, the URL comes from the settings (``ADK_CELERY_REDIS_URL``); ``owned`` is
+    True when the client was created here and must be closed by its owner.
+    """
+    if client is not None:
+        if redis_url is not None:
+            raise ValueError(f"{owner}: pass either redis_url or client, not both.")
+        return client, False
+    url = redis_url or get_settings().redis_url
+    if not url:
+        raise ValueError(
+            f"{owner} needs a Redis connection: pass redis_url=..., client=..., or set "
+            "ADK_CELERY_REDIS_URL."
+        )
+    return aioredis.Redis.from_url(url, decode_responses=True), True

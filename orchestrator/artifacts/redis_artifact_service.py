@@ -1,0 +1,261 @@
+"""An artifact service keeping every version in Redis (distributed mode).
+
+Semantics are those of :class:`InMemoryArtifactService`; scoping, validation and reference
+rules come from ``_scoping``. Per artifact location there are two Redis lists (key names in
+:mod:`orchestrator.redis_keys`) whose index is the version number:
+
+* ``...:parts`` — the payload of each version as ``types.Part`` JSON (bytes in URL-safe
+  base64, as google-genai serialises them);
+* ``...:meta`` — ``{"customMetadata", "createTime", "mimeType"}`` of each version;
+
+plus a set of file names per scope for ``list_artifact_keys``. A save is one Lua script
+(the version is the list length, so concurrent saves from any number of processes get
+distinct, gap-free versions); a delete removes both lists and the name in one transaction.
+
+Canonical URIs use the ``redis://`` scheme with the same path layout as ``memory://``:
+``redis://apps/{app}/users/{user}[/sessions/{session}]/artifacts/{filename}/versions/{v}``.
+They name the artifact version, not a Redis server (the host part is always ``apps``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import redis.asyncio as aioredis
+from google.genai import types
+
+from orchestrator import platform
+from orchestrator import redis_keys as keys
+from orchestrator._redis_support import dumps, encode_value, loads, resolve_client, text
+from orchestrator.artifacts import _scoping
+from orchestrator.artifacts._scoping import ArtifactLocation
+from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
+from orchestrator.errors import InputValidationError
+
+URI_SCHEME = "redis"
+"""Scheme of the canonical URIs of artifacts stored by :class:`RedisArtifactService`."""
+
+_SAVE_LUA = """
+-- KEYS: 1 parts list, 2 meta list, 3 names set;  ARGV: 1 part JSON, 2 meta JSON, 3 filename
+-- Returns the new version. Type checks run before the first write (no partial saves).
+local expected = {'list', 'list', 'set'}
+for i, want in ipairs(expected) do
+  local have = redis.call('TYPE', KEYS[i]).ok
+  if have ~= 'none' and have ~= want then
+    return redis.error_reply('ADK_WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. have ..
+      ', expected a ' .. want .. '; nothing was written')
+  end
+end
+local version = redis.call('LLEN', KEYS[2])
+redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('RPUSH', KEYS[2], ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[3])
+return version
+"""
+
+
+def _parts_key(location: ArtifactLocation) -> str:
+    return keys.artifact_parts(
+        location.app_name, location.user_id, location.session_id, location.filename
+    )
+
+
+def _meta_key(location: ArtifactLocation) -> str:
+    return keys.artifact_meta(
+        location.app_name, location.user_id, location.session_id, location.filename
+    )
+
+
+def _names_key(location: ArtifactLocation) -> str:
+    return keys.artifact_names(location.app_name, location.user_id, location.session_id)
+
+
+def _version_info(location: ArtifactLocation, version: int, raw: str | bytes) -> ArtifactVersion:
+    """Rebuild a version's metadata from its stored JSON and its position in the list."""
+    meta = loads(raw)
+    return ArtifactVersion(
+        version=version,
+        canonical_uri=location.uri(URI_SCHEME, version),
+        custom_metadata=meta.get("customMetadata") or {},
+        create_time=meta["createTime"],
+        mime_type=meta.get("mimeType"),
+    )
+
+
+class RedisArtifactService(BaseArtifactService):
+    """Artifacts held in Redis; canonical URIs use the ``redis://`` scheme.
+
+    Pass a ``redis_url`` (the service opens and owns a client; close it with :meth:`aclose`)
+    or an existing ``redis.asyncio.Redis`` ``client`` (the caller keeps ownership). With
+    neither, ``ADK_CELERY_REDIS_URL`` from the settings is used. ``custom_metadata`` must be
+    JSON-serialisable. ``file_data`` parts whose URI is an ``artifact://`` reference are
+    resolved to the referenced artifact's payload on load.
+    """
+
+    def __init__(
+        self, redis_url: str | None = None, *, client: aioredis.Redis | None = None
+    ) -> None:
+        self._client, self._owns_client = resolve_client(
+            redis_url, client, owner=type(self).__name__
+        )
+        self._save_script = self._client.register_script(_SAVE_LUA)
+
+    @property
+    def client(self) -> aioredis.Redis:
+        """The Redis client this service talks through."""
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the Redis client if this service created it (a given client is left open)."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def save_artifact(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        artifact: types.Part | Mapping[str, Any],
+        session_id: str | None = None,
+        custom_metadata: dict[str, Any] | None = None,
+    ) -> int:
+        """Save a new version of ``filename`` atomically and return its number (first is 0)."""
+        location = _scoping.locate(
+            app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
+        )
+        part = _scoping.coerce_part(artifact)
+        meta = {
+            "customMetadata": {
+                str(key): loads(encode_value(value, what=f"custom_metadata key {key!r}"))
+                for key, value in (custom_metadata or {}).items()
+            },
+            "createTime": platform.get_time(),
+            "mimeType": _scoping.detect_mime_type(part),
+        }
+        version = await self._save_script(
+            keys=[_parts_key(location), _meta_key(location), _names_key(location)],
+            args=[part.model_dump_json(exclude_none=True), dumps(meta), location.filename],
+        )
+        return int(version)
+
+    async def load_artifact(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        session_id: str | None = None,
+        version: int | None = None,
+    ) -> types.Part | None:
+        """Return a version (latest when ``version`` is None), or None if missing."""
+        location = _scoping.locate(
+            app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
+        )
+        seen: set[tuple[ArtifactLocation, int]] = set()
+        while True:
+            found = await self._read(_parts_key(location), version)
+            if found is None:
+                return None
+            number, raw = found
+            if (location, number) in seen:
+                raise InputValidationError(
+                    f"Circular artifact reference through "
+                    f"{location.artifact_ref_uri(number)!r}."
+                )
+            seen.add((location, number))
+            part = types.Part.model_validate_json(raw)
+            ref = _scoping.artifact_ref_of(part)
+            if ref is None:
+                return part
+            parsed = _scoping.parse_artifact_uri(ref)
+            if parsed is None:  # rejected on save; kept as a guard
+                raise InputValidationError(f"Invalid artifact reference URI: {ref!r}.")
+            location, version = parsed
+
+    async def _read(self, list_key: str, version: int | None) -> tuple[int, Any] | None:
+        """Return ``(version, stored item)`` from a per-version list, or None if missing."""
+        if version is None:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.llen(list_key)
+                pipe.lindex(list_key, -1)
+                count, raw = await pipe.execute()
+            return (int(count) - 1, raw) if raw is not None else None
+        if version < 0:
+            return None
+        raw = await self._client.lindex(list_key, version)
+        return (version, raw) if raw is not None else None
+
+    async def list_artifact_keys(
+        self, *, app_name: str, user_id: str, session_id: str | None = None
+    ) -> list[str]:
+        """Return the sorted filenames of the session's (when given) and the user's artifacts."""
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.smembers(keys.artifact_names(app_name, user_id, None))
+            if session_id:
+                pipe.smembers(keys.artifact_names(app_name, user_id, session_id))
+            replies = await pipe.execute()
+        return sorted({text(name) for names in replies for name in names})
+
+    async def delete_artifact(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        session_id: str | None = None,
+    ) -> None:
+        """Delete every version of the artifact; the next save starts again at version 0."""
+        location = _scoping.locate(
+            app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
+        )
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.delete(_parts_key(location), _meta_key(location))
+            pipe.srem(_names_key(location), location.filename)
+            await pipe.execute()
+
+    async def list_versions(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        session_id: str | None = None,
+    ) -> list[int]:
+        """Return the artifact's version numbers in ascending order ([] when missing)."""
+        location = _scoping.locate(
+            app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
+        )
+        return list(range(await self._client.llen(_meta_key(location))))
+
+    async def list_artifact_versions(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        session_id: str | None = None,
+    ) -> list[ArtifactVersion]:
+        """Return every version's metadata, oldest first ([] when missing); no payloads read."""
+        location = _scoping.locate(
+            app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
+        )
+        raw = await self._client.lrange(_meta_key(location), 0, -1)
+        return [_version_info(location, number, item) for number, item in enumerate(raw)]
+
+    async def get_artifact_version(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        filename: str,
+        session_id: str | None = None,
+        version: int | None = None,
+    ) -> ArtifactVersion | None:
+        """Return one version's metadata (latest when ``version`` is None), or None."""
+        location = _scoping.locate(
+            app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
+        )
+        found = await self._read(_meta_key(location), version)
+        return _version_info(location, *found) if found is not None else None

@@ -1,0 +1,218 @@
+"""Redis-backed invocation store and per-session queue (distributed mode).
+
+Leases carry strictly increasing fencing tokens; while an orchestrator works on a session,
+every append checks that it still holds the lease with its token, so a holder that lost
+the lease (it stalled past the TTL and another took over) cannot write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from orchestrator import redis_keys as keys
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
+from orchestrator.distributed.stores import SessionKey
+from orchestrator.sessions.redis_session_service import fenced
+
+# KEYS: results hash. ARGV: call id, result JSON, 1 if the new result is final.
+# An existing final result wins; a pending placeholder may be replaced.
+_PUT_RESULT = """
+local existing = redis.call('HGET', KEYS[1], ARGV[1])
+if existing then
+  local decoded = cjson.decode(existing)
+  if decoded['response'] ~= nil and decoded['response'] ~= cjson.null then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
+# KEYS: lease, fence counter. ARGV: ttl ms. Returns the new token or false.
+_ACQUIRE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
+return token
+"""
+
+# KEYS: lease. ARGV: token, ttl ms.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# KEYS: lease. ARGV: token.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+# KEYS: processing, queue. Move every in-progress item back to the head, oldest first.
+_RECOVER = """
+local moved = 0
+while redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT') do moved = moved + 1 end
+return moved
+"""
+
+_STATUS_STREAM_MAXLEN = 1000
+
+
+class RedisInvocationStore:
+    """Invocation records, call results and cancel flags in Redis."""
+
+    def __init__(self, client: aioredis.Redis, *, record_ttl_seconds: int = 7 * 24 * 3600) -> None:
+        self._redis = client
+        self._ttl = record_ttl_seconds
+        self._put_result = client.register_script(_PUT_RESULT)
+
+    async def create(self, record: InvocationRecord) -> bool:
+        """Store a new record unless one exists."""
+        key = keys.invocation(record.app_name, record.invocation_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, "record", record.model_dump_json())
+            pipe.expire(key, self._ttl)
+            created, _ = await pipe.execute()
+        if created:
+            await self._publish(record)
+        return bool(created)
+
+    async def get(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
+        """The record, or None."""
+        raw = await self._redis.hget(keys.invocation(app_name, invocation_id), "record")
+        return InvocationRecord.model_validate_json(raw) if raw else None
+
+    async def save(self, record: InvocationRecord) -> None:
+        """Overwrite the record and publish its status on the invocation's stream."""
+        key = keys.invocation(record.app_name, record.invocation_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hset(key, "record", record.model_dump_json())
+            pipe.expire(key, self._ttl)
+            self._queue_publish(pipe, record)
+            await pipe.execute()
+
+    async def _publish(self, record: InvocationRecord) -> None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            self._queue_publish(pipe, record)
+            await pipe.execute()
+
+    def _queue_publish(self, pipe: Any, record: InvocationRecord) -> None:
+        stream = keys.invocation_stream(record.app_name, record.invocation_id)
+        pipe.xadd(
+            stream,
+            {"kind": "status", "status": record.status.value},
+            maxlen=_STATUS_STREAM_MAXLEN,
+            approximate=True,
+        )
+        pipe.expire(stream, self._ttl)
+
+    async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
+        """First final result wins (a pending placeholder can be replaced)."""
+        stored = await self._put_result(
+            keys=[keys.invocation_results(app_name, invocation_id)],
+            args=[result.function_call_id, result.model_dump_json(), self._ttl],
+        )
+        return bool(stored)
+
+    async def results(self, app_name: str, invocation_id: str) -> dict[str, ToolResult]:
+        """Every stored result by call id."""
+        raw = await self._redis.hgetall(keys.invocation_results(app_name, invocation_id))
+        return {cid: ToolResult.model_validate_json(value) for cid, value in raw.items()}
+
+    async def request_cancel(self, app_name: str, invocation_id: str) -> None:
+        """Set the cancel flag."""
+        await self._redis.set(keys.cancel_flag(app_name, invocation_id), "1", ex=self._ttl)
+
+    async def is_cancelled(self, app_name: str, invocation_id: str) -> bool:
+        """True once the flag is set."""
+        return bool(await self._redis.exists(keys.cancel_flag(app_name, invocation_id)))
+
+    async def wait_for(
+        self,
+        app_name: str,
+        invocation_id: str,
+        statuses: set[InvocationStatus],
+        *,
+        timeout: float | None = None,
+    ) -> InvocationRecord | None:
+        """Block until the record reaches one of ``statuses`` (None on timeout)."""
+        import time
+
+        stream = keys.invocation_stream(app_name, invocation_id)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last_id = "0-0"
+        while True:
+            record = await self.get(app_name, invocation_id)
+            if record is not None and record.status in statuses:
+                return record
+            block_ms = 1000
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                block_ms = max(1, min(block_ms, int(remaining * 1000)))
+            reply = await self._redis.xread({stream: last_id}, block=block_ms)
+            for _, entries in reply or []:
+                if entries:
+                    last_id = entries[-1][0]
+
+
+class RedisSessionQueue:
+    """Per-session work queues (reliable: claimed items sit in a processing list) and leases."""
+
+    def __init__(self, client: aioredis.Redis, *, lease_ttl_seconds: float = 30.0) -> None:
+        self._redis = client
+        self._ttl_ms = int(lease_ttl_seconds * 1000)
+        self._acquire = client.register_script(_ACQUIRE)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+        self._recover = client.register_script(_RECOVER)
+
+    async def push(self, key: SessionKey, item: WorkItem) -> None:
+        """Append an item."""
+        await self._redis.rpush(keys.session_queue(*key), item.model_dump_json())
+
+    async def acquire(self, key: SessionKey) -> str | None:
+        """Take the lease; returns the fencing token or None."""
+        token = await self._acquire(
+            keys=[keys.session_lease(*key), keys.fence_counter(*key)], args=[self._ttl_ms]
+        )
+        return str(token) if token else None
+
+    async def renew(self, key: SessionKey, token: str) -> bool:
+        """Extend the lease if still held."""
+        return bool(await self._renew(keys=[keys.session_lease(*key)], args=[token, self._ttl_ms]))
+
+    async def release(self, key: SessionKey, token: str) -> None:
+        """Free the lease if still held with ``token``."""
+        await self._release(keys=[keys.session_lease(*key)], args=[token])
+
+    async def claim(self, key: SessionKey) -> WorkItem | None:
+        """Move the oldest item to the processing list."""
+        raw = await self._redis.lmove(
+            keys.session_queue(*key), keys.session_processing(*key), "LEFT", "RIGHT"
+        )
+        return WorkItem.model_validate_json(raw) if raw else None
+
+    async def done(self, key: SessionKey, item: WorkItem) -> None:
+        """Remove a finished item from the processing list."""
+        await self._redis.lrem(keys.session_processing(*key), 1, item.model_dump_json())
+
+    async def recover(self, key: SessionKey) -> None:
+        """Requeue what a dead holder left in progress."""
+        await self._recover(keys=[keys.session_processing(*key), keys.session_queue(*key)])
+
+    async def pending(self, key: SessionKey) -> int:
+        """Queued items."""
+        return int(await self._redis.llen(keys.session_queue(*key)))
+
+    @contextlib.contextmanager
+    def fencing(self, key: SessionKey, token: str) -> Iterator[None]:
+        """Session appends inside this block require the lease to be held with ``token``."""
+        with fenced(keys.session_lease(*key), token):
+            yield

@@ -1,0 +1,179 @@
+"""Every Redis key name the project uses, in one place.
+
+All keys start with ``adk:``. Ids inside key names are escaped (``%`` ``{`` ``}`` ``:`` are
+percent-encoded), so an app, user, session or file name can never collide with another key or
+break a hash tag. The ``{...}`` part of a key is a Redis Cluster hash tag: every key of one
+session (storage, lease, queue, fence, session-scoped artifacts) carries the same tag
+``{app:user:session}`` and lands in the same slot; invocation keys share ``{app:invocation}``.
+
+Layout (``A``, ``U``, ``S``, ``I``, ``F`` = escaped app, user, session, invocation, file name)::
+
+    adk:session:{A:U:S}                 hash   id, app_name, user_id, create_time,
+                                               last_update_time, seq (creation order)
+    adk:session:{A:U:S}:state           hash   session-scoped state, field -> JSON value
+    adk:session:{A:U:S}:events          list   committed events, Event wire JSON, oldest first
+    adk:session:{A:U:S}:event_ids       set    ids of committed events (idempotent appends)
+    adk:session:{A:U:S}:lease           string fencing token of the orchestrator owning it
+    adk:session:{A:U:S}:fence           string counter issuing fencing tokens
+    adk:session:{A:U:S}:queue           list   messages waiting for the session
+    adk:session:{A:U:S}:processing      list   message being worked on
+    adk:user:{A:U}:sessions             zset   session id -> last update time
+    adk:user:{A:U}:state                hash   ``user:`` state (prefix stripped) -> JSON
+    adk:app:{A}:sessions                zset   JSON ``[user, session]`` -> last update time
+    adk:app:{A}:state                   hash   ``app:`` state (prefix stripped) -> JSON
+    adk:app:{A}:session_seq             string counter ordering sessions created at one time
+    adk:artifacts:{A:U:S}:names         set    session-scoped artifact file names
+    adk:artifacts:{A:U}:names           set    user-scoped (``user:``) artifact file names
+    adk:artifact:{A:U:S}:F:parts        list   one Part JSON per version (bytes base64)
+    adk:artifact:{A:U:S}:F:meta         list   one metadata JSON per version
+    adk:artifact:{A:U}:F:parts / :meta  list   the same for user-scoped files
+    adk:invocation:{A:I}                hash   invocation record
+    adk:invocation:{A:I}:results        hash   function-call id -> result (first writer wins)
+    adk:invocation:{A:I}:cancel         string cancellation flag
+    adk:invocation:{A:I}:stream         stream live events of the invocation
+"""
+
+from __future__ import annotations
+
+PREFIX = "adk:"
+"""Common prefix of every key of the project."""
+
+_ESCAPES = str.maketrans({"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"})
+
+
+def escape(part: str) -> str:
+    """Return ``part`` with ``%``, ``{``, ``}`` and ``:`` percent-encoded for use in a key."""
+    return part.translate(_ESCAPES)
+
+
+def _tag(*parts: str) -> str:
+    """Return the hash tag ``{p1:p2:...}`` built from escaped ``parts``."""
+    return "{" + ":".join(escape(p) for p in parts) + "}"
+
+
+# --- sessions -----------------------------------------------------------------------------
+
+
+def session(app: str, user: str, session_id: str) -> str:
+    """Hash of a session's metadata; its existence is the session's existence."""
+    return f"{PREFIX}session:{_tag(app, user, session_id)}"
+
+
+def session_state(app: str, user: str, session_id: str) -> str:
+    """Hash of the session-scoped state: state key -> JSON value."""
+    return f"{session(app, user, session_id)}:state"
+
+
+def session_events(app: str, user: str, session_id: str) -> str:
+    """List of the session's committed events (Event wire JSON), oldest first."""
+    return f"{session(app, user, session_id)}:events"
+
+
+def session_event_ids(app: str, user: str, session_id: str) -> str:
+    """Set of the ids of the session's committed events."""
+    return f"{session(app, user, session_id)}:event_ids"
+
+
+def session_storage_keys(app: str, user: str, session_id: str) -> list[str]:
+    """Return the keys holding a session's data (what deleting the session removes)."""
+    return [
+        session(app, user, session_id),
+        session_state(app, user, session_id),
+        session_events(app, user, session_id),
+        session_event_ids(app, user, session_id),
+    ]
+
+
+def user_sessions(app: str, user: str) -> str:
+    """Sorted set of a user's session ids, scored by last update time."""
+    return f"{PREFIX}user:{_tag(app, user)}:sessions"
+
+
+def app_sessions(app: str) -> str:
+    """Sorted set of an app's sessions (JSON ``[user, session]``), scored by last update."""
+    return f"{PREFIX}app:{_tag(app)}:sessions"
+
+
+def app_session_seq(app: str) -> str:
+    """Counter giving each new session of the app a creation sequence number."""
+    return f"{PREFIX}app:{_tag(app)}:session_seq"
+
+
+def app_state(app: str) -> str:
+    """Hash of the app's ``app:`` state (prefix stripped): key -> JSON value."""
+    return f"{PREFIX}app:{_tag(app)}:state"
+
+
+def user_state(app: str, user: str) -> str:
+    """Hash of the user's ``user:`` state (prefix stripped): key -> JSON value."""
+    return f"{PREFIX}user:{_tag(app, user)}:state"
+
+
+# --- session ownership (used by the orchestrator processes) ---------------------------------
+
+
+def session_lease(app: str, user: str, session_id: str) -> str:
+    """Key of the string holding the fencing token of the session's current owner."""
+    return f"{session(app, user, session_id)}:lease"
+
+
+def session_queue(app: str, user: str, session_id: str) -> str:
+    """List of messages (start/resume/cancel) waiting for the session, in arrival order."""
+    return f"{session(app, user, session_id)}:queue"
+
+
+def session_processing(app: str, user: str, session_id: str) -> str:
+    """List holding the message the session's owner is working on (reliable-queue pattern)."""
+    return f"{session(app, user, session_id)}:processing"
+
+
+def fence_counter(app: str, user: str, session_id: str) -> str:
+    """Counter issuing strictly increasing fencing tokens for the session's lease."""
+    return f"{session(app, user, session_id)}:fence"
+
+
+# --- invocations ----------------------------------------------------------------------------
+
+
+def invocation(app: str, invocation_id: str) -> str:
+    """Hash holding an invocation's record (status, outstanding call ids, ...)."""
+    return f"{PREFIX}invocation:{_tag(app, invocation_id)}"
+
+
+def invocation_results(app: str, invocation_id: str) -> str:
+    """Hash of an invocation's remote-call results: function-call id -> result JSON."""
+    return f"{invocation(app, invocation_id)}:results"
+
+
+def cancel_flag(app: str, invocation_id: str) -> str:
+    """Key of the flag set when the invocation has been asked to stop."""
+    return f"{invocation(app, invocation_id)}:cancel"
+
+
+def invocation_stream(app: str, invocation_id: str) -> str:
+    """Stream of an invocation's live events (partial and committed) for listeners."""
+    return f"{invocation(app, invocation_id)}:stream"
+
+
+# --- artifacts ------------------------------------------------------------------------------
+
+
+def _artifact_scope(app: str, user: str, session_id: str | None) -> str:
+    return _tag(app, user) if session_id is None else _tag(app, user, session_id)
+
+
+def artifact_names(app: str, user: str, session_id: str | None) -> str:
+    """Set of artifact file names in one scope (``session_id`` None = the user scope)."""
+    return f"{PREFIX}artifacts:{_artifact_scope(app, user, session_id)}:names"
+
+
+def artifact_parts(app: str, user: str, session_id: str | None, filename: str) -> str:
+    """List of an artifact's payloads, one Part JSON per version (index = version)."""
+    scope = _artifact_scope(app, user, session_id)
+    return f"{PREFIX}artifact:{scope}:{escape(filename)}:parts"
+
+
+def artifact_meta(app: str, user: str, session_id: str | None, filename: str) -> str:
+    """List of an artifact's version metadata, one JSON object per version (index = version)."""
+    scope = _artifact_scope(app, user, session_id)
+    return f"{PREFIX}artifact:{scope}:{escape(filename)}:meta"

@@ -1,0 +1,435 @@
+"""RedisSessionService: sessions stored in Redis, shared by any number of processes.
+
+Semantics are those of :class:`InMemorySessionService` (adk-reference §4); what Redis adds is
+that several orchestrator processes see the same sessions, and that an append is one atomic
+Lua script whose cost depends on the size of the event, never on the length of the history.
+
+Storage (key names in :mod:`orchestrator.redis_keys`):
+
+* session metadata: a hash (id, app/user, create and last-update time, creation sequence);
+* session state: a hash with one field per state key, the value JSON-encoded, so an append
+  writes only the keys of its delta; ``app:``/``user:`` state live in per-app / per-user
+  hashes (prefix stripped), merged into every session read, exactly like the in-memory store;
+* events: a list of Event wire-JSON strings, plus a set of event ids for idempotency;
+* indexes: a sorted set per user (session id) and per app (``[user, session]``), scored by the
+  last update time, which ``list_sessions`` reads oldest first.
+
+Fencing: while :data:`current_fence` holds ``(lease_key, token)``, an append succeeds only if
+``GET lease_key`` still equals ``token``; otherwise nothing is written and
+:class:`~orchestrator.errors.StaleSessionError` is raised. The orchestrator that owns a
+session's lease sets it around its Runner loop, so a process that lost its lease cannot
+append behind its successor's back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
+
+from orchestrator import platform
+from orchestrator import redis_keys as keys
+from orchestrator._redis_support import (
+    decode_hash,
+    dumps,
+    encode_value,
+    loads,
+    pairs_to_dict,
+    resolve_client,
+    text,
+)
+from orchestrator.errors import AlreadyExistsError, SessionNotFoundError, StaleSessionError
+from orchestrator.events.event import Event
+from orchestrator.sessions.base_session_service import (
+    BaseSessionService,
+    merge_state,
+    split_state_delta,
+)
+from orchestrator.sessions.session import GetSessionConfig, ListSessionsResponse, Session
+from orchestrator.sessions.state import State
+
+current_fence: ContextVar[tuple[str, str] | None] = ContextVar(
+    "adk_celery_current_fence", default=None
+)
+"""``(lease key, fencing token)`` that appends in this context must still hold, or None."""
+
+
+@contextlib.contextmanager
+def fenced(lease_key: str, token: str) -> Iterator[None]:
+    """Set :data:`current_fence` to ``(lease_key, token)`` for the duration of the block."""
+    reset = current_fence.set((lease_key, str(token)))
+    try:
+        yield
+    finally:
+        current_fence.reset(reset)
+
+
+# Error codes the scripts reply with (the rest of the message is for humans).
+_NOT_FOUND = "ADK_SESSION_NOT_FOUND"
+_EXISTS = "ADK_SESSION_EXISTS"
+_STALE = "ADK_STALE_SESSION"
+
+_HSET_CHUNK = 256
+"""Field/value pairs per HSET inside the scripts (keeps ``unpack`` far below Lua's limits)."""
+
+# Helpers shared by both scripts. Every check runs before the first write: Redis does not
+# roll a script back, so a script that fails must fail before it has written anything.
+_LUA_HELPERS = f"""
+local function wrong_type(expected)
+  for i, want in ipairs(expected) do
+    local have = redis.call('TYPE', KEYS[i]).ok
+    if have ~= 'none' and have ~= want then
+      return redis.error_reply('ADK_WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. have ..
+        ', expected a ' .. want .. '; nothing was written')
+    end
+  end
+  return nil
+end
+
+local function hset_pairs(key, first, count)
+  local done = 0
+  while done < count do
+    local n = math.min(count - done, {_HSET_CHUNK})
+    local args = {{}}
+    for j = 1, 2 * n do
+      args[j] = ARGV[first + 2 * done + j - 1]
+    end
+    redis.call('HSET', key, unpack(args))
+    done = done + n
+  end
+  return first + 2 * count
+end
+"""
+
+_CREATE_LUA = _LUA_HELPERS + f"""
+-- KEYS: 1 meta, 2 state, 3 events, 4 event ids, 5 user index, 6 app index, 7 app state,
+--       8 user state, 9 app session sequence
+-- ARGV: 1 session id, 2 app, 3 user, 4 now, 5 app-index member,
+--       6 #session pairs, 7 #app pairs, 8 #user pairs, 9.. (field, JSON) pairs
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return redis.error_reply('{_EXISTS}')
+end
+local bad = wrong_type({{'hash', 'hash', 'list', 'set', 'zset', 'zset', 'hash', 'hash',
+                         'string'}})
+if bad then return bad end
+local seq = redis.call('INCR', KEYS[9])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+redis.call('HSET', KEYS[1], 'id', ARGV[1], 'app_name', ARGV[2], 'user_id', ARGV[3],
+  'create_time', ARGV[4], 'last_update_time', ARGV[4], 'seq', seq)
+local nxt = hset_pairs(KEYS[2], 9, tonumber(ARGV[6]))
+nxt = hset_pairs(KEYS[7], nxt, tonumber(ARGV[7]))
+hset_pairs(KEYS[8], nxt, tonumber(ARGV[8]))
+redis.call('ZADD', KEYS[5], ARGV[4], ARGV[1])
+redis.call('ZADD', KEYS[6], ARGV[4], ARGV[5])
+return {{redis.call('HGETALL', KEYS[7]), redis.call('HGETALL', KEYS[8])}}
+"""
+
+_APPEND_LUA = _LUA_HELPERS + f"""
+-- KEYS: 1 meta, 2 state, 3 events, 4 event ids, 5 user index, 6 app index, 7 app state,
+--       8 user state, [9 lease: only when fencing]
+-- ARGV: 1 event id, 2 event JSON, 3 timestamp, 4 session id, 5 app-index member,
+--       6 fencing token, 7 #session pairs, 8 #app pairs, 9 #user pairs, 10.. pairs
+-- Returns 1 when appended, 0 when the event id was already appended.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return redis.error_reply('{_NOT_FOUND}')
+end
+if #KEYS >= 9 then
+  local holder = redis.call('GET', KEYS[9])
+  if not holder then
+    return redis.error_reply('{_STALE} the lease ' .. KEYS[9] .. ' has expired or was released')
+  end
+  if holder ~= ARGV[6] then
+    return redis.error_reply('{_STALE} the lease ' .. KEYS[9] .. ' is held by another owner')
+  end
+end
+if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then
+  return 0
+end
+local bad = wrong_type({{'hash', 'hash', 'list', 'set', 'zset', 'zset', 'hash', 'hash'}})
+if bad then return bad end
+redis.call('ZADD', KEYS[5], ARGV[3], ARGV[4])
+redis.call('ZADD', KEYS[6], ARGV[3], ARGV[5])
+redis.call('RPUSH', KEYS[3], ARGV[2])
+redis.call('SADD', KEYS[4], ARGV[1])
+redis.call('HSET', KEYS[1], 'last_update_time', ARGV[3])
+local nxt = hset_pairs(KEYS[2], 10, tonumber(ARGV[7]))
+nxt = hset_pairs(KEYS[7], nxt, tonumber(ARGV[8]))
+hset_pairs(KEYS[8], nxt, tonumber(ARGV[9]))
+return 1
+"""
+
+
+class RedisSessionService(BaseSessionService):
+    """Sessions, user state and app state kept in Redis (distributed mode).
+
+    Pass a ``redis_url`` (the service opens and owns a client; close it with :meth:`aclose`)
+    or an existing ``redis.asyncio.Redis`` ``client`` (the caller keeps ownership). With
+    neither, ``ADK_CELERY_REDIS_URL`` from the settings is used.
+
+    State values must be JSON-serialisable (``temp:`` values excepted: they are never
+    stored); a value that is not raises ``TypeError``/``ValueError`` naming its key before
+    anything is written. Returned sessions are independent copies decoded from storage.
+    """
+
+    def __init__(
+        self, redis_url: str | None = None, *, client: aioredis.Redis | None = None
+    ) -> None:
+        self._client, self._owns_client = resolve_client(
+            redis_url, client, owner=type(self).__name__
+        )
+        self._create_script = self._client.register_script(_CREATE_LUA)
+        self._append_script = self._client.register_script(_APPEND_LUA)
+
+    @property
+    def client(self) -> aioredis.Redis:
+        """The Redis client this service talks through."""
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the Redis client if this service created it (a given client is left open)."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Create a session; ``app:``/``user:`` keys of ``state`` go to their shared hashes."""
+        sid = session_id.strip() if session_id and session_id.strip() else platform.new_uuid()
+        encoded = _encode_state(state or {})
+        app_delta, user_delta, session_state = split_state_delta(encoded)
+        now = _score(platform.get_time(), what="the creation time")
+        script_keys = [
+            *keys.session_storage_keys(app_name, user_id, sid),
+            keys.user_sessions(app_name, user_id),
+            keys.app_sessions(app_name),
+            keys.app_state(app_name),
+            keys.user_state(app_name, user_id),
+            keys.app_session_seq(app_name),
+        ]
+        args: list[Any] = [
+            sid, app_name, user_id, now, _app_member(user_id, sid),
+            len(session_state), len(app_delta), len(user_delta),
+            *_flatten(session_state), *_flatten(app_delta), *_flatten(user_delta),
+        ]
+        try:
+            app_raw, user_raw = await self._create_script(keys=script_keys, args=args)
+        except ResponseError as exc:
+            if str(exc).startswith(_EXISTS):
+                raise AlreadyExistsError(f"Session with id {sid!r} already exists.") from exc
+            raise
+        merged = merge_state(
+            {key: loads(value) for key, value in session_state.items()},
+            decode_hash(pairs_to_dict(app_raw)),
+            decode_hash(pairs_to_dict(user_raw)),
+        )
+        return Session.model_construct(
+            id=sid, app_name=app_name, user_id=user_id, state=merged, events=[],
+            last_update_time=float(now),
+        )
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        """Return the session (state and events read in one round trip), or None."""
+        recent = config.num_recent_events if config is not None else None
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.hgetall(keys.session(app_name, user_id, session_id))
+            pipe.hgetall(keys.session_state(app_name, user_id, session_id))
+            pipe.hgetall(keys.app_state(app_name))
+            pipe.hgetall(keys.user_state(app_name, user_id))
+            if recent != 0:
+                start = -recent if recent else 0
+                pipe.lrange(keys.session_events(app_name, user_id, session_id), start, -1)
+            replies = await pipe.execute()
+        meta_raw, state_raw, app_raw, user_raw = replies[:4]
+        if not meta_raw:
+            return None
+        raw_events = replies[4] if recent != 0 else []
+        after = config.after_timestamp if config is not None else None
+        meta = {text(k): text(v) for k, v in meta_raw.items()}
+        return Session.model_construct(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state=merge_state(decode_hash(state_raw), decode_hash(app_raw), decode_hash(user_raw)),
+            events=_parse_events(raw_events, after),
+            last_update_time=float(meta["last_update_time"]),
+        )
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        """List sessions (no events, merged state), oldest update first; two round trips."""
+        async with self._client.pipeline(transaction=True) as pipe:
+            if user_id is not None:
+                pipe.zrange(keys.user_sessions(app_name, user_id), 0, -1)
+            else:
+                pipe.zrange(keys.app_sessions(app_name), 0, -1)
+            pipe.hgetall(keys.app_state(app_name))
+            members, app_raw = await pipe.execute()
+        refs: list[tuple[str, str]] = []
+        for member in members:
+            if user_id is not None:
+                refs.append((user_id, text(member)))
+            else:
+                user, sid = loads(member)
+                refs.append((user, sid))
+        if not refs:
+            return ListSessionsResponse(sessions=[])
+        users = sorted({user for user, _ in refs})
+        async with self._client.pipeline(transaction=True) as pipe:
+            for user in users:
+                pipe.hgetall(keys.user_state(app_name, user))
+            for user, sid in refs:
+                pipe.hgetall(keys.session(app_name, user, sid))
+                pipe.hgetall(keys.session_state(app_name, user, sid))
+            replies = await pipe.execute()
+        app_state = decode_hash(app_raw)
+        user_states = {user: decode_hash(raw) for user, raw in zip(users, replies, strict=False)}
+        found: list[tuple[float, int, Session]] = []
+        session_replies = replies[len(users):]
+        for (user, sid), meta_raw, state_raw in zip(
+            refs, session_replies[0::2], session_replies[1::2], strict=True
+        ):
+            if not meta_raw:  # deleted between the two round trips
+                continue
+            meta = {text(k): text(v) for k, v in meta_raw.items()}
+            updated = float(meta["last_update_time"])
+            session = Session.model_construct(
+                id=sid, app_name=app_name, user_id=user,
+                state=merge_state(decode_hash(state_raw), app_state, user_states[user]),
+                events=[], last_update_time=updated,
+            )
+            found.append((updated, int(meta.get("seq", 0)), session))
+        found.sort(key=lambda item: (item[0], item[1]))
+        return ListSessionsResponse(sessions=[session for _, _, session in found])
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Delete the session's keys and index entries atomically (missing: no-op)."""
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.delete(*keys.session_storage_keys(app_name, user_id, session_id))
+            pipe.zrem(keys.user_sessions(app_name, user_id), session_id)
+            pipe.zrem(keys.app_sessions(app_name), _app_member(user_id, session_id))
+            await pipe.execute()
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """Return the user's state with prefixes stripped."""
+        return decode_hash(await self._client.hgetall(keys.user_state(app_name, user_id)))
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Commit an event atomically in one Lua script; a repeated event id is ignored.
+
+        Raises ``SessionNotFoundError`` if the session is gone and ``StaleSessionError`` if
+        :data:`current_fence` is set and its lease is no longer held with its token; in both
+        cases nothing is written and neither ``session`` nor ``event`` is modified.
+        """
+        if event.partial:
+            return event
+        delta = event.actions.state_delta
+        persisted = {k: v for k, v in delta.items() if not k.startswith(State.TEMP_PREFIX)}
+        app_delta, user_delta, session_delta = split_state_delta(_encode_state(persisted))
+        if len(persisted) == len(delta):
+            event_json = event.to_json()
+        else:  # the stored event never carries temp: keys
+            actions = event.actions.model_copy(update={"state_delta": persisted})
+            event_json = event.model_copy(update={"actions": actions}).to_json()
+        script_keys = [
+            *keys.session_storage_keys(session.app_name, session.user_id, session.id),
+            keys.user_sessions(session.app_name, session.user_id),
+            keys.app_sessions(session.app_name),
+            keys.app_state(session.app_name),
+            keys.user_state(session.app_name, session.user_id),
+        ]
+        fence = current_fence.get()
+        token = ""
+        if fence is not None:
+            lease_key, token = fence
+            script_keys.append(lease_key)
+        args: list[Any] = [
+            event.id, event_json, _score(event.timestamp, what="the event timestamp"),
+            session.id, _app_member(session.user_id, session.id), token,
+            len(session_delta), len(app_delta), len(user_delta),
+            *_flatten(session_delta), *_flatten(app_delta), *_flatten(user_delta),
+        ]
+        try:
+            applied = await self._append_script(keys=script_keys, args=args)
+        except ResponseError as exc:
+            message = str(exc)
+            if message.startswith(_NOT_FOUND):
+                raise SessionNotFoundError(
+                    f"Session {session.id!r} of app {session.app_name!r}, user "
+                    f"{session.user_id!r} not found."
+                ) from exc
+            if message.startswith(_STALE):
+                raise StaleSessionError(
+                    f"The session lease was lost: {message[len(_STALE):].strip()}. Event "
+                    f"{event.id!r} was not appended to session {session.id!r}; another "
+                    "process may own the session now."
+                ) from exc
+            raise
+        if int(applied) == 1:
+            self._apply_to_session(session, event)
+        return event
+
+
+def _encode_state(state: dict[str, Any]) -> dict[str, str]:
+    """JSON-encode every value of a (non-temp) state mapping, naming the key on failure."""
+    encoded: dict[str, str] = {}
+    for key, value in state.items():
+        if not isinstance(key, str):
+            raise TypeError(f"State keys must be strings, got {key!r} ({type(key).__name__}).")
+        if key.startswith(State.TEMP_PREFIX):
+            continue
+        encoded[key] = encode_value(value, what=f"state key {key!r}")
+    return encoded
+
+
+def _flatten(mapping: dict[str, str]) -> list[str]:
+    """Return ``[k1, v1, k2, v2, ...]``."""
+    return [item for pair in mapping.items() for item in pair]
+
+
+def _app_member(user_id: str, session_id: str) -> str:
+    """Member of the per-app session index for one session."""
+    return dumps([user_id, session_id])
+
+
+def _score(timestamp: float, *, what: str) -> str:
+    """Return a timestamp as an exact decimal string for Redis (sorted-set score, hash field)."""
+    value = float(timestamp)
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, got {timestamp!r}.")
+    return repr(value)
+
+
+def _parse_events(raw: list[Any], after_timestamp: float | None) -> list[Event]:
+    """Parse stored events; with ``after_timestamp`` keep the suffix the in-memory store keeps.
+
+    Walks backwards from the newest event and stops at the first one older than
+    ``after_timestamp``, so only the kept events are parsed.
+    """
+    if after_timestamp is None:
+        return [Event.from_wire(item) for item in raw]
+    kept: list[Event] = []
+    for item in reversed(raw):
+        event = Event.from_wire(item)
+        if event.timestamp < after_timestamp:
+            break
+        kept.append(event)
+    kept.reverse()
+    return kept

@@ -1,0 +1,116 @@
+"""Apps used by the integration tests; importable by orchestrator and worker subprocesses.
+
+Their models are stateless functions of the request, so any orchestrator process answers
+the same way (a scripted model's position would differ between processes).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from google.genai import types
+
+from orchestrator import App, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
+from orchestrator.models.fake import FunctionLlm
+
+
+def _call(name: str, **args: Any) -> types.Part:
+    return types.Part(function_call=types.FunctionCall(name=name, args=args))
+
+
+def _responses(request: LlmRequest) -> list[types.FunctionResponse]:
+    return [p.function_response for c in request.contents for p in c.parts or []
+            if p.function_response]
+
+
+def _user_text(request: LlmRequest) -> str:
+    texts = [p.text for c in request.contents if c.role == "user" for p in c.parts or [] if p.text]
+    return texts[-1] if texts else ""
+
+
+# -- lookup: one remote long-running tool, answered by a worker ---------------------------
+
+def slow_lookup(city: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Look a city up (long-running: runs on a worker)."""
+    tool_context.report_progress({"step": "looking", "city": city})
+    tool_context.state["looked_up"] = city
+    return {"city": city, "found": True, "pid": os.getpid()}
+
+
+def _lookup_model(request: LlmRequest) -> Any:
+    answers = _responses(request)
+    if not answers:
+        return _call("slow_lookup", city=_user_text(request).split()[-1])
+    return f"{answers[-1].response.get('city')} found by pid {answers[-1].response.get('pid')}"
+
+
+lookup_app = App(name="lookup", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(fn=_lookup_model), tools=[LongRunningFunctionTool(slow_lookup)]))
+
+
+# -- fanout: two remote calls in one model turn ---------------------------------------------
+
+def _fanout_model(request: LlmRequest) -> Any:
+    answers = _responses(request)
+    if not answers:
+        return [_call("slow_lookup", city="Oslo"), _call("slow_lookup", city="Rome")]
+    return "both: " + ", ".join(sorted(str(a.response.get("city")) for a in answers))
+
+
+fanout_app = App(name="fanout", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(fn=_fanout_model), tools=[LongRunningFunctionTool(slow_lookup)]))
+
+
+# -- approval: a long-running call answered from outside ------------------------------------
+
+def request_approval(amount: int) -> None:
+    """Ask a human to approve a payment; the answer comes later."""
+    return None
+
+
+def _approval_model(request: LlmRequest) -> Any:
+    answers = _responses(request)
+    if not answers:
+        return _call("request_approval", amount=100)
+    return f"approval: {answers[-1].response}"
+
+
+approval_app = App(name="approval", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(fn=_approval_model),
+    tools=[LongRunningFunctionTool(request_approval)]))
+
+
+# -- exploding: a remote tool that raises ----------------------------------------------------
+
+def exploding(x: int) -> dict[str, Any]:
+    """Always raises."""
+    raise RuntimeError(f"tool blew up on {x}")
+
+
+def _exploding_model(request: LlmRequest) -> Any:
+    answers = _responses(request)
+    if not answers:
+        return _call("exploding", x=7)
+    return f"model saw: {answers[-1].response}"
+
+
+exploding_app = App(name="exploding", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(fn=_exploding_model),
+    tools=[LongRunningFunctionTool(exploding)]))
+
+
+# -- chat: plain replies, to check ordering of messages to one session --------------------
+
+def _chat_model(request: LlmRequest) -> Any:
+    return f"reply to {_user_text(request)}"
+
+
+chat_app = App(name="chat", root_agent=LlmAgent(name="agent", model=FunctionLlm(fn=_chat_model)))
+
+
+ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app]
+APP_SPECS = ",".join(
+    f"tests.apps:{name}" for name in
+    ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app")
+)

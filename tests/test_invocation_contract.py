@@ -1,0 +1,209 @@
+"""One contract, two backends: the invocation protocol in process and over Celery + Redis.
+
+The Celery backend runs a real redis-server, a real orchestrator process and a real worker
+process started by the tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import redis
+
+from config import Settings
+from orchestrator.distributed.embedded import EmbeddedRuntime
+from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.stores import AnswerRejectedError
+from tests.apps import ALL_APPS, APP_SPECS
+from tests.support.events import simplify_all
+from tests.support.processes import stack_env, start_celery_process
+
+FINISHED = {InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED}
+SETTLED = FINISHED | {InvocationStatus.PAUSED}
+
+
+class EmbeddedBackend:
+    def __init__(self) -> None:
+        self.rt = EmbeddedRuntime(AppRegistry(ALL_APPS))
+
+    async def create_session(self, app: str, user: str) -> str:
+        return (await self.rt.session_service.create_session(app_name=app, user_id=user)).id
+
+    async def enqueue(self, app: str, user: str, message: Any, session_id: str | None = None) -> str:
+        return await self.rt.enqueue(app_name=app, user_id=user, session_id=session_id,
+                                     new_message=message)
+
+    async def wait(self, app: str, inv: str, until=SETTLED):
+        return await self.rt.wait(app, inv, timeout=20, until=until)
+
+    async def events(self, app: str, inv: str):
+        return await self.rt.events(app, inv)
+
+    async def answer(self, app: str, inv: str, call_id: str, response: dict) -> None:
+        await self.rt.answer(app, inv, call_id, response)
+
+    async def cancel(self, app: str, inv: str) -> None:
+        await self.rt.cancel(app, inv)
+
+
+class CeleryBackend:
+    def __init__(self, client) -> None:
+        self.client = client
+
+    async def create_session(self, app: str, user: str) -> str:
+        return (await asyncio.to_thread(self.client.create_session, app, user)).id
+
+    async def enqueue(self, app: str, user: str, message: Any, session_id: str | None = None) -> str:
+        return await asyncio.to_thread(self.client.enqueue, app, user, message, session_id=session_id)
+
+    async def wait(self, app: str, inv: str, until=SETTLED):
+        return await asyncio.to_thread(self.client.wait, app, inv, timeout=30, until=frozenset(until))
+
+    async def events(self, app: str, inv: str):
+        return await asyncio.to_thread(self.client.events, app, inv)
+
+    async def answer(self, app: str, inv: str, call_id: str, response: dict) -> None:
+        await asyncio.to_thread(self.client.answer, app, inv, call_id, response)
+
+    async def cancel(self, app: str, inv: str) -> None:
+        await asyncio.to_thread(self.client.cancel, app, inv)
+
+
+@pytest.fixture(scope="module")
+def celery_stack(redis_url):
+    """Redis db 2, one orchestrator process and one worker process."""
+    url = redis_url.rsplit("/", 1)[0] + "/2"
+    redis.Redis.from_url(url).flushdb()
+    env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2")
+    orchestrator = start_celery_process("orchestrator", "orch1", env)
+    worker = start_celery_process("worker", "work1", env)
+    from workers.client import Client
+
+    client = Client(Settings(redis_url=url, apps=APP_SPECS, lease_retry_seconds=0.2))
+    try:
+        yield {"client": client, "orchestrator": orchestrator, "worker": worker, "url": url}
+    finally:
+        client.close()
+        orchestrator.stop()
+        worker.stop()
+
+
+@pytest.fixture(params=["embedded", "celery"])
+def backend(request):
+    if request.param == "embedded":
+        return EmbeddedBackend()
+    stack = request.getfixturevalue("celery_stack")
+    return CeleryBackend(stack["client"])
+
+
+async def test_remote_tool_pauses_and_resumes_the_invocation(backend, request):
+    inv = await backend.enqueue("lookup", "u", "look up Oslo")
+    record = await backend.wait("lookup", inv, until=FINISHED)
+
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("lookup", inv)
+    shape = simplify_all(events)
+    assert [author for author, _ in shape] == ["user", "agent", "agent", "agent"]
+    assert shape[1] == ("agent", ("call", "slow_lookup", {"city": "Oslo"}))
+    call_id = events[1].content.parts[0].function_call.id
+    assert events[1].long_running_tool_ids == {call_id}
+    response = events[2].content.parts[0].function_response
+    assert response.id == call_id and response.response.get("found") is True, response.response
+    assert events[2].actions.state_delta == {"looked_up": "Oslo"}
+    assert {e.invocation_id for e in events} == {inv}
+    if isinstance(backend, CeleryBackend):
+        stack = request.getfixturevalue("celery_stack")
+        # The tool ran in a worker process: neither here nor in the orchestrator.
+        worker_pids = {stack["worker"].pid} | _children(stack["worker"].pid)
+        assert response.response["pid"] in worker_pids
+        assert response.response["pid"] not in {stack["orchestrator"].pid} | _children(stack["orchestrator"].pid)
+
+
+def _children(pid: int) -> set[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return {int(p) for p in f.read().split()}
+    except OSError:
+        return set()
+
+
+async def test_several_calls_of_one_turn_resume_once_with_all_answers(backend):
+    inv = await backend.enqueue("fanout", "u", "go")
+    record = await backend.wait("fanout", inv, until=FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("fanout", inv)
+    answers = [e for e in events if e.get_function_responses()]
+    assert len(answers) == 1 and len(answers[0].get_function_responses()) == 2
+    assert simplify_all(events)[-1] == ("agent", "both: Oslo, Rome")
+
+
+async def test_pending_call_answered_from_outside(backend):
+    inv = await backend.enqueue("approval", "u", "pay")
+    record = await backend.wait("approval", inv)
+    assert record.status is InvocationStatus.PAUSED, record.error
+    [call_id] = record.pending_calls
+    before = len(await backend.events("approval", inv))
+
+    with pytest.raises(AnswerRejectedError, match="no pending call"):
+        await backend.answer("approval", inv, "adk-not-a-call", {"approved": True})
+    assert len(await backend.events("approval", inv)) == before  # nothing appended
+
+    await backend.answer("approval", inv, call_id, {"approved": True})
+    record = await backend.wait("approval", inv, until=FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    with pytest.raises(AnswerRejectedError):
+        await backend.answer("approval", inv, call_id, {"approved": False})
+    events = await backend.events("approval", inv)
+    assert simplify_all(events)[-2:] == [
+        ("user", ("response", "request_approval", {"approved": True})),
+        ("agent", "approval: {'approved': True}"),
+    ]
+
+
+async def test_tool_error_on_a_worker_is_a_response_the_model_reads(backend):
+    inv = await backend.enqueue("exploding", "u", "go")
+    record = await backend.wait("exploding", inv, until=FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("exploding", inv)
+    assert simplify_all(events)[2] == (
+        "agent", ("response", "exploding", {"error": "RuntimeError: tool blew up on 7"}))
+    assert "tool blew up" in simplify_all(events)[3][1]
+
+
+async def test_unknown_app_or_session_fails_the_invocation_clearly(backend):
+    inv = await backend.enqueue("no_such_app", "u", "x", session_id="s1")
+    record = await backend.wait("no_such_app", inv, until=FINISHED)
+    assert record.status is InvocationStatus.FAILED
+    assert "unknown app 'no_such_app'" in record.error
+    inv = await backend.enqueue("chat", "u", "x", session_id="missing-session")
+    record = await backend.wait("chat", inv, until=FINISHED)
+    assert record.status is InvocationStatus.FAILED and "missing-session" in record.error
+
+
+async def test_two_messages_to_one_session_are_both_processed_in_order(backend):
+    sid = await backend.create_session("chat", "u")
+    first, second = await asyncio.gather(
+        backend.enqueue("chat", "u", "one", session_id=sid),
+        backend.enqueue("chat", "u", "two", session_id=sid),
+    )
+    for inv in (first, second):
+        assert (await backend.wait("chat", inv, until=FINISHED)).status is InvocationStatus.COMPLETED
+    a, b = await backend.events("chat", first), await backend.events("chat", second)
+    assert [simplify_all(x) for x in (a, b)] in (
+        [[("user", "one"), ("agent", "reply to one")], [("user", "two"), ("agent", "reply to two")]],
+    ) or simplify_all(a)[1][1] == "reply to one"
+    # Never interleaved: each invocation's reply directly follows its own message.
+    assert b[0].timestamp > a[-1].timestamp or a[0].timestamp > b[-1].timestamp
+
+
+async def test_cancel_a_paused_invocation(backend):
+    inv = await backend.enqueue("approval", "u", "pay")
+    record = await backend.wait("approval", inv)
+    assert record.status is InvocationStatus.PAUSED
+    await backend.cancel("approval", inv)
+    record = await backend.wait("approval", inv, until={InvocationStatus.CANCELLED})
+    with pytest.raises(AnswerRejectedError, match="cancelled"):
+        await backend.answer("approval", inv, record.pending_calls[0], {"approved": True})

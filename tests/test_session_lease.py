@@ -1,0 +1,125 @@
+"""One writer per session on real Redis: leases expire, leftovers are recovered, stale writers fenced."""
+
+from __future__ import annotations
+
+import pytest
+import redis as sync_redis
+
+from config import Settings
+from orchestrator import Event, platform
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
+from orchestrator.distributed.redis_stores import RedisInvocationStore, RedisSessionQueue
+from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.service import InvocationService
+from orchestrator.errors import StaleSessionError
+from orchestrator.sessions.redis_session_service import RedisSessionService
+from tests.apps import ALL_APPS, APP_SPECS
+from tests.support.events import simplify_all
+from tests.support.processes import stack_env, start_celery_process
+
+
+@pytest.fixture
+async def parts(redis_client):
+    sessions = RedisSessionService(client=redis_client)
+    store = RedisInvocationStore(redis_client)
+    queue = RedisSessionQueue(redis_client, lease_ttl_seconds=30)
+    service = InvocationService(AppRegistry(ALL_APPS), session_service=sessions, store=store, queue=queue)
+    return sessions, store, queue, service
+
+
+async def _queued(sessions, service, text="hi"):
+    session = await sessions.create_session(app_name="chat", user_id="u")
+    record = InvocationRecord(
+        invocation_id=platform.new_invocation_id(), app_name="chat", user_id="u",
+        session_id=session.id, new_message={"role": "user", "parts": [{"text": text}]},
+    )
+    await service.submit(record)
+    return record, ("chat", "u", session.id)
+
+
+async def test_a_held_lease_blocks_other_orchestrators_until_released(parts):
+    sessions, store, queue, service = parts
+    record, key = await _queued(sessions, service)
+    token = await queue.acquire(key)
+    assert token is not None
+
+    assert await service.drain(key) is False  # someone else holds the session
+    assert (await store.get("chat", record.invocation_id)).status is InvocationStatus.QUEUED
+
+    await queue.release(key, token)
+    assert await service.drain(key) is True
+    assert (await store.get("chat", record.invocation_id)).status is InvocationStatus.COMPLETED
+
+
+async def test_tokens_increase_and_release_needs_the_current_token(parts, redis_client):
+    _, _, queue, _ = parts
+    key = ("chat", "u", "s")
+    first = await queue.acquire(key)
+    await queue.release(key, "not-the-token")
+    assert await queue.acquire(key) is None
+    await queue.release(key, first)
+    second = await queue.acquire(key)
+    assert int(second) > int(first)
+    assert await queue.renew(key, second) and not await queue.renew(key, first)
+
+
+async def test_work_left_in_progress_by_a_dead_holder_is_recovered(parts, redis_client):
+    sessions, store, queue, service = parts
+    record, key = await _queued(sessions, service)
+    dead_token = await queue.acquire(key)
+    claimed = await queue.claim(key)  # the holder took the item, then "died"
+    assert claimed == WorkItem(kind="start", invocation_id=record.invocation_id)
+    assert dead_token is not None
+    assert await service.drain(key) is False  # its lease still stands
+
+    await redis_client.delete(_lease(key))  # the lease expires (its TTL ran out)
+    assert await service.drain(key) is True  # the next holder recovers and runs the item
+    done = await store.get("chat", record.invocation_id)
+    assert done.status is InvocationStatus.COMPLETED
+    session = await sessions.get_session(app_name="chat", user_id="u", session_id=key[2])
+    assert simplify_all(session.events) == [("user", "hi"), ("agent", "reply to hi")]
+
+
+def _lease(key):
+    from orchestrator import redis_keys
+
+    return redis_keys.session_lease(*key)
+
+
+async def test_a_holder_that_lost_its_lease_cannot_append(parts, redis_client):
+    sessions, _, queue, _ = parts
+    session = await sessions.create_session(app_name="chat", user_id="u")
+    key = ("chat", "u", session.id)
+    stale = await queue.acquire(key)
+    await redis_client.delete(_lease(key))  # the lease expired...
+    fresh = await queue.acquire(key)  # ...and another orchestrator took it
+    assert fresh != stale
+    with queue.fencing(key, stale), pytest.raises(StaleSessionError):
+        await sessions.append_event(session, Event(author="agent", invocation_id="e-1"))
+    with queue.fencing(key, fresh):
+        await sessions.append_event(session, Event(author="agent", invocation_id="e-1"))
+    stored = await sessions.get_session(app_name="chat", user_id="u", session_id=session.id)
+    assert len(stored.events) == 1
+
+
+def test_an_orchestrator_that_died_holding_a_session_does_not_block_it(redis_url):
+    url = redis_url.rsplit("/", 1)[0] + "/5"
+    sync_redis.Redis.from_url(url).flushdb()
+    env = stack_env(url, APP_SPECS, lease_retry_seconds="0.1")
+    orchestrator = start_celery_process("orchestrator", "orch-lease", env)
+    from workers.client import Client
+
+    client = Client(Settings(redis_url=url, apps=APP_SPECS))
+    try:
+        session = client.create_session("chat", "u")
+        key = ("chat", "u", session.id)
+        # A holder that died: its lease is still there, with a short time to live.
+        sync_redis.Redis.from_url(url).set(_lease(key), "999999", px=1500)
+        invocation_id = client.enqueue("chat", "u", "hello", session_id=session.id)
+        record = client.wait("chat", invocation_id, timeout=20,
+                             until=frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED}))
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        assert simplify_all(client.events("chat", invocation_id))[-1] == ("agent", "reply to hello")
+    finally:
+        client.close()
+        orchestrator.stop()
