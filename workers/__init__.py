@@ -1,0 +1,9 @@
+"""The Celery side: the app (``celery -A workers``), tasks, transport, client and CLI.
+
+This is the only package that imports Celery.
+"""
+
+from workers import tasks as _tasks  # noqa: F401  (registers the tasks)
+from workers.celery_app import app
+
+__all__ = ["app"]

@@ -1,0 +1,59 @@
+"""The Celery application: JSON only, late acks, task events on, routes by task kind.
+
+Task names are part of the public interface (any Celery client can ``send_task`` them with
+JSON keyword arguments; see the README):
+
+- ``adk_celery.invoke``   start an invocation (orchestrators)
+- ``adk_celery.drain``    process a session's queued work (orchestrators)
+- ``adk_celery.answer``   answer a pending function call from outside (orchestrators)
+- ``adk_celery.cancel``   cancel an invocation (orchestrators)
+- ``adk_celery.run_tool`` run one tool call (workers; sent by orchestrators)
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from config import Settings, get_settings
+
+TASK_INVOKE = "adk_celery.invoke"
+TASK_DRAIN = "adk_celery.drain"
+TASK_ANSWER = "adk_celery.answer"
+TASK_CANCEL = "adk_celery.cancel"
+TASK_RUN_TOOL = "adk_celery.run_tool"
+ORCHESTRATOR_TASKS = (TASK_INVOKE, TASK_DRAIN, TASK_ANSWER, TASK_CANCEL)
+
+
+def create_celery_app(settings: Settings | None = None) -> Celery:
+    """Build the Celery app from settings (broker and result backend: the Redis URL)."""
+    settings = settings or get_settings()
+    url = settings.redis_url or "memory://"
+    app = Celery("adk_celery", broker=url, backend=url if settings.redis_url else None)
+    transport_options = {"visibility_timeout": settings.visibility_timeout_seconds}
+    routes = {name: {"queue": settings.invocations_queue} for name in ORCHESTRATOR_TASKS}
+    routes[TASK_RUN_TOOL] = {"queue": settings.tools_queue}
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        event_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=False,
+        worker_prefetch_multiplier=1,
+        task_send_sent_event=True,
+        worker_send_task_events=True,
+        task_track_started=True,
+        result_extended=True,
+        result_expires=settings.record_ttl_seconds,
+        broker_transport_options=transport_options,
+        result_backend_transport_options=transport_options,
+        broker_connection_retry_on_startup=True,
+        task_default_queue=settings.invocations_queue,
+        task_routes=routes,
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+app = create_celery_app()

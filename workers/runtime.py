@@ -1,0 +1,188 @@
+"""The services one orchestrator or worker process uses, built lazily on its loop thread."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from celery import Celery
+from google.genai import types
+
+from config import Settings, get_settings
+from orchestrator import platform
+from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.redis_stores import RedisInvocationStore, RedisSessionQueue
+from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.service import InvocationService, session_key
+from orchestrator.distributed.stores import SessionKey
+from orchestrator.sessions.redis_session_service import RedisSessionService
+from workers.celery_app import app as default_celery_app
+from workers.loop import LoopThread
+from workers.transport import CeleryTransport
+
+
+class PayloadError(ValueError):
+    """A message or result is malformed or too large."""
+
+
+@dataclass
+class Services:
+    """Everything built on one Redis client."""
+
+    redis: aioredis.Redis
+    sessions: RedisSessionService
+    artifacts: RedisArtifactService
+    store: RedisInvocationStore
+    queue: RedisSessionQueue
+    registry: AppRegistry
+    service: InvocationService
+
+
+class Runtime:
+    """A process's loop thread and services; ``run`` executes a coroutine on that loop."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        load_apps: bool = True,
+        celery_app: Celery | None = None,
+    ) -> None:
+        self.settings = settings or get_settings()
+        self.celery_app = celery_app or default_celery_app
+        if not self.settings.redis_url:
+            raise RuntimeError(
+                "ADK_CELERY_REDIS_URL is not set: orchestrators, workers and clients need Redis "
+                "(the embedded mode runs in one process: see examples/demo.py)."
+            )
+        self._load_apps = load_apps
+        self._loop = LoopThread()
+        self._services: Services | None = None
+        self._lock = threading.Lock()
+
+    def run(self, coro: Any, timeout: float | None = None) -> Any:
+        """Run a coroutine on this process's loop."""
+        return self._loop.run(coro, timeout)
+
+    @property
+    def forked(self) -> bool:
+        """True if this object was inherited across a fork (it must not be used)."""
+        return self._loop.forked
+
+    async def services(self) -> Services:
+        """Build the services on first use (on the loop thread)."""
+        if self._services is None:
+            settings = self.settings
+            client = aioredis.Redis.from_url(settings.redis_url or "", decode_responses=True)
+            registry = (
+                AppRegistry.from_specs(settings.app_specs()) if self._load_apps else AppRegistry()
+            )
+            sessions = RedisSessionService(client=client)
+            artifacts = RedisArtifactService(client=client)
+            store = RedisInvocationStore(client, record_ttl_seconds=settings.record_ttl_seconds)
+            queue = RedisSessionQueue(client, lease_ttl_seconds=settings.lease_ttl_seconds)
+            service = InvocationService(
+                registry,
+                session_service=sessions,
+                store=store,
+                queue=queue,
+                transport=CeleryTransport(self.celery_app, settings),
+                artifact_service=artifacts,
+                lease_renew_seconds=settings.lease_ttl_seconds / 3,
+            )
+            self._services = Services(client, sessions, artifacts, store, queue, registry, service)
+        return self._services
+
+    async def submit_invocation(
+        self, kwargs: dict[str, Any]
+    ) -> tuple[InvocationRecord | None, SessionKey | None]:
+        """Validate an enqueue request, record it, and queue its start.
+
+        Bad input never raises here: it becomes a failed invocation whose error says what was
+        wrong (or, without an app/user to file it under, a ``(None, None)`` return).
+        """
+        services = await self.services()
+        app_name, user_id = kwargs.get("app_name"), kwargs.get("user_id")
+        if not isinstance(app_name, str) or not app_name or not isinstance(user_id, str) or not user_id:
+            return None, None
+        record = InvocationRecord(
+            invocation_id=kwargs.get("invocation_id") or platform.new_invocation_id(),
+            app_name=app_name,
+            user_id=user_id,
+            session_id=kwargs.get("session_id") or platform.new_uuid(),
+        )
+        try:
+            message = parse_message(kwargs.get("new_message"))
+            record.new_message = (
+                message.model_dump(mode="json", exclude_none=True) if message else None
+            )
+            delta = kwargs.get("state_delta")
+            if delta is not None and not isinstance(delta, dict):
+                raise PayloadError("state_delta must be a JSON object.")
+            record.state_delta = delta
+            check_size(
+                {"new_message": record.new_message, "state_delta": delta},
+                self.settings.max_payload_bytes, "the message",
+            )
+            if kwargs.get("create_session") or not kwargs.get("session_id"):
+                await _ensure_session(services, record)
+        except (PayloadError, ValueError) as error:
+            record.status = InvocationStatus.FAILED
+            record.error = f"{type(error).__name__}: {error}"
+            await services.store.create(record)
+            return record, None
+        return await services.service.submit(record), session_key(record)
+
+
+async def _ensure_session(services: Services, record: InvocationRecord) -> None:
+    existing = await services.sessions.get_session(
+        app_name=record.app_name, user_id=record.user_id, session_id=record.session_id
+    )
+    if existing is None:
+        await services.sessions.create_session(
+            app_name=record.app_name, user_id=record.user_id, session_id=record.session_id
+        )
+
+
+def parse_message(value: Any) -> types.Content | None:
+    """A message as text or genai Content JSON; anything else is a PayloadError."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return types.Content(role="user", parts=[types.Part(text=value)])
+    if isinstance(value, dict):
+        try:
+            content = types.Content.model_validate(value)
+        except Exception as error:
+            raise PayloadError(f"new_message is not a valid Content: {error}") from None
+        if not content.parts:
+            raise PayloadError("new_message has no parts.")
+        return content
+    raise PayloadError(f"new_message must be text or a Content object, not {type(value).__name__}.")
+
+
+def check_size(payload: Any, limit: int, what: str) -> None:
+    """Raise PayloadError if ``payload`` is more than ``limit`` bytes of JSON."""
+    size = len(json.dumps(payload, default=str).encode())
+    if size > limit:
+        raise PayloadError(
+            f"{what} is {size} bytes of JSON, over the limit of {limit} bytes "
+            "(ADK_CELERY_MAX_PAYLOAD_BYTES)."
+        )
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def get_runtime() -> Runtime:
+    """Return this process's Runtime (rebuilt after a fork: threads do not survive one)."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None or _runtime.forked:
+            _runtime = Runtime()
+        return _runtime

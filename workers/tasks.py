@@ -1,0 +1,172 @@
+"""Celery tasks: thin wrappers that parse JSON kwargs and run the shared async code."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from celery import Task
+from pydantic import ValidationError
+
+from orchestrator.distributed.executor import execute_tool_job
+from orchestrator.distributed.models import ToolJob, ToolResult
+from orchestrator.distributed.stores import AnswerRejectedError, SessionKey
+from workers.celery_app import (
+    TASK_ANSWER,
+    TASK_CANCEL,
+    TASK_DRAIN,
+    TASK_INVOKE,
+    TASK_RUN_TOOL,
+)
+from workers.celery_app import app as celery_app
+from workers.runtime import PayloadError, check_size, get_runtime
+
+logger = logging.getLogger(__name__)
+
+
+def _drain_or_retry(task: Task, key: SessionKey) -> None:
+    """Work the session's queue; if another orchestrator holds it, try again shortly."""
+    runtime = get_runtime()
+    services = runtime.run(runtime.services())
+    if not runtime.run(services.service.drain(key)):
+        # The holder most likely takes the item itself; retrying covers a holder that died.
+        raise task.retry(countdown=runtime.settings.lease_retry_seconds)
+
+
+def _send_drain(key: SessionKey) -> None:
+    celery_app.send_task(
+        TASK_DRAIN,
+        kwargs={"app_name": key[0], "user_id": key[1], "session_id": key[2]},
+        queue=get_runtime().settings.invocations_queue,
+    )
+
+
+@celery_app.task(name=TASK_INVOKE, bind=True, max_retries=None)
+def invoke(self: Task, **kwargs: Any) -> dict[str, Any]:
+    """Start an invocation: ``app_name``, ``user_id``, ``new_message`` (text or Content JSON).
+
+    Optional: ``session_id`` (a new session when omitted), ``state_delta``, ``invocation_id``
+    (idempotency: the same id is one invocation), ``create_session``. Returns the
+    invocation id and its status.
+    """
+    runtime = get_runtime()
+    record, key = runtime.run(runtime.submit_invocation(kwargs))
+    if record is None:
+        return {"error": "app_name and user_id are required, as non-empty strings."}
+    if key is not None:
+        runtime_services = runtime.run(runtime.services())
+        if not runtime.run(runtime_services.service.drain(key)):
+            _send_drain_later(self, key)
+    return {"invocation_id": record.invocation_id, "session_id": record.session_id}
+
+
+def _send_drain_later(task: Task, key: SessionKey) -> None:
+    celery_app.send_task(
+        TASK_DRAIN,
+        kwargs={"app_name": key[0], "user_id": key[1], "session_id": key[2]},
+        queue=get_runtime().settings.invocations_queue,
+        countdown=get_runtime().settings.lease_retry_seconds,
+    )
+
+
+@celery_app.task(name=TASK_DRAIN, bind=True, max_retries=None)
+def drain(self: Task, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+    """Process the work queued for one session (orchestrators)."""
+    _drain_or_retry(self, (app_name, user_id, session_id))
+    return {"drained": [app_name, user_id, session_id]}
+
+
+@celery_app.task(name=TASK_ANSWER, bind=True)
+def answer(
+    self: Task, app_name: str, invocation_id: str, function_call_id: str, response: dict[str, Any]
+) -> dict[str, Any]:
+    """Answer a pending function call from outside; the invocation resumes."""
+    runtime = get_runtime()
+    services = runtime.run(runtime.services())
+    if not isinstance(response, dict):
+        return {"error": "response must be a JSON object."}
+    try:
+        key = runtime.run(
+            services.service.answer(app_name, invocation_id, function_call_id, response)
+        )
+    except AnswerRejectedError as error:
+        return {"error": str(error)}
+    _send_drain(key)
+    return {"invocation_id": invocation_id, "answered": function_call_id}
+
+
+@celery_app.task(name=TASK_CANCEL, bind=True)
+def cancel(self: Task, app_name: str, invocation_id: str) -> dict[str, Any]:
+    """Cancel an invocation (queued, running or paused)."""
+    runtime = get_runtime()
+    services = runtime.run(runtime.services())
+    key = runtime.run(services.service.cancel(app_name, invocation_id))
+    if key is None:
+        return {"error": f"Unknown invocation {invocation_id!r} of app {app_name!r}."}
+    _send_drain(key)
+    return {"invocation_id": invocation_id, "cancel_requested": True}
+
+
+@celery_app.task(name=TASK_RUN_TOOL, bind=True, acks_late=True)
+def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
+    """Run one tool call for an invocation and hand its result back (workers).
+
+    The result is stored before this task returns (and so before its message is acked); a
+    redelivered copy finds the result stored and does not run the tool again.
+    """
+    try:
+        job = ToolJob.model_validate(kwargs)
+    except ValidationError as error:
+        logger.error("Malformed tool job rejected: %s", error)
+        return {"error": f"malformed tool job: {error.error_count()} invalid field(s)"}
+    runtime = get_runtime()
+    # Celery's request context is thread-local: read it here, not on the loop thread.
+    reporter = _progress_reporter(self, self.request.id, self.request.hostname, job)
+    return runtime.run(_run_tool(reporter, job))
+
+
+def _progress_reporter(
+    task: Task, task_id: str | None, hostname: str | None, job: ToolJob
+) -> Callable[[dict[str, Any]], None]:
+    """Progress goes to the result backend (state PROGRESS) and out as a task event.
+
+    Flower shows an event of type ``task-progress`` as the custom state ``PROGRESS``.
+    """
+    ids = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
+           "tool": job.tool_name}
+
+    def report(payload: dict[str, Any]) -> None:
+        if not task_id:
+            return
+        task.update_state(task_id=task_id, state="PROGRESS", meta={**ids, "progress": payload})
+        with task.app.events.default_dispatcher(hostname=hostname) as dispatcher:
+            dispatcher.send("task-progress", uuid=task_id, progress=payload, **ids)
+
+    return report
+
+
+async def _run_tool(progress: Callable[[dict[str, Any]], None], job: ToolJob) -> dict[str, Any]:
+    runtime = get_runtime()
+    services = await runtime.services()
+    summary = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
+               "tool": job.tool_name}
+    if await services.store.is_cancelled(job.app_name, job.invocation_id):
+        return {**summary, "status": "skipped: invocation cancelled"}
+    done = (await services.store.results(job.app_name, job.invocation_id)).get(job.function_call_id)
+    if done is not None and done.response is not None:
+        return {**summary, "status": "already answered"}
+
+    result = await execute_tool_job(
+        job, services.registry, artifact_service=services.artifacts, progress=progress
+    )
+    try:
+        check_size(result.response, runtime.settings.max_payload_bytes, "the tool result")
+    except PayloadError as error:
+        result = ToolResult(function_call_id=job.function_call_id, tool_name=job.tool_name,
+                            response={"error": str(error)}, error=str(error), worker=result.worker)
+    key = await services.service.deliver(job.app_name, job.invocation_id, result)
+    if key is not None:
+        _send_drain(key)
+    status = "error" if result.error else ("pending" if result.response is None else "answered")
+    return {**summary, "status": status, "worker": result.worker}

@@ -1,0 +1,38 @@
+"""CeleryTransport: remote tool calls become ``adk_celery.run_tool`` tasks on named queues."""
+
+from __future__ import annotations
+
+import asyncio
+
+from celery import Celery
+
+from config import Settings
+from orchestrator.distributed.models import ToolJob
+from orchestrator.distributed.transport import default_route
+from orchestrator.tools.base_tool import BaseTool
+from workers.celery_app import TASK_RUN_TOOL
+
+
+class CeleryTransport:
+    """Sends tool jobs to workers; Flower shows them as ``adk_celery.run_tool:<tool>``."""
+
+    def __init__(self, celery_app: Celery, settings: Settings) -> None:
+        self._app = celery_app
+        self._settings = settings
+
+    def route(self, tool: BaseTool) -> str | None:
+        """Long-running tools and tools listed in ``tool_queues`` run on workers."""
+        return default_route(
+            tool, default_queue=self._settings.tools_queue, tool_queues=self._settings.tool_queues
+        )
+
+    async def submit(self, job: ToolJob) -> None:
+        """Publish the job (off the event loop: publishing is blocking I/O)."""
+        await asyncio.to_thread(
+            self._app.send_task,
+            TASK_RUN_TOOL,
+            kwargs=job.model_dump(mode="json"),
+            queue=job.queue or self._settings.tools_queue,
+            shadow=f"{TASK_RUN_TOOL}:{job.tool_name}",
+            task_id=f"{job.invocation_id}:{job.function_call_id}",
+        )
