@@ -294,8 +294,6 @@ def _finalize_event(
 
 
 def _has_settled_answers(answer: Event) -> bool:
-    for response in answer.get_function_responses():
-        payload = response.response or {}
-        if payload.get("error") != functions.CONFIRMATION_REQUIRED_ERROR:
-            return True
-    return False
+    """True if some answer is final: its call did not ask for a confirmation."""
+    waiting = answer.actions.requested_tool_confirmations
+    return any(r.id not in waiting for r in answer.get_function_responses())
