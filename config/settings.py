@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     """Celery queue orchestrators consume (start, resume, cancel)."""
     tools_queue: str = "adk.tools"
     """Default Celery queue for remote tool calls."""
+    agents_queue: str = "agents"
+    """Celery queue for ParallelAgent branches (resumable apps); empty = run them in process."""
     tool_queues: dict[str, str] = Field(default_factory=dict)
     """Per-tool routing, JSON: ``{"tool_name": "queue"}``; listed tools always run on workers."""
     lease_ttl_seconds: float = 30.0

@@ -158,6 +158,8 @@ class Runner:
         calls = _calls_of_invocation(session, invocation_id)
         call_event: Event | None = None
         for answer in answers:
+            # A parallel branch's events come with the answers: their calls count too.
+            calls.update({c.id: answer for c in answer.get_function_calls() if c.id})
             for response in answer.get_function_responses():
                 found = calls.get(response.id or "")
                 if found is None:
@@ -171,7 +173,8 @@ class Runner:
         ctx.user_content = _original_user_content(session, invocation_id)
         for answer in answers:
             answer.invocation_id = invocation_id
-            answer.branch = call_event.branch if call_event is not None else None
+            if answer.branch is None and call_event is not None:
+                answer.branch = call_event.branch
             await self.session_service.append_event(session, answer)
         async for event in self._run_agent(ctx, session, True, call_event):
             yield event

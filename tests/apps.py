@@ -114,3 +114,70 @@ APP_SPECS = ",".join(
     f"tests.apps:{name}" for name in
     ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app")
 )
+
+
+# -- parallel: a ParallelAgent of three LlmAgents, then an agent that sees every branch -----
+
+def _branch_model(name: str):
+    def answer(request: LlmRequest) -> Any:
+        return f"{name} done pid {os.getpid()} saw {len(request.contents)}"
+    return FunctionLlm(fn=answer)
+
+
+def _summary_model(request: LlmRequest) -> Any:
+    seen = sorted({word for c in request.contents for p in c.parts or [] if p.text
+                   for word in ("a done", "b done", "c done") if word in p.text})
+    return "summary of " + ", ".join(seen)
+
+
+def _parallel_root() -> Any:
+    from orchestrator import ParallelAgent, SequentialAgent
+
+    fan = ParallelAgent(name="fan", sub_agents=[
+        LlmAgent(name=n, model=_branch_model(n)) for n in ("a", "b", "c")
+    ])
+    return SequentialAgent(name="pipeline", sub_agents=[
+        fan, LlmAgent(name="after", model=FunctionLlm(fn=_summary_model)),
+    ])
+
+
+def _resumable(name: str, root: Any) -> App:
+    from orchestrator import ResumabilityConfig
+
+    return App(name=name, root_agent=root, resumability_config=ResumabilityConfig(is_resumable=True))
+
+
+parallel_app = _resumable("parallel", _parallel_root())
+
+
+# -- branch_pause: one branch waits for an answer from outside ------------------------------
+
+def ask_human(question: str) -> None:
+    """Ask a human; the answer comes later."""
+    return None
+
+
+def _asking_model(request: LlmRequest) -> Any:
+    answers = _responses(request)
+    if not answers:
+        return _call("ask_human", question="ok?")
+    return f"x heard {answers[-1].response}"
+
+
+def _branch_pause_root() -> Any:
+    from orchestrator import ParallelAgent, SequentialAgent
+
+    fan = ParallelAgent(name="fan", sub_agents=[
+        LlmAgent(name="x", model=FunctionLlm(fn=_asking_model),
+                 tools=[LongRunningFunctionTool(ask_human)]),
+        LlmAgent(name="y", model=_branch_model("y")),
+    ])
+    return SequentialAgent(name="pipeline", sub_agents=[
+        fan, LlmAgent(name="after", model=FunctionLlm(fn=_summary_model)),
+    ])
+
+
+branch_pause_app = _resumable("branch_pause", _branch_pause_root())
+
+ALL_APPS += [parallel_app, branch_pause_app]
+APP_SPECS += ",tests.apps:parallel_app,tests.apps:branch_pause_app"

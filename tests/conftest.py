@@ -8,6 +8,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from orchestrator.models.guard import set_model_requests_allowed
+from tests.support.backends import backend, celery_stack  # noqa: F401  (shared fixtures)
 from tests.support.redis_server import find_redis_server, redis_server
 
 

@@ -7,96 +7,13 @@ process started by the tests.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
-import redis
 
-from config import Settings
-from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.stores import AnswerRejectedError
-from tests.apps import ALL_APPS, APP_SPECS
+from tests.support.backends import FINISHED, CeleryBackend
 from tests.support.events import simplify_all
-from tests.support.processes import stack_env, start_celery_process
-
-FINISHED = {InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED}
-SETTLED = FINISHED | {InvocationStatus.PAUSED}
-
-
-class EmbeddedBackend:
-    def __init__(self) -> None:
-        self.rt = EmbeddedRuntime(AppRegistry(ALL_APPS))
-
-    async def create_session(self, app: str, user: str) -> str:
-        return (await self.rt.session_service.create_session(app_name=app, user_id=user)).id
-
-    async def enqueue(self, app: str, user: str, message: Any, session_id: str | None = None) -> str:
-        return await self.rt.enqueue(app_name=app, user_id=user, session_id=session_id,
-                                     new_message=message)
-
-    async def wait(self, app: str, inv: str, until=SETTLED):
-        return await self.rt.wait(app, inv, timeout=20, until=until)
-
-    async def events(self, app: str, inv: str):
-        return await self.rt.events(app, inv)
-
-    async def answer(self, app: str, inv: str, call_id: str, response: dict) -> None:
-        await self.rt.answer(app, inv, call_id, response)
-
-    async def cancel(self, app: str, inv: str) -> None:
-        await self.rt.cancel(app, inv)
-
-
-class CeleryBackend:
-    def __init__(self, client) -> None:
-        self.client = client
-
-    async def create_session(self, app: str, user: str) -> str:
-        return (await asyncio.to_thread(self.client.create_session, app, user)).id
-
-    async def enqueue(self, app: str, user: str, message: Any, session_id: str | None = None) -> str:
-        return await asyncio.to_thread(self.client.enqueue, app, user, message, session_id=session_id)
-
-    async def wait(self, app: str, inv: str, until=SETTLED):
-        return await asyncio.to_thread(self.client.wait, app, inv, timeout=30, until=frozenset(until))
-
-    async def events(self, app: str, inv: str):
-        return await asyncio.to_thread(self.client.events, app, inv)
-
-    async def answer(self, app: str, inv: str, call_id: str, response: dict) -> None:
-        await asyncio.to_thread(self.client.answer, app, inv, call_id, response)
-
-    async def cancel(self, app: str, inv: str) -> None:
-        await asyncio.to_thread(self.client.cancel, app, inv)
-
-
-@pytest.fixture(scope="module")
-def celery_stack(redis_url):
-    """Redis db 2, one orchestrator process and one worker process."""
-    url = redis_url.rsplit("/", 1)[0] + "/2"
-    redis.Redis.from_url(url).flushdb()
-    env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2")
-    orchestrator = start_celery_process("orchestrator", "orch1", env)
-    worker = start_celery_process("worker", "work1", env)
-    from workers.client import Client
-
-    client = Client(Settings(redis_url=url, apps=APP_SPECS, lease_retry_seconds=0.2))
-    try:
-        yield {"client": client, "orchestrator": orchestrator, "worker": worker, "url": url}
-    finally:
-        client.close()
-        orchestrator.stop()
-        worker.stop()
-
-
-@pytest.fixture(params=["embedded", "celery"])
-def backend(request):
-    if request.param == "embedded":
-        return EmbeddedBackend()
-    stack = request.getfixturevalue("celery_stack")
-    return CeleryBackend(stack["client"])
 
 
 async def test_remote_tool_pauses_and_resumes_the_invocation(backend, request):

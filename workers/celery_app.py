@@ -8,6 +8,7 @@ JSON keyword arguments; see the README):
 - ``adk_celery.answer``   answer a pending function call from outside (orchestrators)
 - ``adk_celery.cancel``   cancel an invocation (orchestrators)
 - ``adk_celery.run_tool`` run one tool call (workers; sent by orchestrators)
+- ``adk_celery.run_agent`` run one ParallelAgent branch (workers; sent by orchestrators)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ TASK_DRAIN = "adk_celery.drain"
 TASK_ANSWER = "adk_celery.answer"
 TASK_CANCEL = "adk_celery.cancel"
 TASK_RUN_TOOL = "adk_celery.run_tool"
+TASK_RUN_AGENT = "adk_celery.run_agent"
 ORCHESTRATOR_TASKS = (TASK_INVOKE, TASK_DRAIN, TASK_ANSWER, TASK_CANCEL)
 
 
@@ -32,6 +34,7 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
     transport_options = {"visibility_timeout": settings.visibility_timeout_seconds}
     routes = {name: {"queue": settings.invocations_queue} for name in ORCHESTRATOR_TASKS}
     routes[TASK_RUN_TOOL] = {"queue": settings.tools_queue}
+    routes[TASK_RUN_AGENT] = {"queue": settings.agents_queue or settings.tools_queue}
     app.conf.update(
         task_serializer="json",
         result_serializer="json",

@@ -76,9 +76,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.command == "orchestrator":
             queues = settings.invocations_queue
         else:
-            queues = args.queues or ",".join(
-                dict.fromkeys([settings.tools_queue, *settings.tool_queues.values()])
-            )
+            queues = args.queues or ",".join(q for q in dict.fromkeys(
+                [settings.tools_queue, settings.agents_queue, *settings.tool_queues.values()]
+            ) if q)
         _celery_worker(queues, args, extra)
     elif args.command == "flower":
         _run_flower(args, extra)

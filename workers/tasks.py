@@ -9,14 +9,15 @@ from typing import Any
 from celery import Task
 from pydantic import ValidationError
 
-from orchestrator.distributed.executor import execute_tool_job
-from orchestrator.distributed.models import ToolJob, ToolResult
+from orchestrator.distributed.executor import execute_agent_job, execute_tool_job
+from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.stores import AnswerRejectedError, SessionKey
 from workers.celery_app import (
     TASK_ANSWER,
     TASK_CANCEL,
     TASK_DRAIN,
     TASK_INVOKE,
+    TASK_RUN_AGENT,
     TASK_RUN_TOOL,
 )
 from workers.celery_app import app as celery_app
@@ -170,3 +171,32 @@ async def _run_tool(progress: Callable[[dict[str, Any]], None], job: ToolJob) ->
         _send_drain(key)
     status = "error" if result.error else ("pending" if result.response is None else "answered")
     return {**summary, "status": status, "worker": result.worker}
+
+
+@celery_app.task(name=TASK_RUN_AGENT, bind=True, acks_late=True)
+def run_agent(self: Task, **kwargs: Any) -> dict[str, Any]:
+    """Run one ParallelAgent branch for an invocation and hand its events back (workers)."""
+    try:
+        job = AgentJob.model_validate(kwargs)
+    except ValidationError as error:
+        logger.error("Malformed branch job rejected: %s", error)
+        return {"error": f"malformed branch job: {error.error_count()} invalid field(s)"}
+    return get_runtime().run(_run_agent(job))
+
+
+async def _run_agent(job: AgentJob) -> dict[str, Any]:
+    runtime = get_runtime()
+    services = await runtime.services()
+    summary = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
+               "agent": job.agent_name, "branch": job.branch}
+    if await services.store.is_cancelled(job.app_name, job.invocation_id):
+        return {**summary, "status": "skipped: invocation cancelled"}
+    done = (await services.store.results(job.app_name, job.invocation_id)).get(job.function_call_id)
+    if done is not None and (done.response is not None or done.events):
+        return {**summary, "status": "already answered"}
+    result = await execute_agent_job(job, services.registry, artifact_service=services.artifacts)
+    key = await services.service.deliver(job.app_name, job.invocation_id, result)
+    if key is not None:
+        _send_drain(key)
+    status = "error" if result.error else ("paused" if result.response is None else "completed")
+    return {**summary, "status": status, "events": len(result.events), "worker": result.worker}

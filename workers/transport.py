@@ -7,10 +7,11 @@ import asyncio
 from celery import Celery
 
 from config import Settings
-from orchestrator.distributed.models import ToolJob
+from orchestrator.agents.base_agent import BaseAgent
+from orchestrator.distributed.models import AgentJob, ToolJob
 from orchestrator.distributed.transport import default_route
 from orchestrator.tools.base_tool import BaseTool
-from workers.celery_app import TASK_RUN_TOOL
+from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL
 
 
 class CeleryTransport:
@@ -24,6 +25,21 @@ class CeleryTransport:
         """Long-running tools and tools listed in ``tool_queues`` run on workers."""
         return default_route(
             tool, default_queue=self._settings.tools_queue, tool_queues=self._settings.tool_queues
+        )
+
+    def route_agent(self, agent: BaseAgent) -> str | None:
+        """ParallelAgent branches go to the agents queue (unless disabled in settings)."""
+        return self._settings.agents_queue or None
+
+    async def submit_agent(self, job: AgentJob) -> None:
+        """Publish a branch job; Flower shows it as ``adk_celery.run_agent:<agent>``."""
+        await asyncio.to_thread(
+            self._app.send_task,
+            TASK_RUN_AGENT,
+            kwargs=job.model_dump(mode="json"),
+            queue=job.queue or self._settings.agents_queue,
+            shadow=f"{TASK_RUN_AGENT}:{job.agent_name}",
+            task_id=f"{job.invocation_id}:{job.function_call_id}",
         )
 
     async def submit(self, job: ToolJob) -> None:

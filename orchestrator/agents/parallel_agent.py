@@ -31,6 +31,16 @@ class ParallelAgent(BaseAgent):
     async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
         if not self.sub_agents:
             return
+        queue = (
+            ctx.transport.route_agent(self)
+            if ctx.transport is not None and ctx.is_resumable else None
+        )
+        if queue:
+            from orchestrator.agents.remote_branches import run_branches_remotely
+
+            async for event in run_branches_remotely(self, ctx, queue):
+                yield event
+            return
         if ctx.is_resumable and self.name not in ctx.agent_states:
             ctx.set_agent_state(self.name, agent_state={})
             yield self._create_agent_state_event(ctx)

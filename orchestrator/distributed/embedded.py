@@ -8,14 +8,16 @@ the Celery mode runs.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
 from google.genai import types
 
 from orchestrator import platform
+from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
-from orchestrator.distributed.executor import execute_tool_job
-from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolJob
+from orchestrator.distributed.executor import execute_agent_job, execute_tool_job
+from orchestrator.distributed.models import AgentJob, InvocationRecord, InvocationStatus, ToolJob
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService
 from orchestrator.distributed.stores import (
@@ -37,11 +39,17 @@ class LocalTransport:
     """Runs remote-routed tool calls as asyncio tasks in this process."""
 
     def __init__(
-        self, runtime: EmbeddedRuntime, *, default_queue: str, tool_queues: dict[str, str]
+        self,
+        runtime: EmbeddedRuntime,
+        *,
+        default_queue: str,
+        tool_queues: dict[str, str],
+        agents_queue: str | None = "agents",
     ) -> None:
         self._runtime = runtime
         self._default_queue = default_queue
         self._tool_queues = tool_queues
+        self._agents_queue = agents_queue
         self._tasks: set[asyncio.Task[None]] = set()
 
     def route(self, tool: BaseTool) -> str | None:
@@ -50,7 +58,18 @@ class LocalTransport:
 
     async def submit(self, job: ToolJob) -> None:
         """Start the job in the background."""
-        task = asyncio.ensure_future(self._runtime._run_job(job))
+        self._spawn(self._runtime._run_job(job))
+
+    def route_agent(self, agent: BaseAgent) -> str | None:
+        """ParallelAgent branches run as background tasks (when an agents queue is set)."""
+        return self._agents_queue
+
+    async def submit_agent(self, job: AgentJob) -> None:
+        """Start the branch in the background."""
+        self._spawn(self._runtime._run_agent_job(job))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -64,13 +83,15 @@ class EmbeddedRuntime:
         *,
         default_queue: str = "tools",
         tool_queues: dict[str, str] | None = None,
+        agents_queue: str | None = "agents",
     ) -> None:
         self.registry = registry
         self.session_service = InMemorySessionService()
         self.artifact_service = InMemoryArtifactService()
         self.store = InMemoryInvocationStore()
         self.transport = LocalTransport(
-            self, default_queue=default_queue, tool_queues=tool_queues or {}
+            self, default_queue=default_queue, tool_queues=tool_queues or {},
+            agents_queue=agents_queue,
         )
         self.service = InvocationService(
             registry,
@@ -89,6 +110,12 @@ class EmbeddedRuntime:
         task = asyncio.ensure_future(self.service.drain(key))
         self._drains.add(task)
         task.add_done_callback(self._drains.discard)
+
+    async def _run_agent_job(self, job: AgentJob) -> None:
+        if await self.store.is_cancelled(job.app_name, job.invocation_id):
+            return
+        result = await execute_agent_job(job, self.registry, artifact_service=self.artifact_service)
+        self._wake(await self.service.deliver(job.app_name, job.invocation_id, result))
 
     async def _run_job(self, job: ToolJob) -> None:
         if await self.store.is_cancelled(job.app_name, job.invocation_id):

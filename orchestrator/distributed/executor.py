@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from google.genai import types
@@ -13,8 +13,11 @@ from orchestrator.agents.context import ToolContext
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
-from orchestrator.distributed.models import ToolJob, ToolResult
+from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.registry import AppRegistry
+from orchestrator.events.event import Event
+from orchestrator.flows.contents import RUN_BRANCH
+from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from orchestrator.sessions.session import Session
 from orchestrator.tools.tool_confirmation import ToolConfirmation
 
@@ -94,4 +97,73 @@ async def execute_tool_job(
         state_delta=dict(tool_context.actions.state_delta),
         artifact_delta=dict(tool_context.actions.artifact_delta),
         worker=WORKER_ID,
+    )
+
+
+async def execute_agent_job(
+    job: AgentJob,
+    registry: AppRegistry,
+    *,
+    artifact_service: BaseArtifactService | None = None,
+    on_event: Callable[[Event], Awaitable[None]] | None = None,
+) -> ToolResult:
+    """Run one parallel branch against a private copy of its history; never raises.
+
+    The branch's events are committed to that copy as they come (so the branch sees its own
+    progress, as in process) and returned in order for the orchestrator to commit for real.
+    A branch that pauses returns its events with no response; one that fails returns them
+    with the error.
+    """
+    try:
+        app = registry.get(job.app_name)
+    except LookupError as error:
+        return _agent_error(job, str(error), [])
+    parallel = app.root_agent.find_agent(job.parallel_agent)
+    sub = next((s for s in parallel.sub_agents if s.name == job.agent_name), None) if parallel else None
+    if sub is None:
+        return _agent_error(
+            job, f"Agent {job.agent_name!r} is not a branch of {job.parallel_agent!r} in app "
+                 f"{job.app_name!r}.", [])
+    sessions = InMemorySessionService()
+    session = await sessions.create_session(
+        app_name=job.app_name, user_id=job.user_id, session_id=job.session_id
+    )
+    # The snapshot already has every delta applied: install it as is, temp: keys included.
+    session.state = dict(job.state)
+    session.events = [Event.from_wire(e) for e in job.events]
+    ctx = InvocationContext(
+        session_service=sessions,
+        invocation_id=job.invocation_id,
+        agent=sub,
+        session=session,
+        artifact_service=artifact_service,
+        branch=job.branch,
+        user_content=types.Content.model_validate(job.user_content) if job.user_content else None,
+        resumability_config=app.resumability_config,
+    )
+    produced: list[Event] = []
+    try:
+        async for event in sub.run_async(ctx):
+            if on_event is not None:
+                await on_event(event)
+            if not event.partial:
+                await sessions.append_event(session, event)
+                produced.append(event)
+    except Exception as error:  # the orchestrator fails the invocation with this error
+        return _agent_error(job, f"{type(error).__name__}: {error}", produced)
+    paused = ctx.is_paused(sub.name) or any(ctx.should_pause_invocation(e) for e in produced)
+    return ToolResult(
+        function_call_id=job.function_call_id,
+        tool_name=RUN_BRANCH,
+        response=None if paused else {"status": "completed"},
+        events=[e.to_wire() for e in produced],
+        worker=WORKER_ID,
+    )
+
+
+def _agent_error(job: AgentJob, message: str, produced: list[Event]) -> ToolResult:
+    return ToolResult(
+        function_call_id=job.function_call_id, tool_name=RUN_BRANCH,
+        response={"error": message}, error=message,
+        events=[e.to_wire() for e in produced], worker=WORKER_ID,
     )

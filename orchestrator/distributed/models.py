@@ -36,6 +36,28 @@ class ToolJob(_Wire):
     queue: str = ""
 
 
+class AgentJob(_Wire):
+    """One branch of a ParallelAgent to run on a worker, with the history it may see."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    invocation_id: str
+    function_call_id: str
+    """The dispatch call this branch answers."""
+    parallel_agent: str
+    """The ParallelAgent that dispatched the branch."""
+    agent_name: str
+    """The sub-agent to run (a direct sub-agent of ``parallel_agent``)."""
+    branch: str
+    state: dict[str, Any] = Field(default_factory=dict)
+    """Snapshot of the session state at dispatch."""
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    """The session events visible to the branch at dispatch (Event wire JSON)."""
+    user_content: dict[str, Any] | None = None
+    queue: str = ""
+
+
 class ToolResult(_Wire):
     """A finished call: the response, or None when it waits for an answer from outside."""
 
@@ -51,6 +73,8 @@ class ToolResult(_Wire):
     """Who answered: a worker, or a client (a human approval, another service)."""
     worker: str | None = None
     """``hostname:pid`` of the worker that ran the tool."""
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    """For a parallel branch: the events it produced (Event wire JSON), committed in order."""
     created_at: float = Field(default_factory=platform.get_time)
 
 
@@ -84,6 +108,8 @@ class InvocationRecord(_Wire):
     new_message: dict[str, Any] | None = None
     """The user's message (genai Content JSON)."""
     state_delta: dict[str, Any] | None = None
+    streaming: bool = False
+    """Run with SSE streaming, so partial chunks reach the live event stream."""
     pending_calls: list[str] = Field(default_factory=list)
     """Function-call ids the paused invocation waits for."""
     created_at: float = Field(default_factory=platform.get_time)

@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.genai import types
@@ -24,6 +25,7 @@ from orchestrator.agents import callbacks as cb
 from orchestrator.agents.context import ToolContext
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
+from orchestrator.agents.run_config import RunConfig, StreamingMode
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.distributed.models import (
     InvocationRecord,
@@ -41,6 +43,7 @@ from orchestrator.distributed.stores import (
 from orchestrator.distributed.transport import Transport
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
+from orchestrator.flows.contents import RUN_BRANCH
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService
@@ -49,6 +52,9 @@ from orchestrator.sessions.session import GetSessionConfig, Session
 logger = logging.getLogger(__name__)
 
 _CANCEL_CHECK_SECONDS = 0.25
+
+EventSink = Callable[[InvocationRecord, Event], Awaitable[None]]
+"""``await sink(record, event)`` for each event, in order; used for live event streams."""
 
 
 class RemoteToolError(RuntimeError):
@@ -74,8 +80,11 @@ class InvocationService:
         artifact_service: BaseArtifactService | None = None,
         memory_service: BaseMemoryService | None = None,
         lease_renew_seconds: float | None = None,
+        event_sink: EventSink | None = None,
     ) -> None:
         self.registry = registry
+        self.event_sink = event_sink
+        """Receives every event of every run as it happens (partial chunks included)."""
         self.session_service = session_service
         self.store = store
         self.queue = queue
@@ -112,7 +121,7 @@ class InvocationService:
             return None
         if not await self.store.put_result(app_name, invocation_id, result):
             return None
-        if result.response is None:
+        if result.response is None and not result.events:
             return None  # still waiting for an answer from outside; nothing to resume yet
         key = session_key(record)
         await self.queue.push(key, WorkItem(kind="resume", invocation_id=invocation_id))
@@ -215,21 +224,19 @@ class InvocationService:
                                      f"orchestrator serves: {', '.join(self.registry.names) or 'none'}.")
             return
         try:
-            events, answered = await self._events_for(runner, record, item)
-            if events is not None:
-                await self._drive(record, events, answered)
+            plan = await self._plan(runner, record, item)
+            if plan.events is not None or plan.prelude:
+                await self._drive(record, plan)
         except Exception as error:
             logger.info("Invocation %s failed: %s", record.invocation_id, error)
             await self._fail(record, f"{type(error).__name__}: {error}")
 
-    async def _events_for(
-        self, runner: Runner, record: InvocationRecord, item: WorkItem
-    ) -> tuple[AsyncGenerator[Event, None] | None, set[str]]:
-        """The run to drive, and the pending call ids it answers up front."""
+    async def _plan(self, runner: Runner, record: InvocationRecord, item: WorkItem) -> _Plan:
+        """What this work item runs, and how it changes the pending calls."""
         if item.kind == "start" and record.status is InvocationStatus.QUEUED:
-            return await self._start(runner, record), set()
+            return _Plan(events=await self._start(runner, record))
         if item.kind == "start" and record.status is InvocationStatus.RUNNING:
-            return self._recover_crashed(runner, record), set()
+            return _Plan(events=self._recover_crashed(runner, record))
         return await self._resume(runner, record)
 
     async def _start(self, runner: Runner, record: InvocationRecord) -> AsyncGenerator[Event, None]:
@@ -245,10 +252,11 @@ class InvocationService:
                 f"{record.app_name!r}, user {record.user_id!r} does not exist."
             )
         message = types.Content.model_validate(record.new_message) if record.new_message else None
+        run_config = RunConfig(streaming_mode=StreamingMode.SSE) if record.streaming else None
         return runner.run_async(
             user_id=record.user_id, session_id=record.session_id,
             invocation_id=record.invocation_id, new_message=message,
-            state_delta=record.state_delta,
+            state_delta=record.state_delta, run_config=run_config,
         )
 
     def _recover_crashed(
@@ -266,32 +274,79 @@ class InvocationService:
             invocation_id=record.invocation_id,
         )
 
-    async def _resume(
-        self, runner: Runner, record: InvocationRecord
-    ) -> tuple[AsyncGenerator[Event, None] | None, set[str]]:
+    async def _resume(self, runner: Runner, record: InvocationRecord) -> _Plan:
         results = await self.store.results(record.app_name, record.invocation_id)
         pending = set(record.pending_calls)
-        ready = {cid: r for cid, r in results.items() if cid in pending and r.response is not None}
-        if not ready:
-            return None, set()
+        if not any(cid in pending for cid in results):
+            return _Plan()
         session = await self.session_service.get_session(
             app_name=record.app_name, user_id=record.user_id, session_id=record.session_id
         )
         if session is None:
             raise LookupError(f"Session {record.session_id!r} disappeared.")
+        plan = _Plan()
+        in_log = {e.id for e in session.events}
+        answered_in_log = {
+            r.id for e in session.events for r in e.get_function_responses() if r.id
+        }
         answers: list[Event] = []
-        answered: set[str] = set()
+        direct: list[Event] = []
         for call_event in _events_with_calls(session, record.invocation_id, pending):
             ids = [c.id for c in call_event.get_function_calls() if c.id in pending]
-            if all(i in ready for i in ids):
+            if any(c.name == RUN_BRANCH for c in call_event.get_function_calls()):
+                batch = self._branch_results(call_event, ids, results, in_log, plan)
+                every = [c.id for c in call_event.get_function_calls() if c.id]
+                if all(i in plan.answered or i in answered_in_log for i in every):
+                    answers += batch  # the last branch is in: the agent goes on
+                else:
+                    direct += batch  # commit what arrived; others are still out
+                continue
+            ready = {i: results[i] for i in ids if i in results and results[i].response is not None}
+            if ids and len(ready) == len(ids):
                 answers += await self._answer_events(runner, session, call_event, ready)
-                answered.update(i for i in ids if i)
-        if not answers:
-            return None, set()  # some call of each waiting step is still out
-        return runner.continue_async(
-            user_id=record.user_id, session_id=record.session_id,
-            invocation_id=record.invocation_id, answers=answers,
-        ), answered
+                plan.answered.update(i for i in ids if i)
+        for event in direct:
+            await self.session_service.append_event(session, event)
+        plan.prelude = direct + answers
+        if answers:
+            plan.events = runner.continue_async(
+                user_id=record.user_id, session_id=record.session_id,
+                invocation_id=record.invocation_id, answers=answers,
+            )
+        return plan
+
+    def _branch_results(
+        self,
+        call_event: Event,
+        ids: list[str | None],
+        results: dict[str, ToolResult],
+        in_log: set[str],
+        plan: _Plan,
+    ) -> list[Event]:
+        """A parallel branch's events (not yet committed), then the answer to its call."""
+        batch: list[Event] = []
+        for cid in ids:
+            result = results.get(cid or "")
+            if result is None:
+                continue
+            fresh = [Event.from_wire(w) for w in result.events if w.get("id") not in in_log]
+            in_log.update(e.id for e in fresh)
+            batch += fresh
+            for event in fresh:
+                plan.opened |= event.long_running_tool_ids or set()
+            if result.response is None:
+                continue  # the branch paused on its worker: its own calls wait for answers
+            plan.answered.add(result.function_call_id)
+            batch.append(Event(
+                invocation_id=call_event.invocation_id,
+                author=call_event.author,
+                branch=call_event.branch,
+                content=types.Content(role="user", parts=[types.Part(
+                    function_response=types.FunctionResponse(
+                        id=result.function_call_id, name=RUN_BRANCH, response=result.response,
+                    ))]),
+            ))
+        return batch
 
     async def _answer_events(
         self, runner: Runner, session: Session, call_event: Event, ready: dict[str, ToolResult]
@@ -322,30 +377,32 @@ class InvocationService:
             ))
         return events
 
-    async def _drive(
-        self,
-        record: InvocationRecord,
-        events: AsyncGenerator[Event, None],
-        answered: set[str],
-    ) -> None:
+    async def _drive(self, record: InvocationRecord, plan: _Plan) -> None:
         record.status = InvocationStatus.RUNNING
         record.updated_at = platform.get_time()
         await self.store.save(record)
-        pending = set(record.pending_calls) - answered
+        pending = (set(record.pending_calls) - plan.answered) | plan.opened
+        for event in plan.prelude:
+            if self.event_sink is not None:
+                await self.event_sink(record, event)
+            pending -= {r.id for r in event.get_function_responses() if r.id}
         checked = time.monotonic()
         cancelled = False
-        async with contextlib.aclosing(events):
-            async for event in events:
-                if event.partial:
-                    continue
-                pending -= {r.id for r in event.get_function_responses() if r.id}
-                if event.long_running_tool_ids:
-                    pending |= event.long_running_tool_ids
-                if time.monotonic() - checked > _CANCEL_CHECK_SECONDS:
-                    checked = time.monotonic()
-                    if await self.store.is_cancelled(record.app_name, record.invocation_id):
-                        cancelled = True
-                        break
+        if plan.events is not None:
+            async with contextlib.aclosing(plan.events):
+                async for event in plan.events:
+                    if self.event_sink is not None:
+                        await self.event_sink(record, event)
+                    if event.partial:
+                        continue
+                    pending -= {r.id for r in event.get_function_responses() if r.id}
+                    if event.long_running_tool_ids:
+                        pending |= event.long_running_tool_ids
+                    if time.monotonic() - checked > _CANCEL_CHECK_SECONDS:
+                        checked = time.monotonic()
+                        if await self.store.is_cancelled(record.app_name, record.invocation_id):
+                            cancelled = True
+                            break
         record.pending_calls = sorted(pending)
         if cancelled:
             status = InvocationStatus.CANCELLED
@@ -375,6 +432,19 @@ class InvocationService:
 
 
 _NO_EVENTS = GetSessionConfig(num_recent_events=0)
+
+
+@dataclass
+class _Plan:
+    """One work item's effect: the run to drive (if any) and its bookkeeping."""
+
+    events: AsyncGenerator[Event, None] | None = None
+    answered: set[str] = field(default_factory=set)
+    """Pending calls answered by this item."""
+    opened: set[str] = field(default_factory=set)
+    """Calls that became pending through events committed by this item."""
+    prelude: list[Event] = field(default_factory=list)
+    """Events committed by this item before the run (published first)."""
 
 
 def _events_with_calls(session: Session, invocation_id: str, ids: set[str]) -> list[Event]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from orchestrator.distributed.models import ToolJob
+    from orchestrator.agents.base_agent import BaseAgent
+    from orchestrator.distributed.models import AgentJob, ToolJob
     from orchestrator.tools.base_tool import BaseTool
 
 QUEUE_METADATA_KEY = "adk_celery_queue"
@@ -21,6 +22,14 @@ class Transport(Protocol):
 
     async def submit(self, job: ToolJob) -> None:
         """Hand the job to a worker. Called only after the call event was committed."""
+        ...
+
+    def route_agent(self, agent: BaseAgent) -> str | None:
+        """The queue for the branches of ParallelAgent ``agent``, or None to run them here."""
+        ...
+
+    async def submit_agent(self, job: AgentJob) -> None:
+        """Hand a parallel branch to a worker (after the dispatch event was committed)."""
         ...
 
 

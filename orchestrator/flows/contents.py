@@ -17,7 +17,9 @@ from orchestrator.events.event import Event
 
 REQUEST_CONFIRMATION = "adk_request_confirmation"
 REQUEST_CREDENTIAL = "adk_request_credential"
-_HIDDEN_CALLS = {REQUEST_CONFIRMATION, REQUEST_CREDENTIAL}
+RUN_BRANCH = "adk_celery_run_branch"
+"""The call a ParallelAgent makes to run a branch on a worker (hidden from models)."""
+_HIDDEN_CALLS = {REQUEST_CONFIRMATION, REQUEST_CREDENTIAL, RUN_BRANCH}
 _CLIENT_ID_PREFIX = "adk-"
 BEGIN_QUOTE = "<<<BEGIN_QUOTED_AGENT_CONTENT>>>"
 END_QUOTE = "<<<END_QUOTED_AGENT_CONTENT>>>"

@@ -1,0 +1,114 @@
+"""ParallelAgent branches run as jobs (asyncio tasks in process, Celery tasks on workers)."""
+
+from __future__ import annotations
+
+import re
+
+from orchestrator import InMemoryRunner
+from orchestrator.distributed.models import InvocationStatus
+from orchestrator.flows.contents import RUN_BRANCH
+from tests.apps import parallel_app
+from tests.support.backends import FINISHED, CeleryBackend
+from tests.support.events import simplify_all, user_text
+
+PID = re.compile(r" pid \d+")
+
+
+def by_branch(events):
+    """Per branch, the (author, payload) sequence without process ids or state-only events."""
+    out: dict[str, list] = {}
+    for event in events:
+        if not event.branch or not event.content:
+            continue
+        author, payload = simplify_all([event])[0]
+        if isinstance(payload, str):
+            payload = PID.sub("", payload)
+        out.setdefault(event.branch, []).append((author, payload))
+    return out
+
+
+async def in_process_reference():
+    runner = InMemoryRunner(app=parallel_app)
+    session = await runner.session_service.create_session(app_name="parallel", user_id="u")
+    return [e async for e in runner.run_async(user_id="u", session_id=session.id, new_message=user_text("go"))]
+
+
+async def test_branches_run_as_jobs_and_match_the_in_process_run(backend, request):
+    inv = await backend.enqueue("parallel", "u", "go")
+    record = await backend.wait("parallel", inv, until=FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("parallel", inv)
+
+    dispatch = next(e for e in events if e.get_function_calls())
+    assert dispatch.author == "fan" and {c.name for c in dispatch.get_function_calls()} == {RUN_BRANCH}
+    assert dispatch.long_running_tool_ids == {c.id for c in dispatch.get_function_calls()}
+    answers = [r for e in events for r in e.get_function_responses() if r.name == RUN_BRANCH]
+    assert sorted(r.id for r in answers) == sorted(dispatch.long_running_tool_ids)
+
+    reference = await in_process_reference()
+    assert by_branch(events) == by_branch(reference)
+    assert set(by_branch(events)) == {"fan.a", "fan.b", "fan.c"}
+    # Each branch saw only the history before the fan-out (the user message).
+    assert all(p[1].endswith("saw 1") for seq in by_branch(events).values() for p in seq)
+    final = [e for e in events if e.author == "after"]
+    assert simplify_all(final)[0] == ("after", "summary of a done, b done, c done")
+    assert events[-1].author == "pipeline" and events[-1].actions.end_of_agent
+
+    if isinstance(backend, CeleryBackend):
+        stack = request.getfixturevalue("celery_stack")
+        texts = [p.text for e in events if e.branch and e.content for p in e.content.parts if p.text]
+        pids = {int(m) for text in texts for m in re.findall(r"pid (\d+)", text)}
+        assert pids and stack["orchestrator"].pid not in pids
+        assert pids <= {stack["worker"].pid}
+
+
+async def _until_committed(backend, app, inv, predicate, timeout=20.0):
+    """The invocation's events once ``predicate`` holds for one of them (bounded poll)."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        events = await backend.events(app, inv)
+        if any(predicate(e) for e in events):
+            return events
+        assert time.monotonic() < deadline, f"not committed in {timeout}s: {simplify_all(events)}"
+        await asyncio.sleep(0.02)
+
+
+async def _until_pending(backend, app, inv, call_id, timeout=20.0):
+    """The record once ``call_id`` is among its pending calls (bounded poll)."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        record = await backend.wait(app, inv)
+        if record.status is InvocationStatus.PAUSED and call_id in record.pending_calls:
+            return record
+        assert time.monotonic() < deadline, f"{call_id} never pending: {record}"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_branch_that_pauses_is_answered_and_resumed_later(backend):
+    inv = await backend.enqueue("branch_pause", "u", "go")
+    # Paused first while both branches are out; x's question arrives with its branch.
+    events = await _until_committed(
+        backend, "branch_pause", inv, lambda e: e.author == "x" and bool(e.get_function_calls()))
+    record = await backend.wait("branch_pause", inv)
+    assert record.status is InvocationStatus.PAUSED, record.error
+    ask = next(e for e in events if e.author == "x" and e.get_function_calls())
+    assert ask.branch == "fan.x"
+    [inner] = [c.id for c in ask.get_function_calls()]
+    events = await _until_committed(backend, "branch_pause", inv, lambda e: e.author == "y")
+    record = await _until_pending(backend, "branch_pause", inv, inner)
+    assert not any(e.author == "after" for e in events)
+
+    await backend.answer("branch_pause", inv, inner, {"answer": "yes"})
+    record = await backend.wait("branch_pause", inv, until=FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("branch_pause", inv)
+    assert ("x", "x heard {'answer': 'yes'}") in simplify_all(events)
+    assert simplify_all([e for e in events if e.author == "after" and e.content])[0][1].startswith("summary of")
+    assert record.pending_calls == []
+
