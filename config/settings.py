@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     """Default Celery queue for remote tool calls."""
     agents_queue: str = "agents"
     """Celery queue for ParallelAgent branches (resumable apps); empty = run them in process."""
+    agent_queues: dict[str, str] = Field(default_factory=dict)
+    """Per-agent routing of parallel branches, JSON: ``{"branch_agent": "queue"}``."""
     tool_queues: dict[str, str] = Field(default_factory=dict)
     """Per-tool routing, JSON: ``{"tool_name": "queue"}``; listed tools always run on workers."""
     lease_ttl_seconds: float = 30.0

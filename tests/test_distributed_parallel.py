@@ -112,3 +112,38 @@ async def test_a_branch_that_pauses_is_answered_and_resumed_later(backend):
     assert simplify_all([e for e in events if e.author == "after" and e.content])[0][1].startswith("summary of")
     assert record.pending_calls == []
 
+
+
+def test_a_branch_routed_to_its_own_queue_runs_on_the_worker_of_that_queue(redis_url):
+    import json
+
+    import redis
+
+    from config import Settings
+    from tests.apps import APP_SPECS
+    from tests.support.processes import stack_env, start_celery_process
+    from workers.client import Client
+
+    url = redis_url.rsplit("/", 1)[0] + "/7"
+    redis.Redis.from_url(url).flushdb()
+    routes = {"b": "special"}
+    env = stack_env(url, APP_SPECS, agent_queues=json.dumps(routes))
+    processes = [
+        start_celery_process("orchestrator", "orch-route", env),
+        start_celery_process("worker", "general", env, "-Q", "adk.tools,agents"),
+        start_celery_process("worker", "special", env, "-Q", "special"),
+    ]
+    client = Client(Settings(redis_url=url, agent_queues=routes))
+    try:
+        inv = client.enqueue("parallel", "u", "go")
+        record = client.wait("parallel", inv, timeout=30, until=frozenset(FINISHED))
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        texts = {e.author: p.text for e in client.events("parallel", inv) if e.branch and e.content
+                 for p in e.content.parts if p.text}
+        pid_of = {name: int(re.search(r"pid (\d+)", text).group(1)) for name, text in texts.items()}
+        assert pid_of["b"] == processes[2].pid
+        assert pid_of["a"] == pid_of["c"] == processes[1].pid
+    finally:
+        client.close()
+        for process in processes:
+            process.stop()

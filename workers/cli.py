@@ -77,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             queues = settings.invocations_queue
         else:
             queues = args.queues or ",".join(q for q in dict.fromkeys(
-                [settings.tools_queue, settings.agents_queue, *settings.tool_queues.values()]
+                [settings.tools_queue, settings.agents_queue, *settings.tool_queues.values(),
+                 *settings.agent_queues.values()]
             ) if q)
         _celery_worker(queues, args, extra)
     elif args.command == "flower":

@@ -28,8 +28,8 @@ class CeleryTransport:
         )
 
     def route_agent(self, agent: BaseAgent) -> str | None:
-        """ParallelAgent branches go to the agents queue (unless disabled in settings)."""
-        return self._settings.agents_queue or None
+        """The queue for ``agent``'s branch jobs: its own (``agent_queues``) or the agents queue."""
+        return self._settings.agent_queues.get(agent.name) or self._settings.agents_queue or None
 
     async def submit_agent(self, job: AgentJob) -> None:
         """Publish a branch job; Flower shows it as ``adk_celery.run_agent:<agent>``."""

@@ -96,7 +96,7 @@ async def _dispatch(
             state=state,
             events=[e for e in history if belongs_to_branch(e.get("branch"), branch)],
             user_content=user_content,
-            queue=queue,
+            queue=ctx.transport.route_agent(sub) or queue,
         ))
     ctx.mark_paused(agent.name)
 

@@ -25,7 +25,10 @@ class Transport(Protocol):
         ...
 
     def route_agent(self, agent: BaseAgent) -> str | None:
-        """The queue for the branches of ParallelAgent ``agent``, or None to run them here."""
+        """The queue for branch jobs of ``agent`` (a ParallelAgent, or one of its branches).
+
+        None for a ParallelAgent keeps its branches in process.
+        """
         ...
 
     async def submit_agent(self, job: AgentJob) -> None:
