@@ -65,9 +65,9 @@ def offline_planner(request: LlmRequest) -> Any:
 
 def build_agent() -> LlmAgent:
     """The trip planner, on Gemini when an API key is configured, else offline."""
-    model: Any = (
-        "gemini-2.5-flash" if get_settings().google_api_key else FunctionLlm(fn=offline_planner)
-    )
+    model: Any = "gemini-2.5-flash"
+    if not get_settings().google_api_key:
+        model = FunctionLlm(fn=offline_planner, record_requests=False)
     return LlmAgent(
         name="trip_planner",
         description="Plans short trips.",

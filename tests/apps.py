@@ -46,7 +46,8 @@ def _lookup_model(request: LlmRequest) -> Any:
 
 
 lookup_app = App(name="lookup", root_agent=LlmAgent(
-    name="agent", model=FunctionLlm(fn=_lookup_model), tools=[LongRunningFunctionTool(slow_lookup)]))
+    name="agent", model=FunctionLlm(record_requests=False, fn=_lookup_model),
+    tools=[LongRunningFunctionTool(slow_lookup)]))
 
 
 # -- fanout: two remote calls in one model turn ---------------------------------------------
@@ -59,7 +60,8 @@ def _fanout_model(request: LlmRequest) -> Any:
 
 
 fanout_app = App(name="fanout", root_agent=LlmAgent(
-    name="agent", model=FunctionLlm(fn=_fanout_model), tools=[LongRunningFunctionTool(slow_lookup)]))
+    name="agent", model=FunctionLlm(record_requests=False, fn=_fanout_model),
+    tools=[LongRunningFunctionTool(slow_lookup)]))
 
 
 # -- approval: a long-running call answered from outside ------------------------------------
@@ -77,7 +79,7 @@ def _approval_model(request: LlmRequest) -> Any:
 
 
 approval_app = App(name="approval", root_agent=LlmAgent(
-    name="agent", model=FunctionLlm(fn=_approval_model),
+    name="agent", model=FunctionLlm(record_requests=False, fn=_approval_model),
     tools=[LongRunningFunctionTool(request_approval)]))
 
 
@@ -96,7 +98,7 @@ def _exploding_model(request: LlmRequest) -> Any:
 
 
 exploding_app = App(name="exploding", root_agent=LlmAgent(
-    name="agent", model=FunctionLlm(fn=_exploding_model),
+    name="agent", model=FunctionLlm(record_requests=False, fn=_exploding_model),
     tools=[LongRunningFunctionTool(exploding)]))
 
 
@@ -106,7 +108,7 @@ def _chat_model(request: LlmRequest) -> Any:
     return f"reply to {_user_text(request)}"
 
 
-chat_app = App(name="chat", root_agent=LlmAgent(name="agent", model=FunctionLlm(fn=_chat_model)))
+chat_app = App(name="chat", root_agent=LlmAgent(name="agent", model=FunctionLlm(record_requests=False, fn=_chat_model)))
 
 
 ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app]
@@ -121,7 +123,7 @@ APP_SPECS = ",".join(
 def _branch_model(name: str):
     def answer(request: LlmRequest) -> Any:
         return f"{name} done pid {os.getpid()} saw {len(request.contents)}"
-    return FunctionLlm(fn=answer)
+    return FunctionLlm(record_requests=False, fn=answer)
 
 
 def _summary_model(request: LlmRequest) -> Any:
@@ -137,7 +139,7 @@ def _parallel_root() -> Any:
         LlmAgent(name=n, model=_branch_model(n)) for n in ("a", "b", "c")
     ])
     return SequentialAgent(name="pipeline", sub_agents=[
-        fan, LlmAgent(name="after", model=FunctionLlm(fn=_summary_model)),
+        fan, LlmAgent(name="after", model=FunctionLlm(record_requests=False, fn=_summary_model)),
     ])
 
 
@@ -168,12 +170,12 @@ def _branch_pause_root() -> Any:
     from orchestrator import ParallelAgent, SequentialAgent
 
     fan = ParallelAgent(name="fan", sub_agents=[
-        LlmAgent(name="x", model=FunctionLlm(fn=_asking_model),
+        LlmAgent(name="x", model=FunctionLlm(record_requests=False, fn=_asking_model),
                  tools=[LongRunningFunctionTool(ask_human)]),
         LlmAgent(name="y", model=_branch_model("y")),
     ])
     return SequentialAgent(name="pipeline", sub_agents=[
-        fan, LlmAgent(name="after", model=FunctionLlm(fn=_summary_model)),
+        fan, LlmAgent(name="after", model=FunctionLlm(record_requests=False, fn=_summary_model)),
     ])
 
 

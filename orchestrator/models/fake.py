@@ -66,7 +66,13 @@ class _RecordingLlm(BaseLlm):
     """Shared base: records every request it receives."""
 
     requests: list[LlmRequest] = Field(default_factory=list, exclude=True)
-    """Every request received, oldest first."""
+    """Every request received, oldest first (when ``record_requests``)."""
+    record_requests: bool = True
+    """Keep requests in ``requests``; turn off in long-running processes (memory)."""
+
+    def _record(self, llm_request: LlmRequest) -> None:
+        if self.record_requests:
+            self.requests.append(llm_request)
 
     @classmethod
     def supported_models(cls) -> list[str]:
@@ -85,7 +91,7 @@ class ScriptedLlm(_RecordingLlm):
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
         """Yield the next scripted answer."""
-        self.requests.append(llm_request)
+        self._record(llm_request)
         if self._cursor >= len(self.responses):
             raise RuntimeError(
                 f"ScriptedLlm {self.model!r} ran out of responses after {self._cursor} calls."
@@ -115,7 +121,7 @@ class FunctionLlm(_RecordingLlm):
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
         """Yield the answer computed by ``fn``."""
-        self.requests.append(llm_request)
+        self._record(llm_request)
         item = self.fn(llm_request)
         if inspect.isawaitable(item):
             item = await item
