@@ -183,3 +183,38 @@ branch_pause_app = _resumable("branch_pause", _branch_pause_root())
 
 ALL_APPS += [parallel_app, branch_pause_app]
 APP_SPECS += ",tests.apps:parallel_app,tests.apps:branch_pause_app"
+
+
+# -- nested: a branch that is itself a SequentialAgent; and a branch that fails -------------
+
+def _explode_model(request: LlmRequest) -> Any:
+    raise RuntimeError("branch model exploded")
+
+
+def _nested_root() -> Any:
+    from orchestrator import ParallelAgent, SequentialAgent
+
+    inner = SequentialAgent(name="steps", sub_agents=[
+        LlmAgent(name="s1", model=_branch_model("s1"), output_key="s1_out"),
+        LlmAgent(name="s2", model=FunctionLlm(record_requests=False, fn=lambda r: "s2 read " + str(
+            next((p.text for c in r.contents for p in c.parts or [] if p.text and "s1 done" in p.text), None) is not None))),
+    ])
+    return ParallelAgent(name="fan", sub_agents=[inner, LlmAgent(name="solo", model=_branch_model("solo"))])
+
+
+nested_app = _resumable("nested", _nested_root())
+
+
+def _failing_root() -> Any:
+    from orchestrator import ParallelAgent
+
+    return ParallelAgent(name="fan", sub_agents=[
+        LlmAgent(name="ok", model=_branch_model("ok")),
+        LlmAgent(name="boom", model=FunctionLlm(record_requests=False, fn=_explode_model)),
+    ])
+
+
+failing_branch_app = _resumable("failing_branch", _failing_root())
+
+ALL_APPS += [nested_app, failing_branch_app]
+APP_SPECS += ",tests.apps:nested_app,tests.apps:failing_branch_app"

@@ -147,3 +147,22 @@ def test_a_branch_routed_to_its_own_queue_runs_on_the_worker_of_that_queue(redis
         client.close()
         for process in processes:
             process.stop()
+
+
+async def test_nested_workflow_agents_inside_a_branch(backend):
+    inv = await backend.enqueue("nested", "u", "go")
+    record = await backend.wait("nested", inv, until=FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    branches = by_branch(await backend.events("nested", inv))
+    assert branches["fan.steps"] == [("s1", "s1 done saw 1"), ("s2", "s2 read True")]
+    assert branches["fan.solo"] == [("solo", "solo done saw 1")]
+
+
+async def test_a_failing_branch_fails_the_invocation_as_in_process(backend):
+    inv = await backend.enqueue("failing_branch", "u", "go")
+    record = await backend.wait("failing_branch", inv, until=FINISHED)
+    assert record.status is InvocationStatus.FAILED
+    assert "branch model exploded" in record.error
+    events = await backend.events("failing_branch", inv)
+    errors = [e for e in events if e.error_code]
+    assert [(e.author, e.branch, e.error_code) for e in errors] == [("boom", "fan.boom", "RuntimeError")]
