@@ -13,7 +13,10 @@ def _apply_apps(apps: list[str] | None) -> None:
     # Settings are read from the environment, so --app is passed on the same way; the
     # worker processes Celery starts inherit it.
     if apps:
+        from config import get_settings
+
         os.environ["ADK_CELERY_APPS"] = ",".join(apps)
+        get_settings.cache_clear()  # importing this package already read the settings
 
 
 def _celery_worker(queues: str, args: argparse.Namespace, extra: list[str]) -> None:
@@ -22,8 +25,16 @@ def _celery_worker(queues: str, args: argparse.Namespace, extra: list[str]) -> N
     settings = get_settings()
     if not settings.redis_url:
         sys.exit("adk-celery: set ADK_CELERY_REDIS_URL (e.g. redis://localhost:6379/0).")
+    from orchestrator.distributed.registry import AppRegistry
     from workers import app
 
+    try:  # fail at start-up, not at the first task, when an app cannot be loaded
+        registry = AppRegistry.from_specs(settings.app_specs())
+    except (ValueError, TypeError) as error:
+        sys.exit(f"adk-celery: ADK_CELERY_APPS / --app: {error}")
+    if not registry.names:
+        print("adk-celery: warning: no apps configured (ADK_CELERY_APPS or --app); every "
+              "invocation will fail with 'unknown app'.", file=sys.stderr)
     argv = [
         "worker", "-Q", queues, "-E",
         "--pool", args.pool,
@@ -37,6 +48,10 @@ def _celery_worker(queues: str, args: argparse.Namespace, extra: list[str]) -> N
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``adk-celery`` command."""
+    # Like ``celery`` and ``uvicorn``: apps named in ADK_CELERY_APPS import from the
+    # directory the command runs in.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     parser = argparse.ArgumentParser(prog="adk-celery", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
