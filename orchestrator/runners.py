@@ -146,6 +146,7 @@ class Runner:
         answers: list[Event],
         run_config: RunConfig | None = None,
         transport: Transport | None = None,
+        session: Session | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Commit answer events (function responses) to an invocation and continue it.
 
@@ -154,7 +155,8 @@ class Runner:
         goes on. This is how results computed elsewhere (workers, other services) come back.
         """
         run_config = run_config or RunConfig()
-        session = await self._load_session(user_id, session_id, run_config)
+        if session is None:  # callers that just loaded it pass it in
+            session = await self._load_session(user_id, session_id, run_config)
         calls = _calls_of_invocation(session, invocation_id)
         call_event: Event | None = None
         for answer in answers:

@@ -46,7 +46,8 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
         worker_prefetch_multiplier=1,
         task_send_sent_event=True,
         worker_send_task_events=True,
-        task_track_started=True,
+        # Invocation status lives in our own records; Flower follows task events.
+        task_track_started=False,
         result_extended=True,
         result_expires=settings.record_ttl_seconds,
         broker_transport_options=transport_options,

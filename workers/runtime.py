@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from orchestrator.distributed.redis_stores import RedisInvocationStore, RedisSes
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService, session_key
 from orchestrator.distributed.stores import SessionKey
+from orchestrator.errors import AlreadyExistsError
 from orchestrator.sessions.redis_session_service import RedisSessionService
 from workers.celery_app import app as default_celery_app
 from workers.loop import LoopThread
@@ -139,10 +141,7 @@ class Runtime:
 
 
 async def _ensure_session(services: Services, record: InvocationRecord) -> None:
-    existing = await services.sessions.get_session(
-        app_name=record.app_name, user_id=record.user_id, session_id=record.session_id
-    )
-    if existing is None:
+    with contextlib.suppress(AlreadyExistsError):  # a retried enqueue already created it
         await services.sessions.create_session(
             app_name=record.app_name, user_id=record.user_id, session_id=record.session_id
         )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -26,20 +29,12 @@ from workers.runtime import PayloadError, check_size, get_runtime
 logger = logging.getLogger(__name__)
 
 
-def _drain_or_retry(task: Task, key: SessionKey) -> None:
-    """Work the session's queue; if another orchestrator holds it, try again shortly."""
-    runtime = get_runtime()
-    services = runtime.run(runtime.services())
-    if not runtime.run(services.service.drain(key)):
-        # The holder most likely takes the item itself; retrying covers a holder that died.
-        raise task.retry(countdown=runtime.settings.lease_retry_seconds)
-
-
-def _send_drain(key: SessionKey) -> None:
+def _send_drain(key: SessionKey, countdown: float | None = None) -> None:
     celery_app.send_task(
         TASK_DRAIN,
         kwargs={"app_name": key[0], "user_id": key[1], "session_id": key[2]},
         queue=get_runtime().settings.invocations_queue,
+        countdown=countdown,
     )
 
 
@@ -48,34 +43,42 @@ def invoke(self: Task, **kwargs: Any) -> dict[str, Any]:
     """Start an invocation: ``app_name``, ``user_id``, ``new_message`` (text or Content JSON).
 
     Optional: ``session_id`` (a new session when omitted), ``state_delta``, ``invocation_id``
-    (idempotency: the same id is one invocation), ``create_session``. Returns the
-    invocation id and its status.
+    (idempotency: the same id is one invocation), ``create_session``, ``streaming``. Returns
+    the invocation id and its session id.
     """
     runtime = get_runtime()
-    record, key = runtime.run(runtime.submit_invocation(kwargs))
+    result, busy = runtime.run(_invoke(kwargs))
+    if busy is not None:
+        # Another orchestrator holds the session; it will most likely take this item itself,
+        # and a delayed drain covers a holder that died.
+        _send_drain(busy, countdown=runtime.settings.lease_retry_seconds)
+    return result
+
+
+async def _invoke(kwargs: dict[str, Any]) -> tuple[dict[str, Any], SessionKey | None]:
+    runtime = get_runtime()
+    services = await runtime.services()
+    record, key = await runtime.submit_invocation(kwargs)
     if record is None:
-        return {"error": "app_name and user_id are required, as non-empty strings."}
-    if key is not None:
-        runtime_services = runtime.run(runtime.services())
-        if not runtime.run(runtime_services.service.drain(key)):
-            _send_drain_later(self, key)
-    return {"invocation_id": record.invocation_id, "session_id": record.session_id}
+        return {"error": "app_name and user_id are required, as non-empty strings."}, None
+    result = {"invocation_id": record.invocation_id, "session_id": record.session_id}
+    if key is not None and not await services.service.drain(key):
+        return result, key
+    return result, None
 
 
-def _send_drain_later(task: Task, key: SessionKey) -> None:
-    celery_app.send_task(
-        TASK_DRAIN,
-        kwargs={"app_name": key[0], "user_id": key[1], "session_id": key[2]},
-        queue=get_runtime().settings.invocations_queue,
-        countdown=get_runtime().settings.lease_retry_seconds,
-    )
-
-
-@celery_app.task(name=TASK_DRAIN, bind=True, max_retries=None)
-def drain(self: Task, app_name: str, user_id: str, session_id: str) -> dict[str, Any]:
+@celery_app.task(name=TASK_DRAIN, bind=True, max_retries=None, ignore_result=True)
+def drain(self: Task, app_name: str, user_id: str, session_id: str) -> None:
     """Process the work queued for one session (orchestrators)."""
-    _drain_or_retry(self, (app_name, user_id, session_id))
-    return {"drained": [app_name, user_id, session_id]}
+    runtime = get_runtime()
+    if not runtime.run(_drain((app_name, user_id, session_id))):
+        # The holder most likely takes the item itself; retrying covers a holder that died.
+        raise self.retry(countdown=runtime.settings.lease_retry_seconds)
+
+
+async def _drain(key: SessionKey) -> bool:
+    services = await get_runtime().services()
+    return await services.service.drain(key)
 
 
 @celery_app.task(name=TASK_ANSWER, bind=True)
@@ -109,7 +112,7 @@ def cancel(self: Task, app_name: str, invocation_id: str) -> dict[str, Any]:
     return {"invocation_id": invocation_id, "cancel_requested": True}
 
 
-@celery_app.task(name=TASK_RUN_TOOL, bind=True, acks_late=True)
+@celery_app.task(name=TASK_RUN_TOOL, bind=True, acks_late=True, ignore_result=True)
 def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     """Run one tool call for an invocation and hand its result back (workers).
 
@@ -127,6 +130,22 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     return runtime.run(_run_tool(reporter, job))
 
 
+_dispatcher_lock = threading.Lock()
+_dispatchers: dict[tuple[int, str | None], Any] = {}
+
+
+def _event_dispatcher(task: Task, hostname: str | None) -> Any:
+    """One event dispatcher per process and hostname (opening one per report is slow)."""
+    key = (os.getpid(), hostname)
+    dispatcher = _dispatchers.get(key)
+    if dispatcher is None:
+        dispatcher = task.app.events.Dispatcher(
+            task.app.connection_for_write(), hostname=hostname, enabled=True
+        )
+        _dispatchers[key] = dispatcher
+    return dispatcher
+
+
 def _progress_reporter(
     task: Task, task_id: str | None, hostname: str | None, job: ToolJob
 ) -> Callable[[dict[str, Any]], None]:
@@ -141,8 +160,10 @@ def _progress_reporter(
         if not task_id:
             return
         task.update_state(task_id=task_id, state="PROGRESS", meta={**ids, "progress": payload})
-        with task.app.events.default_dispatcher(hostname=hostname) as dispatcher:
-            dispatcher.send("task-progress", uuid=task_id, progress=payload, **ids)
+        with _dispatcher_lock:
+            _event_dispatcher(task, hostname).send(
+                "task-progress", uuid=task_id, progress=payload, **ids
+            )
 
     return report
 
@@ -152,7 +173,8 @@ async def _run_tool(progress: Callable[[dict[str, Any]], None], job: ToolJob) ->
     services = await runtime.services()
     summary = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
                "tool": job.tool_name}
-    if await services.store.is_cancelled(job.app_name, job.invocation_id):
+    _, cancelled = await services.store.load(job.app_name, job.invocation_id)
+    if cancelled:
         return {**summary, "status": "skipped: invocation cancelled"}
     done = (await services.store.results(job.app_name, job.invocation_id)).get(job.function_call_id)
     if done is not None and done.response is not None:
@@ -166,14 +188,16 @@ async def _run_tool(progress: Callable[[dict[str, Any]], None], job: ToolJob) ->
     except PayloadError as error:
         result = ToolResult(function_call_id=job.function_call_id, tool_name=job.tool_name,
                             response={"error": str(error)}, error=str(error), worker=result.worker)
-    key = await services.service.deliver(job.app_name, job.invocation_id, result)
+    key = await services.service.deliver(
+        job.app_name, job.invocation_id, result, key=(job.app_name, job.user_id, job.session_id)
+    )
     if key is not None:
-        _send_drain(key)
+        await asyncio.to_thread(_send_drain, key)
     status = "error" if result.error else ("pending" if result.response is None else "answered")
     return {**summary, "status": status, "worker": result.worker}
 
 
-@celery_app.task(name=TASK_RUN_AGENT, bind=True, acks_late=True)
+@celery_app.task(name=TASK_RUN_AGENT, bind=True, acks_late=True, ignore_result=True)
 def run_agent(self: Task, **kwargs: Any) -> dict[str, Any]:
     """Run one ParallelAgent branch for an invocation and hand its events back (workers)."""
     try:
@@ -195,8 +219,10 @@ async def _run_agent(job: AgentJob) -> dict[str, Any]:
     if done is not None and (done.response is not None or done.events):
         return {**summary, "status": "already answered"}
     result = await execute_agent_job(job, services.registry, artifact_service=services.artifacts)
-    key = await services.service.deliver(job.app_name, job.invocation_id, result)
+    key = await services.service.deliver(
+        job.app_name, job.invocation_id, result, key=(job.app_name, job.user_id, job.session_id)
+    )
     if key is not None:
-        _send_drain(key)
+        await asyncio.to_thread(_send_drain, key)
     status = "error" if result.error else ("paused" if result.response is None else "completed")
     return {**summary, "status": status, "events": len(result.events), "worker": result.worker}

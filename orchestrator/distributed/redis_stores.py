@@ -31,12 +31,20 @@ redis.call('EXPIRE', KEYS[1], ARGV[3])
 return 1
 """
 
-# KEYS: lease, fence counter. ARGV: ttl ms. Returns the new token or false.
+# KEYS: lease, fence counter, processing, queue. ARGV: ttl ms. Returns the new token or
+# false. A previous holder's in-progress items go back to the head of the queue.
 _ACQUIRE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
+while redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT') do end
 return token
+"""
+
+# KEYS: processing, queue. ARGV: finished item JSON or ''. Returns the next item or false.
+_CLAIM = """
+if ARGV[1] ~= '' then redis.call('LREM', KEYS[1], 1, ARGV[1]) end
+return redis.call('LMOVE', KEYS[2], KEYS[1], 'LEFT', 'RIGHT')
 """
 
 # KEYS: lease. ARGV: token, ttl ms.
@@ -47,17 +55,10 @@ end
 return 0
 """
 
-# KEYS: lease. ARGV: token.
+# KEYS: lease, queue. ARGV: token. Returns the number of queued items.
 _RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-# KEYS: processing, queue. Move every in-progress item back to the head, oldest first.
-_RECOVER = """
-local moved = 0
-while redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT') do moved = moved + 1 end
-return moved
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return redis.call('LLEN', KEYS[2])
 """
 
 _STATUS_STREAM_MAXLEN = 1000
@@ -77,9 +78,9 @@ class RedisInvocationStore:
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hsetnx(key, "record", record.model_dump_json())
             pipe.expire(key, self._ttl)
-            created, _ = await pipe.execute()
-        if created:
-            await self._publish(record)
+            # Published even for a duplicate create: watchers re-read the record anyway.
+            self._queue_publish(pipe, record)
+            created = (await pipe.execute())[0]
         return bool(created)
 
     async def get(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
@@ -87,17 +88,20 @@ class RedisInvocationStore:
         raw = await self._redis.hget(keys.invocation(app_name, invocation_id), "record")
         return InvocationRecord.model_validate_json(raw) if raw else None
 
+    async def load(self, app_name: str, invocation_id: str) -> tuple[InvocationRecord | None, bool]:
+        """The record and the cancel flag in one round trip."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hget(keys.invocation(app_name, invocation_id), "record")
+            pipe.exists(keys.cancel_flag(app_name, invocation_id))
+            raw, cancelled = await pipe.execute()
+        return (InvocationRecord.model_validate_json(raw) if raw else None), bool(cancelled)
+
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite the record and publish its status on the invocation's stream."""
         key = keys.invocation(record.app_name, record.invocation_id)
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hset(key, "record", record.model_dump_json())
             pipe.expire(key, self._ttl)
-            self._queue_publish(pipe, record)
-            await pipe.execute()
-
-    async def _publish(self, record: InvocationRecord) -> None:
-        async with self._redis.pipeline(transaction=True) as pipe:
             self._queue_publish(pipe, record)
             await pipe.execute()
 
@@ -171,16 +175,18 @@ class RedisSessionQueue:
         self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
-        self._recover = client.register_script(_RECOVER)
+        self._claim = client.register_script(_CLAIM)
 
     async def push(self, key: SessionKey, item: WorkItem) -> None:
         """Append an item."""
         await self._redis.rpush(keys.session_queue(*key), item.model_dump_json())
 
     async def acquire(self, key: SessionKey) -> str | None:
-        """Take the lease; returns the fencing token or None."""
+        """Take the lease (recovering a dead holder's leftovers); the fencing token or None."""
         token = await self._acquire(
-            keys=[keys.session_lease(*key), keys.fence_counter(*key)], args=[self._ttl_ms]
+            keys=[keys.session_lease(*key), keys.fence_counter(*key),
+                  keys.session_processing(*key), keys.session_queue(*key)],
+            args=[self._ttl_ms],
         )
         return str(token) if token else None
 
@@ -188,28 +194,19 @@ class RedisSessionQueue:
         """Extend the lease if still held."""
         return bool(await self._renew(keys=[keys.session_lease(*key)], args=[token, self._ttl_ms]))
 
-    async def release(self, key: SessionKey, token: str) -> None:
-        """Free the lease if still held with ``token``."""
-        await self._release(keys=[keys.session_lease(*key)], args=[token])
+    async def release(self, key: SessionKey, token: str) -> int:
+        """Free the lease if still held with ``token``; return the items still queued."""
+        return int(await self._release(
+            keys=[keys.session_lease(*key), keys.session_queue(*key)], args=[token]
+        ))
 
-    async def claim(self, key: SessionKey) -> WorkItem | None:
-        """Move the oldest item to the processing list."""
-        raw = await self._redis.lmove(
-            keys.session_queue(*key), keys.session_processing(*key), "LEFT", "RIGHT"
+    async def claim(self, key: SessionKey, finished: WorkItem | None = None) -> WorkItem | None:
+        """Drop ``finished`` from the processing list; move the oldest queued item there."""
+        raw = await self._claim(
+            keys=[keys.session_processing(*key), keys.session_queue(*key)],
+            args=[finished.model_dump_json() if finished is not None else ""],
         )
         return WorkItem.model_validate_json(raw) if raw else None
-
-    async def done(self, key: SessionKey, item: WorkItem) -> None:
-        """Remove a finished item from the processing list."""
-        await self._redis.lrem(keys.session_processing(*key), 1, item.model_dump_json())
-
-    async def recover(self, key: SessionKey) -> None:
-        """Requeue what a dead holder left in progress."""
-        await self._recover(keys=[keys.session_processing(*key), keys.session_queue(*key)])
-
-    async def pending(self, key: SessionKey) -> int:
-        """Queued items."""
-        return int(await self._redis.llen(keys.session_queue(*key)))
 
     @contextlib.contextmanager
     def fencing(self, key: SessionKey, token: str) -> Iterator[None]:

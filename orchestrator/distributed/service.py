@@ -47,7 +47,7 @@ from orchestrator.flows.contents import RUN_BRANCH
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService
-from orchestrator.sessions.session import GetSessionConfig, Session
+from orchestrator.sessions.session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -110,20 +110,28 @@ class InvocationService:
         assert existing is not None
         return existing
 
-    async def deliver(self, app_name: str, invocation_id: str, result: ToolResult) -> SessionKey | None:
-        """Store a call's result and queue a resume; None if the invocation is unknown.
+    async def deliver(
+        self,
+        app_name: str,
+        invocation_id: str,
+        result: ToolResult,
+        key: SessionKey | None = None,
+    ) -> SessionKey | None:
+        """Store a call's result and queue a resume; None if there is nothing to resume.
 
+        ``key`` (app, user, session) saves looking the invocation up when the job carries it.
         A second copy of a result is ignored (no second resume is queued).
         """
-        record = await self.store.get(app_name, invocation_id)
-        if record is None:
-            logger.warning("Result for unknown invocation %s/%s dropped", app_name, invocation_id)
-            return None
+        if key is None:
+            record = await self.store.get(app_name, invocation_id)
+            if record is None:
+                logger.warning("Result for unknown invocation %s/%s dropped", app_name, invocation_id)
+                return None
+            key = session_key(record)
         if not await self.store.put_result(app_name, invocation_id, result):
             return None
         if result.response is None and not result.events:
             return None  # still waiting for an answer from outside; nothing to resume yet
-        key = session_key(record)
         await self.queue.push(key, WorkItem(kind="resume", invocation_id=invocation_id))
         return key
 
@@ -181,17 +189,17 @@ class InvocationService:
                 return False
             renewer = self._start_renewer(key, token)
             try:
-                await self.queue.recover(key)
                 with self.queue.fencing(key, token):
-                    while (item := await self.queue.claim(key)) is not None:
+                    item = await self.queue.claim(key)
+                    while item is not None:
                         await self._process(key, item)
-                        await self.queue.done(key, item)
+                        item = await self.queue.claim(key, finished=item)
             finally:
                 if renewer is not None:
                     renewer.cancel()
-                await self.queue.release(key, token)
+                remaining = await self.queue.release(key, token)
             # An item pushed while we released would otherwise wait for the next wake-up.
-            if not await self.queue.pending(key):
+            if not remaining:
                 return True
 
     def _start_renewer(self, key: SessionKey, token: str) -> asyncio.Task[None] | None:
@@ -209,13 +217,13 @@ class InvocationService:
         return asyncio.ensure_future(renew())
 
     async def _process(self, key: SessionKey, item: WorkItem) -> None:
-        record = await self.store.get(key[0], item.invocation_id)
+        record, cancelled = await self.store.load(key[0], item.invocation_id)
         if record is None:
             logger.warning("Work item for unknown invocation %s dropped", item.invocation_id)
             return
         if record.status.is_terminal:
             return
-        if item.kind == "cancel" or await self.store.is_cancelled(key[0], record.invocation_id):
+        if item.kind == "cancel" or cancelled:
             await self._finish(record, InvocationStatus.CANCELLED)
             return
         runner = self._runners.get(record.app_name)
@@ -242,15 +250,6 @@ class InvocationService:
     async def _start(self, runner: Runner, record: InvocationRecord) -> AsyncGenerator[Event, None]:
         if record.state_delta is None and record.new_message is None:
             raise ValueError("An invocation needs a new_message or a state_delta.")
-        exists = await self.session_service.get_session(
-            app_name=record.app_name, user_id=record.user_id, session_id=record.session_id,
-            config=_NO_EVENTS,
-        )
-        if exists is None:
-            raise LookupError(
-                f"SessionNotFoundError: session {record.session_id!r} of app "
-                f"{record.app_name!r}, user {record.user_id!r} does not exist."
-            )
         message = types.Content.model_validate(record.new_message) if record.new_message else None
         run_config = RunConfig(streaming_mode=StreamingMode.SSE) if record.streaming else None
         return runner.run_async(
@@ -311,7 +310,7 @@ class InvocationService:
         if answers:
             plan.events = runner.continue_async(
                 user_id=record.user_id, session_id=record.session_id,
-                invocation_id=record.invocation_id, answers=answers,
+                invocation_id=record.invocation_id, answers=answers, session=session,
             )
         return plan
 
@@ -378,9 +377,11 @@ class InvocationService:
         return events
 
     async def _drive(self, record: InvocationRecord, plan: _Plan) -> None:
-        record.status = InvocationStatus.RUNNING
-        record.updated_at = platform.get_time()
-        await self.store.save(record)
+        if record.status is InvocationStatus.QUEUED:
+            # Resumes skip this write: paused -> completed is one step for watchers.
+            record.status = InvocationStatus.RUNNING
+            record.updated_at = platform.get_time()
+            await self.store.save(record)
         pending = (set(record.pending_calls) - plan.answered) | plan.opened
         for event in plan.prelude:
             if self.event_sink is not None:
@@ -431,7 +432,6 @@ class InvocationService:
 
 
 
-_NO_EVENTS = GetSessionConfig(num_recent_events=0)
 
 
 @dataclass

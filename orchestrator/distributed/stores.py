@@ -30,6 +30,10 @@ class InvocationStore(Protocol):
         """The record, or None."""
         ...
 
+    async def load(self, app_name: str, invocation_id: str) -> tuple[InvocationRecord | None, bool]:
+        """The record and whether cancellation was requested, in one read."""
+        ...
+
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite the record and publish its status to watchers."""
         ...
@@ -59,31 +63,23 @@ class SessionQueue(Protocol):
         ...
 
     async def acquire(self, key: SessionKey) -> str | None:
-        """Take the session's lease; returns a fencing token, or None if another holds it."""
+        """Take the session's lease; returns a fencing token, or None if another holds it.
+
+        Taking the lease also puts back at the head of the queue whatever a previous holder
+        left in progress (it died before finishing it).
+        """
         ...
 
     async def renew(self, key: SessionKey, token: str) -> bool:
         """Extend the lease; False if it was lost."""
         ...
 
-    async def release(self, key: SessionKey, token: str) -> None:
-        """Give the lease up (only if still held with ``token``)."""
+    async def release(self, key: SessionKey, token: str) -> int:
+        """Give the lease up (only if still held with ``token``); return the items queued."""
         ...
 
-    async def claim(self, key: SessionKey) -> WorkItem | None:
-        """Move the oldest item to the in-progress list and return it."""
-        ...
-
-    async def done(self, key: SessionKey, item: WorkItem) -> None:
-        """Drop a finished item from the in-progress list."""
-        ...
-
-    async def recover(self, key: SessionKey) -> None:
-        """Put items a dead holder left in progress back at the head of the queue."""
-        ...
-
-    async def pending(self, key: SessionKey) -> int:
-        """Number of queued items."""
+    async def claim(self, key: SessionKey, finished: WorkItem | None = None) -> WorkItem | None:
+        """Drop ``finished`` from the in-progress list, then move the next item there."""
         ...
 
     def fencing(self, key: SessionKey, token: str) -> contextlib.AbstractContextManager[None]:
@@ -112,6 +108,10 @@ class InMemoryInvocationStore:
         """A copy of the record."""
         record = self._records.get((app_name, invocation_id))
         return record.model_copy(deep=True) if record else None
+
+    async def load(self, app_name: str, invocation_id: str) -> tuple[InvocationRecord | None, bool]:
+        """The record and the cancel flag."""
+        return await self.get(app_name, invocation_id), await self.is_cancelled(app_name, invocation_id)
 
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite and wake watchers."""
@@ -171,45 +171,37 @@ class InMemorySessionQueue:
         self._queues.setdefault(key, deque()).append(item)
 
     async def acquire(self, key: SessionKey) -> str | None:
-        """Take the lease if free."""
+        """Take the lease if free, putting a previous holder's leftovers back first."""
         if key in self._leases:
             return None
         token = str(next(self._tokens))
         self._leases[key] = token
+        leftovers = self._in_progress.pop(key, [])
+        if leftovers:
+            self._queues.setdefault(key, deque()).extendleft(reversed(leftovers))
         return token
 
     async def renew(self, key: SessionKey, token: str) -> bool:
         """Leases here never expire."""
         return self._leases.get(key) == token
 
-    async def release(self, key: SessionKey, token: str) -> None:
-        """Free the lease."""
+    async def release(self, key: SessionKey, token: str) -> int:
+        """Free the lease; return the items still queued."""
         if self._leases.get(key) == token:
             del self._leases[key]
+        return len(self._queues.get(key, ()))
 
-    async def claim(self, key: SessionKey) -> WorkItem | None:
-        """Pop the oldest item into the in-progress list."""
+    async def claim(self, key: SessionKey, finished: WorkItem | None = None) -> WorkItem | None:
+        """Forget ``finished``; pop the oldest item into the in-progress list."""
+        if finished is not None:
+            with contextlib.suppress(ValueError):
+                self._in_progress.get(key, []).remove(finished)
         queue = self._queues.get(key)
         if not queue:
             return None
         item = queue.popleft()
         self._in_progress.setdefault(key, []).append(item)
         return item
-
-    async def done(self, key: SessionKey, item: WorkItem) -> None:
-        """Forget a finished item."""
-        with contextlib.suppress(ValueError):
-            self._in_progress.get(key, []).remove(item)
-
-    async def recover(self, key: SessionKey) -> None:
-        """Requeue in-progress leftovers first."""
-        leftovers = self._in_progress.pop(key, [])
-        if leftovers:
-            self._queues.setdefault(key, deque()).extendleft(reversed(leftovers))
-
-    async def pending(self, key: SessionKey) -> int:
-        """Queued items."""
-        return len(self._queues.get(key, ()))
 
     @contextlib.contextmanager
     def fencing(self, key: SessionKey, token: str) -> Iterator[None]:
