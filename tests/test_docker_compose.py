@@ -1,0 +1,72 @@
+"""docker-compose.yml is checked without Docker: structure, Redis durability, and commands
+that the project really provides (each is run with --help)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+APP_SERVICES = ("orchestrator", "worker", "flower")
+
+
+def adk_celery_argv(service: str) -> list[str]:
+    """The ``adk-celery ...`` part of a service's command (after the install step)."""
+    command = SERVICES[service]["command"]
+    script = command[-1] if command[:2] == ["sh", "-c"] else " ".join(command)
+    tail = script.split("&&")[-1].strip()
+    argv = shlex.split(tail)
+    if argv[0] == "exec":
+        argv = argv[1:]
+    assert argv[0] == "adk-celery", f"{service} does not run adk-celery: {script}"
+    return argv[1:]
+
+
+def test_the_four_services_exist():
+    assert set(SERVICES) == {"redis", "orchestrator", "worker", "flower"}
+
+
+def test_redis_keeps_data_with_aof_and_never_evicts():
+    command = SERVICES["redis"]["command"]
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert command[command.index("--maxmemory-policy") + 1] == "noeviction"
+    assert "redis-data:/data" in SERVICES["redis"]["volumes"]
+
+
+def test_workers_can_be_scaled():
+    worker = SERVICES["worker"]
+    assert "container_name" not in worker and "ports" not in worker
+
+
+def test_flower_auth_comes_from_the_environment():
+    auth = SERVICES["flower"]["environment"]["ADK_CELERY_FLOWER_BASIC_AUTH"]
+    assert auth.startswith("${") and ":?" in auth
+
+
+@pytest.mark.parametrize("service", APP_SERVICES)
+def test_each_command_is_one_the_project_provides(service):
+    argv = adk_celery_argv(service)
+    result = subprocess.run(
+        [sys.executable, "-m", "workers.cli", argv[0], "--help"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    for option in (a for a in argv[1:] if a.startswith("--")):
+        assert option in result.stdout, f"{option} is not an option of adk-celery {argv[0]}"
+
+
+def test_environment_names_are_real_settings():
+    fields = {f"ADK_CELERY_{name.upper()}" for name in Settings.model_fields}
+    for service in APP_SERVICES:
+        for name in SERVICES[service]["environment"]:
+            if name.startswith("ADK_CELERY_"):
+                assert name in fields, f"{service}: {name} is not a setting"
