@@ -55,6 +55,16 @@ end
 return 0
 """
 
+# KEYS: processing, queue, lease. ARGV: finished item JSON or '', token. Returns the next
+# item, or releases the lease (if still ours) when the queue is empty and returns false.
+_CLAIM_OR_RELEASE = """
+if ARGV[1] ~= '' then redis.call('LREM', KEYS[1], 1, ARGV[1]) end
+local item = redis.call('LMOVE', KEYS[2], KEYS[1], 'LEFT', 'RIGHT')
+if item then return item end
+if redis.call('GET', KEYS[3]) == ARGV[2] then redis.call('DEL', KEYS[3]) end
+return false
+"""
+
 # KEYS: lease, queue. ARGV: token. Returns the number of queued items.
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -176,6 +186,7 @@ class RedisSessionQueue:
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._claim = client.register_script(_CLAIM)
+        self._claim_or_release = client.register_script(_CLAIM_OR_RELEASE)
 
     async def push(self, key: SessionKey, item: WorkItem) -> None:
         """Append an item."""
@@ -205,6 +216,16 @@ class RedisSessionQueue:
         raw = await self._claim(
             keys=[keys.session_processing(*key), keys.session_queue(*key)],
             args=[finished.model_dump_json() if finished is not None else ""],
+        )
+        return WorkItem.model_validate_json(raw) if raw else None
+
+    async def claim_or_release(
+        self, key: SessionKey, token: str, finished: WorkItem | None = None
+    ) -> WorkItem | None:
+        """Next item, or (atomically) release the lease when the queue is empty."""
+        raw = await self._claim_or_release(
+            keys=[keys.session_processing(*key), keys.session_queue(*key), keys.session_lease(*key)],
+            args=[finished.model_dump_json() if finished is not None else "", token],
         )
         return WorkItem.model_validate_json(raw) if raw else None
 

@@ -183,24 +183,24 @@ class InvocationService:
 
     async def drain(self, key: SessionKey) -> bool:
         """Process the session's queue if its lease is free; False if another holder has it."""
-        while True:
-            token = await self.queue.acquire(key)
-            if token is None:
-                return False
-            renewer = self._start_renewer(key, token)
-            try:
-                with self.queue.fencing(key, token):
-                    item = await self.queue.claim(key)
-                    while item is not None:
-                        await self._process(key, item)
-                        item = await self.queue.claim(key, finished=item)
-            finally:
-                if renewer is not None:
-                    renewer.cancel()
-                remaining = await self.queue.release(key, token)
-            # An item pushed while we released would otherwise wait for the next wake-up.
-            if not remaining:
-                return True
+        token = await self.queue.acquire(key)
+        if token is None:
+            return False
+        renewer = self._start_renewer(key, token)
+        released = False
+        try:
+            with self.queue.fencing(key, token):
+                item = await self.queue.claim_or_release(key, token)
+                while item is not None:
+                    await self._process(key, item)
+                    item = await self.queue.claim_or_release(key, token, finished=item)
+                released = True  # the queue was empty and the lease went with it
+        finally:
+            if renewer is not None:
+                renewer.cancel()
+            if not released:
+                await self.queue.release(key, token)
+        return True
 
     def _start_renewer(self, key: SessionKey, token: str) -> asyncio.Task[None] | None:
         if not self._lease_renew_seconds:

@@ -70,6 +70,16 @@ class SessionQueue(Protocol):
         """
         ...
 
+    async def claim_or_release(
+        self, key: SessionKey, token: str, finished: WorkItem | None = None
+    ) -> WorkItem | None:
+        """Drop ``finished``; return the next item, or release the lease if there is none.
+
+        Releasing in the same step as finding the queue empty means an item pushed later
+        always finds the lease free, so its sender can drain it.
+        """
+        ...
+
     async def renew(self, key: SessionKey, token: str) -> bool:
         """Extend the lease; False if it was lost."""
         ...
@@ -190,6 +200,15 @@ class InMemorySessionQueue:
         if self._leases.get(key) == token:
             del self._leases[key]
         return len(self._queues.get(key, ()))
+
+    async def claim_or_release(
+        self, key: SessionKey, token: str, finished: WorkItem | None = None
+    ) -> WorkItem | None:
+        """Next item, or release the lease when the queue is empty."""
+        item = await self.claim(key, finished)
+        if item is None:
+            await self.release(key, token)
+        return item
 
     async def claim(self, key: SessionKey, finished: WorkItem | None = None) -> WorkItem | None:
         """Forget ``finished``; pop the oldest item into the in-progress list."""
