@@ -38,13 +38,23 @@ def test_the_four_services_exist():
 def test_redis_keeps_data_with_aof_and_never_evicts():
     command = SERVICES["redis"]["command"]
     assert command[command.index("--appendonly") + 1] == "yes"
+    assert command[command.index("--appendfsync") + 1] == "everysec"
     assert command[command.index("--maxmemory-policy") + 1] == "noeviction"
     assert "redis-data:/data" in SERVICES["redis"]["volumes"]
 
 
-def test_workers_can_be_scaled():
-    worker = SERVICES["worker"]
-    assert "container_name" not in worker and "ports" not in worker
+def test_app_services_can_be_scaled_and_never_write_into_the_checkout():
+    for service in ("orchestrator", "worker"):
+        assert "container_name" not in SERVICES[service] and "ports" not in SERVICES[service]
+    for service in APP_SERVICES:
+        assert SERVICES[service]["volumes"] == [".:/src:ro"]
+
+
+def test_every_app_service_shares_the_redis_url_and_apps():
+    for service in APP_SERVICES:
+        env = SERVICES[service]["environment"]
+        assert env["ADK_CELERY_REDIS_URL"] == "redis://redis:6379/0"
+        assert env["ADK_CELERY_APPS"].startswith("${ADK_CELERY_APPS")
 
 
 def test_flower_auth_comes_from_the_environment():
