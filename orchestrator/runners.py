@@ -147,12 +147,14 @@ class Runner:
         run_config: RunConfig | None = None,
         transport: Transport | None = None,
         session: Session | None = None,
+        yield_answers: bool = False,
     ) -> AsyncGenerator[Event, None]:
         """Commit answer events (function responses) to an invocation and continue it.
 
         Each answer must respond to open calls of ``invocation_id``; it is committed with that
         invocation id and the calling event's branch, then the agent that issued the calls
         goes on. This is how results computed elsewhere (workers, other services) come back.
+        With ``yield_answers`` the committed answers are yielded first.
         """
         run_config = run_config or RunConfig()
         if session is None:  # callers that just loaded it pass it in
@@ -178,6 +180,8 @@ class Runner:
             if answer.branch is None and call_event is not None:
                 answer.branch = call_event.branch
             await self.session_service.append_event(session, answer)
+            if yield_answers:  # after the commit, like every event the Runner yields
+                yield answer
         async for event in self._run_agent(ctx, session, True, call_event):
             yield event
 

@@ -6,13 +6,16 @@ can ``send_task`` the documented task names instead (see the README).
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from collections.abc import AsyncIterator, Collection, Iterator
+from typing import Any, TypeVar
 
 from google.genai import types
 
 from config import Settings, get_settings
 from orchestrator import platform
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.streams import RedisEventStream, StreamItem
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.celery_app import TASK_CANCEL, TASK_DRAIN, TASK_INVOKE, create_celery_app
@@ -53,23 +56,29 @@ class Client:
         session_id: str | None = None,
         state_delta: dict[str, Any] | None = None,
         invocation_id: str | None = None,
+        streaming: bool = False,
     ) -> str:
         """Queue a message for a session (a new session when ``session_id`` is None).
 
         Returns the invocation id at once; the invocation runs on an orchestrator.
+        ``streaming`` runs the model with SSE streaming, so :meth:`follow` also sees the
+        partial chunks of each answer.
         """
         invocation_id = invocation_id or platform.new_invocation_id()
         if isinstance(message, types.Content):
             payload: Any = message.model_dump(mode="json", exclude_none=True)
         else:
             payload = message
-        self._celery.send_task(TASK_INVOKE, kwargs={
+        kwargs: dict[str, Any] = {
             "app_name": app_name, "user_id": user_id,
             "session_id": session_id or platform.new_uuid(),
             "create_session": session_id is None,
             "new_message": payload, "state_delta": state_delta,
             "invocation_id": invocation_id,
-        }, queue=self._settings.invocations_queue)
+        }
+        if streaming:
+            kwargs["streaming"] = True
+        self._celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=self._settings.invocations_queue)
         return invocation_id
 
     def status(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
@@ -96,6 +105,31 @@ class Client:
                 f"within {timeout} s."
             )
         return record
+
+    def follow(
+        self,
+        app_name: str,
+        invocation_id: str,
+        *,
+        timeout: float | None = None,
+        until: Collection[InvocationStatus] = SETTLED,
+        from_start: bool = True,
+    ) -> Iterator[StreamItem]:
+        """Iterate over the invocation's live stream: its events and status changes.
+
+        Replays from the invocation's start (``from_start``), then blocks for what comes
+        next, wherever the invocation runs; partial chunks are included when it was enqueued
+        with ``streaming``. Ends after a terminal status, or after a status in ``until``
+        that is still current (default: paused; a replay goes past pauses the invocation has
+        resumed from; pass ``FINISHED`` to follow through pauses), or raises TimeoutError
+        after ``timeout`` seconds. Breaking out of the loop (or closing
+        the iterator) stops the follow cleanly.
+        """
+        services = self._services()
+        stream = services.events or RedisEventStream(
+            services.redis, ttl_seconds=self._settings.record_ttl_seconds)
+        return _iterate(self._runtime, stream.follow(
+            app_name, invocation_id, from_start=from_start, until=until, timeout=timeout))
 
     def events(self, app_name: str, invocation_id: str) -> list[Event]:
         """The committed events of the invocation, oldest first."""
@@ -133,3 +167,43 @@ class Client:
     def close(self) -> None:
         """Stop the client's background loop."""
         self._runtime._loop.stop()
+
+
+T = TypeVar("T")
+_DONE = object()
+
+
+def _iterate(runtime: Runtime, source: AsyncIterator[T]) -> Iterator[T]:
+    """A synchronous iterator over ``source``, which runs on ``runtime``'s loop thread.
+
+    Each item is fetched on demand (no read-ahead). Closing the iterator (``break``, an
+    exception, garbage collection) closes ``source`` on the loop; an item still being waited
+    for when the caller is interrupted (Ctrl-C) is cancelled first.
+    """
+
+    async def step() -> Any:
+        try:
+            return await anext(source)
+        except StopAsyncIteration:
+            return _DONE
+
+    async def close() -> None:
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(RuntimeError):  # still unwinding from a cancelled step
+                await aclose()
+
+    try:
+        while True:
+            future = runtime.submit(step())
+            try:
+                item = future.result()
+            except BaseException:
+                future.cancel()
+                raise
+            if item is _DONE:
+                return
+            yield item
+    finally:
+        with contextlib.suppress(Exception):
+            runtime.submit(close()).result(timeout=10)

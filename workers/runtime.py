@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import json
 import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +23,7 @@ from orchestrator.distributed.redis_stores import RedisInvocationStore, RedisSes
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService, session_key
 from orchestrator.distributed.stores import SessionKey
+from orchestrator.distributed.streams import RedisEventStream
 from orchestrator.errors import AlreadyExistsError
 from orchestrator.sessions.redis_session_service import RedisSessionService
 from workers.celery_app import app as default_celery_app
@@ -42,6 +46,8 @@ class Services:
     queue: RedisSessionQueue
     registry: AppRegistry
     service: InvocationService
+    events: RedisEventStream | None = None
+    """The invocations' live event streams (the service publishes to them)."""
 
 
 class Runtime:
@@ -70,6 +76,16 @@ class Runtime:
         """Run a coroutine on this process's loop."""
         return self._loop.run(coro, timeout)
 
+    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+        """Start a coroutine on this process's loop; cancelling the future cancels it.
+
+        Raises RuntimeError once the loop is stopped (the coroutine would never run).
+        """
+        if self._loop.loop.is_closed() or not self._loop._thread.is_alive():
+            coro.close()
+            raise RuntimeError("The runtime's loop is stopped.")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop.loop)
+
     @property
     def forked(self) -> bool:
         """True if this object was inherited across a fork (it must not be used)."""
@@ -87,6 +103,7 @@ class Runtime:
             artifacts = RedisArtifactService(client=client)
             store = RedisInvocationStore(client, record_ttl_seconds=settings.record_ttl_seconds)
             queue = RedisSessionQueue(client, lease_ttl_seconds=settings.lease_ttl_seconds)
+            events = RedisEventStream(client, ttl_seconds=settings.record_ttl_seconds)
             service = InvocationService(
                 registry,
                 session_service=sessions,
@@ -95,8 +112,10 @@ class Runtime:
                 transport=CeleryTransport(self.celery_app, settings),
                 artifact_service=artifacts,
                 lease_renew_seconds=settings.lease_ttl_seconds / 3,
+                event_sink=events.publish,
             )
-            self._services = Services(client, sessions, artifacts, store, queue, registry, service)
+            self._services = Services(client, sessions, artifacts, store, queue, registry, service,
+                                      events=events)
         return self._services
 
     async def submit_invocation(
@@ -126,6 +145,10 @@ class Runtime:
             if delta is not None and not isinstance(delta, dict):
                 raise PayloadError("state_delta must be a JSON object.")
             record.state_delta = delta
+            streaming = kwargs.get("streaming")
+            if streaming is not None and not isinstance(streaming, bool):
+                raise PayloadError("streaming must be true or false.")
+            record.streaming = bool(streaming)
             check_size(
                 {"new_message": record.new_message, "state_delta": delta},
                 self.settings.max_payload_bytes, "the message",

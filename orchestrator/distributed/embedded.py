@@ -8,7 +8,7 @@ the Celery mode runs.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Collection, Coroutine
 from typing import Any
 
 from google.genai import types
@@ -25,6 +25,7 @@ from orchestrator.distributed.stores import (
     InMemorySessionQueue,
     SessionKey,
 )
+from orchestrator.distributed.streams import InMemoryEventStream, StreamItem
 from orchestrator.distributed.transport import default_route
 from orchestrator.events.event import Event
 from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
@@ -74,6 +75,26 @@ class LocalTransport:
         task.add_done_callback(self._tasks.discard)
 
 
+class _PublishingStore(InMemoryInvocationStore):
+    """The in-memory store, also publishing each status change on the live event stream."""
+
+    def __init__(self, stream: InMemoryEventStream) -> None:
+        super().__init__()
+        self._stream = stream
+
+    async def create(self, record: InvocationRecord) -> bool:
+        """Store a new record unless one exists; publish its status when stored."""
+        created = await super().create(record)
+        if created:
+            await self._stream.publish_status(record.app_name, record.invocation_id, record.status)
+        return created
+
+    async def save(self, record: InvocationRecord) -> None:
+        """Overwrite, wake watchers, and publish the status."""
+        await super().save(record)
+        await self._stream.publish_status(record.app_name, record.invocation_id, record.status)
+
+
 class EmbeddedRuntime:
     """Enqueue, follow, answer and cancel invocations in process (the no-Redis default)."""
 
@@ -88,7 +109,9 @@ class EmbeddedRuntime:
         self.registry = registry
         self.session_service = InMemorySessionService()
         self.artifact_service = InMemoryArtifactService()
-        self.store = InMemoryInvocationStore()
+        self.event_stream = InMemoryEventStream()
+        """Every event of every invocation as it happens (see :meth:`follow`)."""
+        self.store: InMemoryInvocationStore = _PublishingStore(self.event_stream)
         self.transport = LocalTransport(
             self, default_queue=default_queue, tool_queues=tool_queues or {},
             agents_queue=agents_queue,
@@ -101,6 +124,7 @@ class EmbeddedRuntime:
             transport=self.transport,
             artifact_service=self.artifact_service,
             memory_service=InMemoryMemoryService(),
+            event_sink=self.event_stream.publish,
         )
         self._drains: set[asyncio.Task[bool]] = set()
 
@@ -131,8 +155,13 @@ class EmbeddedRuntime:
         session_id: str | None = None,
         new_message: types.Content | str | None = None,
         state_delta: dict[str, Any] | None = None,
+        streaming: bool = False,
     ) -> str:
-        """Queue a message for a session (created when ``session_id`` is None); return the id."""
+        """Queue a message for a session (created when ``session_id`` is None); return the id.
+
+        ``streaming`` runs the model calls with SSE streaming, so partial chunks reach
+        :meth:`follow` before each committed answer.
+        """
         if session_id is None:
             session = await self.session_service.create_session(app_name=app_name, user_id=user_id)
             session_id = session.id
@@ -145,6 +174,7 @@ class EmbeddedRuntime:
             session_id=session_id,
             new_message=new_message.model_dump(mode="json", exclude_none=True) if new_message else None,
             state_delta=state_delta,
+            streaming=streaming,
         )
         await self.service.submit(record)
         self._wake((app_name, user_id, session_id))
@@ -162,6 +192,26 @@ class EmbeddedRuntime:
         return await asyncio.wait_for(
             self.store.wait_for(app_name, invocation_id, until), timeout
         )
+
+    async def follow(
+        self,
+        app_name: str,
+        invocation_id: str,
+        *,
+        from_start: bool = True,
+        until: Collection[InvocationStatus] = SETTLED,
+        timeout: float | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """Yield the invocation's events and status changes as they happen.
+
+        Partial chunks included, replayed from the invocation's start; stops at a terminal
+        status, or at the current status if it is in ``until`` (default: paused; see
+        :meth:`RedisEventStream.follow`). TimeoutError after ``timeout`` seconds.
+        """
+        async for item in self.event_stream.follow(
+            app_name, invocation_id, from_start=from_start, until=until, timeout=timeout
+        ):
+            yield item
 
     async def events(self, app_name: str, invocation_id: str) -> list[Event]:
         """The committed events of the invocation, oldest first."""

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
 from orchestrator.distributed.stores import SessionKey
+from orchestrator.distributed.streams import STREAM_MAXLEN
 from orchestrator.sessions.redis_session_service import fenced
 
 # KEYS: results hash. ARGV: call id, result JSON, 1 if the new result is final.
@@ -71,7 +72,8 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return redis.call('LLEN', KEYS[2])
 """
 
-_STATUS_STREAM_MAXLEN = 1000
+_STATUS_STREAM_MAXLEN = STREAM_MAXLEN
+"""Status entries share the stream with live events: trim it to the same length."""
 
 
 class RedisInvocationStore:

@@ -251,11 +251,10 @@ class InvocationService:
         if record.state_delta is None and record.new_message is None:
             raise ValueError("An invocation needs a new_message or a state_delta.")
         message = types.Content.model_validate(record.new_message) if record.new_message else None
-        run_config = RunConfig(streaming_mode=StreamingMode.SSE) if record.streaming else None
         return runner.run_async(
             user_id=record.user_id, session_id=record.session_id,
             invocation_id=record.invocation_id, new_message=message,
-            state_delta=record.state_delta, run_config=run_config,
+            state_delta=record.state_delta, run_config=_run_config(record),
         )
 
     def _recover_crashed(
@@ -306,11 +305,12 @@ class InvocationService:
                 plan.answered.update(i for i in ids if i)
         for event in direct:
             await self.session_service.append_event(session, event)
-        plan.prelude = direct + answers
+        plan.prelude = direct
         if answers:
             plan.events = runner.continue_async(
                 user_id=record.user_id, session_id=record.session_id,
                 invocation_id=record.invocation_id, answers=answers, session=session,
+                run_config=_run_config(record), yield_answers=True,
             )
         return plan
 
@@ -370,6 +370,8 @@ class InvocationService:
         events = []
         for source, (parts, actions) in by_source.items():
             events.append(Event(
+                invocation_id=call_event.invocation_id,
+                branch=call_event.branch,
                 author=call_event.author if source == "worker" else "user",
                 content=types.Content(role="user", parts=parts),
                 actions=actions,
@@ -445,6 +447,11 @@ class _Plan:
     """Calls that became pending through events committed by this item."""
     prelude: list[Event] = field(default_factory=list)
     """Events committed by this item before the run (published first)."""
+
+
+def _run_config(record: InvocationRecord) -> RunConfig | None:
+    """SSE streaming for invocations that asked for it, so their chunks reach the stream."""
+    return RunConfig(streaming_mode=StreamingMode.SSE) if record.streaming else None
 
 
 def _events_with_calls(session: Session, invocation_id: str, ids: set[str]) -> list[Event]:

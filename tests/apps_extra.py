@@ -1,0 +1,55 @@
+"""Extra apps for the Flower and plain-``send_task`` tests; importable by worker subprocesses.
+
+``gated``: one remote long-running tool that reports progress and then blocks until the test
+releases it (or a bounded timeout passes), so a test can watch the call while it is running.
+The gate is a Redis list: the test pushes to :func:`gate_key` of the invocation, the tool
+pops it with BLPOP. The model is a stateless function of the request, like tests/apps.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from google.genai import types
+
+from config import get_settings
+from orchestrator import App, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
+from orchestrator.models.fake import FunctionLlm
+
+GATE_TIMEOUT_SECONDS = 15
+"""The longest a gated tool waits for its release before answering ``released: False``."""
+
+
+def gate_key(invocation_id: str) -> str:
+    """The Redis list the gated tool of ``invocation_id`` waits on."""
+    return f"adk-test:gate:{invocation_id}"
+
+
+def gated_step(label: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Report progress, then wait until the test releases this invocation's gate."""
+    tool_context.report_progress({"step": "waiting for release", "label": label})
+    client = redis.Redis.from_url(get_settings().redis_url or "", decode_responses=True)
+    try:
+        popped = client.blpop([gate_key(tool_context.invocation_id)], timeout=GATE_TIMEOUT_SECONDS)
+    finally:
+        client.close()
+    return {"label": label, "released": popped is not None, "gate": popped[1] if popped else None}
+
+
+def _gated_model(request: LlmRequest) -> Any:
+    answers = [p.function_response for c in request.contents for p in c.parts or []
+               if p.function_response]
+    if not answers:
+        texts = [p.text for c in request.contents if c.role == "user" for p in c.parts or [] if p.text]
+        label = texts[-1].split()[-1] if texts else "none"
+        return types.Part(function_call=types.FunctionCall(name="gated_step", args={"label": label}))
+    response = answers[-1].response or {}
+    return f"gated {response.get('label')} released={response.get('released')} by {response.get('gate')}"
+
+
+gated_app = App(name="gated", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_gated_model),
+    tools=[LongRunningFunctionTool(gated_step)]))
+
+APP_SPECS = "tests.apps_extra:gated_app"
