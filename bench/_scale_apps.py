@@ -68,3 +68,17 @@ paused_app = App(name="paused", root_agent=LlmAgent(
     tools=[LongRunningFunctionTool(wait_for_human)]))
 
 APP_SPECS = "bench._scale_apps:fanout_app,bench._scale_apps:scale_app,bench._scale_apps:paused_app"
+
+
+def _busy_model(request: LlmRequest) -> Any:
+    """A model whose answer costs 20 ms of CPU in the orchestrator (parsing, tokenising...)."""
+    deadline = time.process_time() + 0.02
+    while time.process_time() < deadline:
+        pass
+    return "done"
+
+
+model_bound_app = App(name="model_bound", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(fn=_busy_model, record_requests=False)))
+
+APP_SPECS += ",bench._scale_apps:model_bound_app"

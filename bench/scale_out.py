@@ -6,6 +6,8 @@
   worker processes (solo pool: one job at a time each): wall time and speed-up (target >= 3.5x).
 - scale: 200 invocations with one remote I/O-bound tool (0.2 s) through 1 and 4 worker
   processes: throughput and speed-up (target >= 3.5x).
+- orchestrators: 200 invocations whose model costs 20 ms of CPU (model-bound work), through
+  1 and 2 orchestrator processes: throughput and speed-up.
 - paused: N invocations left paused on a remote call (target N = 10,000): orchestrator
   resident memory growth (target < 20 MB) and resume latency at N paused versus 10 paused
   (target within 1.2x). Medians are quoted: the machine is shared and noisy.
@@ -47,13 +49,19 @@ def rss_mb(pid: int) -> float:
 class Stack:
     """One orchestrator and N solo workers on a fresh Redis database."""
 
-    def __init__(self, url: str, workers: int, *, orchestrator_concurrency: int = 8) -> None:
+    def __init__(
+        self, url: str, workers: int, *, orchestrators: int = 1, orchestrator_concurrency: int = 8
+    ) -> None:
         redis.Redis.from_url(url).flushdb()
         env = stack_env(url, APP_SPECS)
         self._exit = ExitStack()
-        self.orchestrator = start_celery_process(
-            "orchestrator", "bench-orch", env, concurrency=orchestrator_concurrency)
-        self._exit.callback(self.orchestrator.stop)
+        self.orchestrators = []
+        for i in range(orchestrators):
+            process = start_celery_process(
+                "orchestrator", f"bench-orch{i}", env, concurrency=orchestrator_concurrency)
+            self._exit.callback(process.stop)
+            self.orchestrators.append(process)
+        self.orchestrator = self.orchestrators[0]
         self.workers = []
         for i in range(workers):
             worker = start_celery_process("worker", f"bench-work{i}", env, "--pool", "solo",
@@ -111,6 +119,29 @@ def bench_scale(url: str, invocations: int) -> None:
     print(f"  throughput 4 vs 1 workers: {rates[4] / rates[1]:.2f}x (target >= 3.5x)")
 
 
+def bench_orchestrators(url: str, invocations: int) -> None:
+    print(f"\n== orchestrators: {invocations} invocations whose model costs 20 ms of CPU ==")
+    rates = {}
+    for orchestrators in (1, 2):
+        stack = Stack(url, workers=0, orchestrators=orchestrators)
+        try:
+            stack.run_one("model_bound")  # warm-up
+            start = time.perf_counter()
+            ids = [stack.client.enqueue("model_bound", "bench", f"hi {i}")
+                   for i in range(invocations)]
+            for inv in ids:
+                record = stack.client.wait("model_bound", inv, timeout=600, until=FINISHED)
+                assert record.status is InvocationStatus.COMPLETED, record.error
+            elapsed = time.perf_counter() - start
+        finally:
+            stack.close()
+        rates[orchestrators] = invocations / elapsed
+        print(f"  {orchestrators} orchestrator process(es): {elapsed:.1f} s, "
+              f"{rates[orchestrators]:.1f} invocations/s")
+    print(f"  throughput 2 vs 1 orchestrators: {rates[2] / rates[1]:.2f}x "
+          "(2 cores, shared with Redis and the client: ideal below 2x)")
+
+
 def _pause_many(stack: Stack, count: int) -> list[tuple[str, str]]:
     ids = [stack.client.enqueue("paused", "bench", f"ask {i}") for i in range(count)]
     paused = []
@@ -158,7 +189,7 @@ def bench_paused(url: str, count: int, samples: int) -> None:
 def main() -> None:
     """Run the selected benchmarks against a fresh redis-server."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", default="fanout,scale,paused")
+    parser.add_argument("--only", default="fanout,scale,orchestrators,paused")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--invocations", type=int, default=200)
     parser.add_argument("--paused", type=int, default=10_000)
@@ -174,6 +205,8 @@ def main() -> None:
             bench_fanout(url, args.repeats)
         if "scale" in chosen:
             bench_scale(url, args.invocations)
+        if "orchestrators" in chosen:
+            bench_orchestrators(url, args.invocations)
         if "paused" in chosen:
             bench_paused(url, args.paused, args.samples)
 

@@ -165,8 +165,9 @@ class Client:
         }, queue=self._settings.invocations_queue)
 
     def close(self) -> None:
-        """Stop the client's background loop."""
-        self._runtime._loop.stop()
+        """Close the client's Redis and broker connections and stop its background loop."""
+        self._runtime.close()
+        self._celery.close()
 
 
 T = TypeVar("T")

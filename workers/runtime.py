@@ -91,6 +91,13 @@ class Runtime:
         """True if this object was inherited across a fork (it must not be used)."""
         return self._loop.forked
 
+    def close(self) -> None:
+        """Close this runtime's Redis connections and stop its loop thread."""
+        if self._services is not None:
+            self.run(self._services.redis.aclose())
+            self._services = None
+        self._loop.stop()
+
     async def services(self) -> Services:
         """Build the services on first use (on the loop thread)."""
         if self._services is None:
