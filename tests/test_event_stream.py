@@ -513,3 +513,15 @@ def test_cli_enqueue_follow_and_follow(stream_stack):
     replay = _cli(env, "follow", "stream_chat", inv, "--timeout", "30")
     assert replay.returncode == 0, replay.stderr
     assert replay.stdout.splitlines() == lines[1:]
+
+
+async def test_client_afollow_is_an_async_iterator_on_the_callers_loop(celery_stack):
+    from tests.support.backends import FINISHED as DONE
+
+    client = celery_stack["client"]
+    inv = await asyncio.to_thread(client.enqueue, "lookup", "u", "look up Oslo")
+    items = [item async for item in client.afollow("lookup", inv, until=DONE, timeout=30)]
+    assert items[-1].kind == "status" and items[-1].status is S.COMPLETED
+    followed = [i.event.id for i in items if i.event is not None and not i.event.partial]
+    committed = await asyncio.to_thread(client.events, "lookup", inv)
+    assert followed == [e.id for e in committed if e.author != "user"]

@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator, Collection, Iterator
 from typing import Any, TypeVar
 
+import redis.asyncio as aioredis
 from google.genai import types
 
 from config import Settings, get_settings
@@ -105,6 +106,26 @@ class Client:
                 f"within {timeout} s."
             )
         return record
+
+    async def afollow(
+        self,
+        app_name: str,
+        invocation_id: str,
+        *,
+        timeout: float | None = None,
+        until: Collection[InvocationStatus] = SETTLED,
+        from_start: bool = True,
+    ) -> AsyncIterator[StreamItem]:
+        """``follow`` as an async iterator, on the caller's own event loop (see ``follow``)."""
+        redis_client = aioredis.Redis.from_url(self._settings.redis_url or "", decode_responses=True)
+        stream = RedisEventStream(redis_client, ttl_seconds=self._settings.record_ttl_seconds)
+        try:
+            async for item in stream.follow(
+                app_name, invocation_id, from_start=from_start, until=until, timeout=timeout
+            ):
+                yield item
+        finally:
+            await redis_client.aclose()
 
     def follow(
         self,
