@@ -83,6 +83,16 @@ class Stack:
         self._exit.close()
 
 
+def run_burst(stack: Stack, app: str, count: int) -> float:
+    """Enqueue ``count`` invocations at once; seconds until every one completed."""
+    start = time.perf_counter()
+    ids = [stack.client.enqueue(app, "bench", f"go {i}") for i in range(count)]
+    for inv in ids:
+        record = stack.client.wait(app, inv, timeout=600, until=FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+    return time.perf_counter() - start
+
+
 def bench_fanout(url: str, repeats: int) -> None:
     print("\n== fan-out: ParallelAgent of 8 branches, each tool waits 0.5 s ==")
     walls = {}
@@ -106,12 +116,7 @@ def bench_scale(url: str, invocations: int) -> None:
         stack = Stack(url, workers)
         try:
             stack.run_one("scale")  # warm-up
-            start = time.perf_counter()
-            ids = [stack.client.enqueue("scale", "bench", f"go {i}") for i in range(invocations)]
-            for inv in ids:
-                record = stack.client.wait("scale", inv, timeout=600, until=FINISHED)
-                assert record.status is InvocationStatus.COMPLETED, record.error
-            elapsed = time.perf_counter() - start
+            elapsed = run_burst(stack, "scale", invocations)
         finally:
             stack.close()
         rates[workers] = invocations / elapsed
@@ -126,13 +131,7 @@ def bench_orchestrators(url: str, invocations: int) -> None:
         stack = Stack(url, workers=0, orchestrators=orchestrators)
         try:
             stack.run_one("model_bound")  # warm-up
-            start = time.perf_counter()
-            ids = [stack.client.enqueue("model_bound", "bench", f"hi {i}")
-                   for i in range(invocations)]
-            for inv in ids:
-                record = stack.client.wait("model_bound", inv, timeout=600, until=FINISHED)
-                assert record.status is InvocationStatus.COMPLETED, record.error
-            elapsed = time.perf_counter() - start
+            elapsed = run_burst(stack, "model_bound", invocations)
         finally:
             stack.close()
         rates[orchestrators] = invocations / elapsed

@@ -81,3 +81,22 @@ def resolve_client(
             "ADK_CELERY_REDIS_URL."
         )
     return aioredis.Redis.from_url(url, decode_responses=True), True
+
+
+class RedisClientOwner:
+    """Mixin for Redis-backed services: holds the client, closes it only if it made it."""
+
+    def __init__(self, redis_url: str | None = None, *, client: aioredis.Redis | None = None) -> None:
+        self._client, self._owns_client = resolve_client(
+            redis_url, client, owner=type(self).__name__
+        )
+
+    @property
+    def client(self) -> aioredis.Redis:
+        """The Redis client this service talks through."""
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the Redis client if this service created it (a given client is left open)."""
+        if self._owns_client:
+            await self._client.aclose()

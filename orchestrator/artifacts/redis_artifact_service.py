@@ -27,7 +27,7 @@ from google.genai import types
 
 from orchestrator import platform
 from orchestrator import redis_keys as keys
-from orchestrator._redis_support import dumps, encode_value, loads, resolve_client, text
+from orchestrator._redis_support import RedisClientOwner, dumps, encode_value, loads, text
 from orchestrator.artifacts import _scoping
 from orchestrator.artifacts._scoping import ArtifactLocation
 from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
@@ -83,7 +83,7 @@ def _version_info(location: ArtifactLocation, version: int, raw: str | bytes) ->
     )
 
 
-class RedisArtifactService(BaseArtifactService):
+class RedisArtifactService(RedisClientOwner, BaseArtifactService):
     """Artifacts held in Redis; canonical URIs use the ``redis://`` scheme.
 
     Pass a ``redis_url`` (the service opens and owns a client; close it with :meth:`aclose`)
@@ -96,20 +96,8 @@ class RedisArtifactService(BaseArtifactService):
     def __init__(
         self, redis_url: str | None = None, *, client: aioredis.Redis | None = None
     ) -> None:
-        self._client, self._owns_client = resolve_client(
-            redis_url, client, owner=type(self).__name__
-        )
+        RedisClientOwner.__init__(self, redis_url, client=client)
         self._save_script = self._client.register_script(_SAVE_LUA)
-
-    @property
-    def client(self) -> aioredis.Redis:
-        """The Redis client this service talks through."""
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the Redis client if this service created it (a given client is left open)."""
-        if self._owns_client:
-            await self._client.aclose()
 
     async def save_artifact(
         self,

@@ -35,12 +35,12 @@ from redis.exceptions import ResponseError
 from orchestrator import platform
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import (
+    RedisClientOwner,
     decode_hash,
     dumps,
     encode_value,
     loads,
     pairs_to_dict,
-    resolve_client,
     text,
 )
 from orchestrator.errors import AlreadyExistsError, SessionNotFoundError, StaleSessionError
@@ -164,7 +164,7 @@ return 1
 """
 
 
-class RedisSessionService(BaseSessionService):
+class RedisSessionService(RedisClientOwner, BaseSessionService):
     """Sessions, user state and app state kept in Redis (distributed mode).
 
     Pass a ``redis_url`` (the service opens and owns a client; close it with :meth:`aclose`)
@@ -179,21 +179,9 @@ class RedisSessionService(BaseSessionService):
     def __init__(
         self, redis_url: str | None = None, *, client: aioredis.Redis | None = None
     ) -> None:
-        self._client, self._owns_client = resolve_client(
-            redis_url, client, owner=type(self).__name__
-        )
+        RedisClientOwner.__init__(self, redis_url, client=client)
         self._create_script = self._client.register_script(_CREATE_LUA)
         self._append_script = self._client.register_script(_APPEND_LUA)
-
-    @property
-    def client(self) -> aioredis.Redis:
-        """The Redis client this service talks through."""
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the Redis client if this service created it (a given client is left open)."""
-        if self._owns_client:
-            await self._client.aclose()
 
     async def create_session(
         self,
