@@ -88,3 +88,15 @@ async def test_include_contents_none_sends_only_the_current_turn():
     for text in ("one", "two"):
         [e async for e in runner.run_async(user_id="u", session_id=session.id, new_message=user_text(text))]
     assert request_summary(model.requests[1].contents) == ["user|text:two"]
+
+
+def test_model_inherits_from_the_nearest_ancestor_else_adk_default():
+    from orchestrator import Gemini, SequentialAgent
+
+    leaf = LlmAgent(name="leaf")
+    parent_model = ScriptedLlm(responses=[])
+    LlmAgent(name="root", model=parent_model, sub_agents=[SequentialAgent(name="seq", sub_agents=[leaf])])
+    assert leaf.canonical_model is parent_model
+    orphan = LlmAgent(name="orphan")
+    assert isinstance(orphan.canonical_model, Gemini)
+    assert orphan.canonical_model.model == "gemini-3.5-flash"

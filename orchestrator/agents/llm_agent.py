@@ -29,7 +29,8 @@ _REPORTED = "_adk_celery_error_event_emitted"
 class LlmAgent(BaseAgent):
     """An agent that calls a model in a loop, running the tools it asks for."""
 
-    DEFAULT_MODEL: ClassVar[str] = "gemini-2.5-flash"
+    DEFAULT_MODEL: ClassVar[str] = "gemini-3.5-flash"
+    """The model of agents that name none (google-adk 2.13's default)."""
 
     model: Union[str, BaseLlm] = ""
     """A model name (resolved by the registry) or a BaseLlm; empty inherits from ancestors."""
