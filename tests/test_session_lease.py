@@ -67,7 +67,7 @@ async def test_work_left_in_progress_by_a_dead_holder_is_recovered(parts, redis_
     sessions, store, queue, service = parts
     record, key = await _queued(sessions, service)
     dead_token = await queue.acquire(key)
-    claimed = await queue.claim(key)  # the holder took the item, then "died"
+    claimed = await queue.claim_or_release(key, dead_token)  # took the item, then "died"
     assert claimed == WorkItem(kind="start", invocation_id=record.invocation_id)
     assert dead_token is not None
     assert await service.drain(key) is False  # its lease still stands

@@ -42,12 +42,6 @@ while redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT') do end
 return token
 """
 
-# KEYS: processing, queue. ARGV: finished item JSON or ''. Returns the next item or false.
-_CLAIM = """
-if ARGV[1] ~= '' then redis.call('LREM', KEYS[1], 1, ARGV[1]) end
-return redis.call('LMOVE', KEYS[2], KEYS[1], 'LEFT', 'RIGHT')
-"""
-
 # KEYS: lease. ARGV: token, ttl ms.
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -187,7 +181,6 @@ class RedisSessionQueue:
         self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
-        self._claim = client.register_script(_CLAIM)
         self._claim_or_release = client.register_script(_CLAIM_OR_RELEASE)
 
     async def push(self, key: SessionKey, item: WorkItem) -> None:
@@ -212,14 +205,6 @@ class RedisSessionQueue:
         return int(await self._release(
             keys=[keys.session_lease(*key), keys.session_queue(*key)], args=[token]
         ))
-
-    async def claim(self, key: SessionKey, finished: WorkItem | None = None) -> WorkItem | None:
-        """Drop ``finished`` from the processing list; move the oldest queued item there."""
-        raw = await self._claim(
-            keys=[keys.session_processing(*key), keys.session_queue(*key)],
-            args=[finished.model_dump_json() if finished is not None else ""],
-        )
-        return WorkItem.model_validate_json(raw) if raw else None
 
     async def claim_or_release(
         self, key: SessionKey, token: str, finished: WorkItem | None = None

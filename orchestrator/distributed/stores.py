@@ -88,9 +88,6 @@ class SessionQueue(Protocol):
         """Give the lease up (only if still held with ``token``); return the items queued."""
         ...
 
-    async def claim(self, key: SessionKey, finished: WorkItem | None = None) -> WorkItem | None:
-        """Drop ``finished`` from the in-progress list, then move the next item there."""
-        ...
 
     def fencing(self, key: SessionKey, token: str) -> contextlib.AbstractContextManager[None]:
         """A context in which session writes check the lease token."""
@@ -205,12 +202,12 @@ class InMemorySessionQueue:
         self, key: SessionKey, token: str, finished: WorkItem | None = None
     ) -> WorkItem | None:
         """Next item, or release the lease when the queue is empty."""
-        item = await self.claim(key, finished)
+        item = self._claim(key, finished)
         if item is None:
             await self.release(key, token)
         return item
 
-    async def claim(self, key: SessionKey, finished: WorkItem | None = None) -> WorkItem | None:
+    def _claim(self, key: SessionKey, finished: WorkItem | None) -> WorkItem | None:
         """Forget ``finished``; pop the oldest item into the in-progress list."""
         if finished is not None:
             with contextlib.suppress(ValueError):
