@@ -22,7 +22,7 @@ from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
 from orchestrator.distributed.transport import Transport
 from orchestrator.errors import InvocationNotFoundError, SessionNotFoundError
-from orchestrator.events.event import Event
+from orchestrator.events.event import Event, call_author
 from orchestrator.events.event_actions import EventActions
 from orchestrator.flows.contents import apply_rewinds
 from orchestrator.memory.base_memory_service import BaseMemoryService
@@ -442,7 +442,7 @@ def find_agent_to_run(session: Session, root: BaseAgent) -> BaseAgent:
     """Pick the agent for this turn (ADK's routing rules, adk-reference §3.6)."""
     events = apply_rewinds(session.events)
     if events and (responses := events[-1].get_function_responses()):
-        owner = _call_owner(events[:-1], responses[0].id)
+        owner = call_author(events[:-1], responses[0].id)
         if owner is not None and (agent := root.find_agent(owner)) is not None:
             return agent
     for event in reversed(events):
@@ -464,15 +464,6 @@ def find_agent_to_run(session: Session, root: BaseAgent) -> BaseAgent:
         if _is_transferable(agent):
             return agent
     return root
-
-
-def _call_owner(events: list[Event], call_id: str | None) -> str | None:
-    if not call_id:
-        return None
-    for event in reversed(events):
-        if any(c.id == call_id for c in event.get_function_calls()):
-            return event.author
-    return None
 
 
 def _is_transferable(agent: BaseAgent) -> bool:

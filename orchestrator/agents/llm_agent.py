@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.context import ReadonlyContext
-from orchestrator.events.event import Event
+from orchestrator.events.event import Event, call_author
 from orchestrator.models.base_llm import BaseLlm
 from orchestrator.models.registry import LLMRegistry
 from orchestrator.tools.base_tool import BaseTool
@@ -167,12 +167,7 @@ class LlmAgent(BaseAgent):
         last = events[-1]
         owner: str | None = None
         if last.author == "user" and (responses := last.get_function_responses()):
-            call_id = responses[0].id
-            owner = next(
-                (e.author for e in reversed(events)
-                 if any(c.id == call_id for c in e.get_function_calls())),
-                None,
-            )
+            owner = call_author(events, responses[0].id)
         elif last.author == self.name and last.actions.transfer_to_agent:
             owner = last.actions.transfer_to_agent
         if not owner or owner == self.name:

@@ -72,3 +72,13 @@ class Event(LlmResponse):
         if isinstance(data, (str, bytes)):
             return cls.model_validate_json(data)
         return cls.model_validate(data)
+
+
+def call_author(events: list[Event], call_id: str | None) -> str | None:
+    """The author of the latest event in ``events`` that made the call ``call_id``."""
+    if not call_id:
+        return None
+    for event in reversed(events):
+        if any(c.id == call_id for c in event.get_function_calls()):
+            return event.author
+    return None
