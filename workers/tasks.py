@@ -24,7 +24,7 @@ from workers.celery_app import (
     TASK_RUN_TOOL,
 )
 from workers.celery_app import app as celery_app
-from workers.runtime import PayloadError, check_size, get_runtime
+from workers.runtime import PayloadError, Services, check_size, get_runtime
 
 logger = logging.getLogger(__name__)
 
@@ -168,18 +168,39 @@ def _progress_reporter(
     return report
 
 
+async def _skip_reason(
+    services: Services, job: ToolJob | AgentJob, answered: Callable[[ToolResult], bool]
+) -> str | None:
+    """Why a (possibly redelivered) job must not run: cancelled, or already answered."""
+    if await services.store.is_cancelled(job.app_name, job.invocation_id):
+        return "skipped: invocation cancelled"
+    done = (await services.store.results(job.app_name, job.invocation_id)).get(job.function_call_id)
+    if done is not None and answered(done):
+        return "already answered"
+    return None
+
+
+def _branch_answered(done: ToolResult) -> bool:
+    """A branch result counts once it finished or came back paused with its events."""
+    return done.response is not None or bool(done.events)
+
+
+async def _hand_back(services: Services, job: ToolJob | AgentJob, result: ToolResult) -> None:
+    """Store the result (first writer wins) and ask an orchestrator to resume."""
+    key = await services.service.deliver(
+        job.app_name, job.invocation_id, result, key=(job.app_name, job.user_id, job.session_id)
+    )
+    if key is not None:
+        await asyncio.to_thread(_send_drain, key)
+
+
 async def _run_tool(progress: Callable[[dict[str, Any]], None], job: ToolJob) -> dict[str, Any]:
     runtime = get_runtime()
     services = await runtime.services()
     summary = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
                "tool": job.tool_name}
-    _, cancelled = await services.store.load(job.app_name, job.invocation_id)
-    if cancelled:
-        return {**summary, "status": "skipped: invocation cancelled"}
-    done = (await services.store.results(job.app_name, job.invocation_id)).get(job.function_call_id)
-    if done is not None and done.response is not None:
-        return {**summary, "status": "already answered"}
-
+    if skip := await _skip_reason(services, job, lambda done: done.response is not None):
+        return {**summary, "status": skip}
     result = await execute_tool_job(
         job, services.registry, artifact_service=services.artifacts, progress=progress
     )
@@ -188,11 +209,7 @@ async def _run_tool(progress: Callable[[dict[str, Any]], None], job: ToolJob) ->
     except PayloadError as error:
         result = ToolResult(function_call_id=job.function_call_id, tool_name=job.tool_name,
                             response={"error": str(error)}, error=str(error), worker=result.worker)
-    key = await services.service.deliver(
-        job.app_name, job.invocation_id, result, key=(job.app_name, job.user_id, job.session_id)
-    )
-    if key is not None:
-        await asyncio.to_thread(_send_drain, key)
+    await _hand_back(services, job, result)
     status = "error" if result.error else ("pending" if result.response is None else "answered")
     return {**summary, "status": status, "worker": result.worker}
 
@@ -213,16 +230,9 @@ async def _run_agent(job: AgentJob) -> dict[str, Any]:
     services = await runtime.services()
     summary = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
                "agent": job.agent_name, "branch": job.branch}
-    if await services.store.is_cancelled(job.app_name, job.invocation_id):
-        return {**summary, "status": "skipped: invocation cancelled"}
-    done = (await services.store.results(job.app_name, job.invocation_id)).get(job.function_call_id)
-    if done is not None and (done.response is not None or done.events):
-        return {**summary, "status": "already answered"}
+    if skip := await _skip_reason(services, job, _branch_answered):
+        return {**summary, "status": skip}
     result = await execute_agent_job(job, services.registry, artifact_service=services.artifacts)
-    key = await services.service.deliver(
-        job.app_name, job.invocation_id, result, key=(job.app_name, job.user_id, job.session_id)
-    )
-    if key is not None:
-        await asyncio.to_thread(_send_drain, key)
+    await _hand_back(services, job, result)
     status = "error" if result.error else ("paused" if result.response is None else "completed")
     return {**summary, "status": status, "events": len(result.events), "worker": result.worker}

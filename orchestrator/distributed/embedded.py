@@ -8,7 +8,7 @@ the Celery mode runs.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Coroutine
 from typing import Any
 
 from google.genai import types
@@ -17,7 +17,13 @@ from orchestrator import platform
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
 from orchestrator.distributed.executor import execute_agent_job, execute_tool_job
-from orchestrator.distributed.models import AgentJob, InvocationRecord, InvocationStatus, ToolJob
+from orchestrator.distributed.models import (
+    AgentJob,
+    InvocationRecord,
+    InvocationStatus,
+    ToolJob,
+    ToolResult,
+)
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService
 from orchestrator.distributed.stores import (
@@ -136,16 +142,20 @@ class EmbeddedRuntime:
         task.add_done_callback(self._drains.discard)
 
     async def _run_agent_job(self, job: AgentJob) -> None:
-        if await self.store.is_cancelled(job.app_name, job.invocation_id):
-            return
-        result = await execute_agent_job(job, self.registry, artifact_service=self.artifact_service)
-        self._wake(await self.service.deliver(job.app_name, job.invocation_id, result))
+        await self._execute(job, lambda: execute_agent_job(
+            job, self.registry, artifact_service=self.artifact_service))
 
     async def _run_job(self, job: ToolJob) -> None:
+        await self._execute(job, lambda: execute_tool_job(
+            job, self.registry, artifact_service=self.artifact_service))
+
+    async def _execute(
+        self, job: ToolJob | AgentJob, run: Callable[[], Awaitable[ToolResult]]
+    ) -> None:
+        """Run a job unless its invocation was cancelled; hand the result back."""
         if await self.store.is_cancelled(job.app_name, job.invocation_id):
             return
-        result = await execute_tool_job(job, self.registry, artifact_service=self.artifact_service)
-        self._wake(await self.service.deliver(job.app_name, job.invocation_id, result))
+        self._wake(await self.service.deliver(job.app_name, job.invocation_id, await run()))
 
     async def enqueue(
         self,
