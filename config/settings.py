@@ -42,7 +42,10 @@ class Settings(BaseSettings):
     lease_ttl_seconds: float = 30.0
     """How long a session lease lives without renewal (a dead orchestrator's lease expires)."""
     lease_retry_seconds: float = 1.0
-    """Delay before retrying work for a session whose lease another orchestrator holds."""
+    """First delay before retrying a wake-up for a session whose lease another orchestrator
+    holds (doubling up to half the lease TTL)."""
+    orchestrator_concurrency: int = 64
+    """Sessions one orchestrator process drains at once (Runner loops on its event loop)."""
     visibility_timeout_seconds: int = 3600
     """Redis broker visibility timeout: keep it above your longest tool call."""
     record_ttl_seconds: int = 7 * 24 * 3600

@@ -31,6 +31,7 @@ Layout (``A``, ``U``, ``S``, ``I``, ``F`` = escaped app, user, session, invocati
     adk:invocation:{A:I}:results        hash   function-call id -> result (first writer wins)
     adk:invocation:{A:I}:cancel         string cancellation flag
     adk:invocation:{A:I}:stream         stream live events of the invocation
+    adk:wake:{Q}                        stream wake-ups for orchestrators of invocations queue Q
 """
 
 from __future__ import annotations
@@ -153,6 +154,11 @@ def cancel_flag(app: str, invocation_id: str) -> str:
 def invocation_stream(app: str, invocation_id: str) -> str:
     """Stream of an invocation's live events (partial and committed) for listeners."""
     return f"{invocation(app, invocation_id)}:stream"
+
+
+def wake_stream(invocations_queue: str) -> str:
+    """Stream of wake-ups (sessions with new work) read by the orchestrators of a queue."""
+    return f"{PREFIX}wake:{_tag(invocations_queue)}"
 
 
 # --- artifacts ------------------------------------------------------------------------------

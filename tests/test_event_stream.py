@@ -277,10 +277,11 @@ async def test_embedded_follow_streams_partial_chunks_then_the_committed_answer(
 
     assert [i.status for i in items if i.kind == "status"] == [S.QUEUED, S.RUNNING, S.COMPLETED]
     events = [i.event for i in items if i.event is not None]
-    assert [(e.content.parts[0].text, bool(e.partial)) for e in events] == [
-        ("echo: ", True), ("hi", True), ("echo: hi", False)]
-    # The committed events are the session's, in order (the user's message is not streamed).
-    assert _committed_ids(items) == _ids_but_user_message(await rt.events("stream_chat", inv))
+    assert [(e.author, e.content.parts[0].text, bool(e.partial)) for e in events] == [
+        ("user", "hi", False), ("agent", "echo: ", True), ("agent", "hi", True),
+        ("agent", "echo: hi", False)]
+    # The committed events are the session's, in order (the user's message first).
+    assert _committed_ids(items) == _ids(await rt.events("stream_chat", inv))
 
 
 async def test_embedded_without_streaming_publishes_committed_events_only():
@@ -288,7 +289,7 @@ async def test_embedded_without_streaming_publishes_committed_events_only():
     inv = await rt.enqueue(app_name="stream_chat", user_id="u", new_message="hi")
     items = await _collect_rt(rt, "stream_chat", inv)
     assert [(i.event.content.parts[0].text, i.partial) for i in items if i.event] == [
-        ("echo: hi", False)]
+        ("hi", False), ("echo: hi", False)]
 
 
 async def test_embedded_follow_is_live_while_a_remote_call_runs():
@@ -317,7 +318,7 @@ async def test_embedded_follow_is_live_while_a_remote_call_runs():
             gate.set()  # released only once the follower has seen the call
     assert [i.status for i in items if i.kind == "status"] == [
         S.QUEUED, S.RUNNING, S.PAUSED, S.COMPLETED]
-    assert _committed_ids(items) == _ids_but_user_message(await rt.events("live", inv))
+    assert _committed_ids(items) == _ids(await rt.events("live", inv))
     assert items[-2].event.content.parts[0].text == "done x"
 
 
@@ -333,7 +334,7 @@ async def test_embedded_follow_stops_when_paused_and_replays_past_it_later():
     replay = await _collect_rt(rt, "stream_approval", inv, until=SETTLED)
     assert [i.status for i in replay if i.kind == "status"] == [
         S.QUEUED, S.RUNNING, S.PAUSED, S.COMPLETED]
-    assert _committed_ids(replay) == _ids_but_user_message(
+    assert _committed_ids(replay) == _ids(
         await rt.events("stream_approval", inv))
 
 
@@ -345,14 +346,8 @@ def _committed_ids(items: list[StreamItem]) -> list[str]:
     return [i.event.id for i in items if i.event is not None and not i.partial]
 
 
-def _but_user_message(events: list[Event]) -> list[Event]:
-    """The session's events of an invocation without its user message, which the Runner
-    commits but does not yield (so it is not on the live stream)."""
-    return [e for e in events if not (e.author == "user" and not e.get_function_responses())]
-
-
-def _ids_but_user_message(events: list[Event]) -> list[str]:
-    return [e.id for e in _but_user_message(events)]
+def _ids(events: list[Event]) -> list[str]:
+    return [e.id for e in events]
 
 
 def _but_invocation_id(event: Event) -> dict:
@@ -369,7 +364,7 @@ async def test_published_answers_are_the_committed_events():
     await rt.wait("stream_approval", inv, until=FINISHED, timeout=10)
     items = await _collect_rt(rt, "stream_approval", inv)
     committed = [i.event.to_json() for i in items if i.event is not None]
-    assert committed == [e.to_json() for e in _but_user_message(await rt.events("stream_approval", inv))]
+    assert committed == [e.to_json() for e in (await rt.events("stream_approval", inv))]
 
 
 # ---- CLI formatting ------------------------------------------------------------------------
@@ -445,7 +440,7 @@ def test_client_follows_an_invocation_live_on_other_processes(stream_stack):
     assert [i.status for i in items if i.kind == "status"] == [
         S.QUEUED, S.RUNNING, S.PAUSED, S.COMPLETED]
     committed = [i.event for i in items if i.event is not None and not i.partial]
-    session_events = _but_user_message(client.events("stream_gated", inv))
+    session_events = client.events("stream_gated", inv)
     # The same events as the session, in the same order.
     assert [e.id for e in committed] == [e.id for e in session_events]
     # (Answers are published before they are committed, without their invocation id:
@@ -457,7 +452,7 @@ def test_client_follows_an_invocation_live_on_other_processes(stream_stack):
     chunks = [i.event.content.parts[0].text for i in items[:call_at] if i.partial]
     assert chunks == ["Opening ", "the gate"]
     assert not {i.event.id for i in items if i.partial} - {e.id for e in committed}  # ids shared
-    assert committed[1].get_function_responses()[0].response["released"] is True
+    assert committed[2].get_function_responses()[0].response["released"] is True
     assert committed[-1].content.parts[0].text == "gated sesame released=True by test"
 
 
@@ -507,7 +502,7 @@ def test_cli_enqueue_follow_and_follow(stream_stack):
     lines = run.stdout.splitlines()
     inv = lines[0]
     assert inv.startswith("e-")
-    assert lines[1:] == ["[queued]", "[running]", "agent ~ echo: hello there",
+    assert lines[1:] == ["[queued]", "[running]", "user: hello there", "agent ~ echo: hello there",
                          "agent: echo: hello there", "[completed]"]
 
     replay = _cli(env, "follow", "stream_chat", inv, "--timeout", "30")
@@ -524,4 +519,4 @@ async def test_client_afollow_is_an_async_iterator_on_the_callers_loop(celery_st
     assert items[-1].kind == "status" and items[-1].status is S.COMPLETED
     followed = [i.event.id for i in items if i.event is not None and not i.event.partial]
     committed = await asyncio.to_thread(client.events, "lookup", inv)
-    assert followed == [e.id for e in committed if e.author != "user"]
+    assert followed == [e.id for e in committed]

@@ -19,7 +19,7 @@ from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.streams import RedisEventStream, StreamItem
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
-from workers.celery_app import TASK_CANCEL, TASK_DRAIN, TASK_INVOKE, create_celery_app
+from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app
 from workers.runtime import Runtime
 
 SETTLED = frozenset({InvocationStatus.PAUSED, InvocationStatus.COMPLETED,
@@ -169,20 +169,12 @@ class Client:
     ) -> None:
         """Answer a pending call; raises AnswerRejectedError (nothing stored) if it is not one."""
         service = self._services().service
-        key = self._runtime.run(
-            service.answer(app_name, invocation_id, function_call_id, response)
-        )
-        self._drain(key)
+        self._runtime.run(service.answer(app_name, invocation_id, function_call_id, response))
 
     def cancel(self, app_name: str, invocation_id: str) -> None:
         """Cancel the invocation."""
         self._celery.send_task(TASK_CANCEL, kwargs={
             "app_name": app_name, "invocation_id": invocation_id,
-        }, queue=self._settings.invocations_queue)
-
-    def _drain(self, key: tuple[str, str, str]) -> None:
-        self._celery.send_task(TASK_DRAIN, kwargs={
-            "app_name": key[0], "user_id": key[1], "session_id": key[2],
         }, queue=self._settings.invocations_queue)
 
     def close(self) -> None:

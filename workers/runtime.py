@@ -17,6 +17,7 @@ from google.genai import types
 
 from config import Settings, get_settings
 from orchestrator import platform
+from orchestrator import redis_keys as keys
 from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.redis_stores import RedisInvocationStore, RedisSessionQueue
@@ -24,6 +25,7 @@ from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService, session_key
 from orchestrator.distributed.stores import SessionKey
 from orchestrator.distributed.streams import RedisEventStream
+from orchestrator.distributed.wakeups import RedisWakeups, WakeConsumer
 from orchestrator.errors import AlreadyExistsError
 from orchestrator.sessions.redis_session_service import RedisSessionService
 from workers.celery_app import app as default_celery_app
@@ -48,6 +50,10 @@ class Services:
     service: InvocationService
     events: RedisEventStream | None = None
     """The invocations' live event streams (the service publishes to them)."""
+    wakeups: RedisWakeups | None = None
+    """The wake stream pushes announce themselves on; orchestrators consume it."""
+    consumer: WakeConsumer | None = None
+    """This process's wake-up consumer, once :meth:`Runtime.start_orchestrating` ran."""
 
 
 class Runtime:
@@ -93,6 +99,7 @@ class Runtime:
 
     def close(self) -> None:
         """Close this runtime's Redis connections and stop its loop thread."""
+        self.stop_orchestrating()
         if self._services is not None:
             self.run(self._services.redis.aclose())
             self._services = None
@@ -109,7 +116,9 @@ class Runtime:
             sessions = RedisSessionService(client=client)
             artifacts = RedisArtifactService(client=client)
             store = RedisInvocationStore(client, record_ttl_seconds=settings.record_ttl_seconds)
-            queue = RedisSessionQueue(client, lease_ttl_seconds=settings.lease_ttl_seconds)
+            wakeups = RedisWakeups(client, keys.wake_stream(settings.invocations_queue))
+            queue = RedisSessionQueue(client, lease_ttl_seconds=settings.lease_ttl_seconds,
+                                      wakeups=wakeups)
             events = RedisEventStream(client, ttl_seconds=settings.record_ttl_seconds)
             service = InvocationService(
                 registry,
@@ -119,11 +128,38 @@ class Runtime:
                 transport=CeleryTransport(self.celery_app, settings),
                 artifact_service=artifacts,
                 lease_renew_seconds=settings.lease_ttl_seconds / 3,
-                event_sink=events.publish,
+                # Committed events reach the stream inside their append; the sink sends chunks.
+                event_sink=events.publish_partial,
+                run_context=events.committed_by_append,
             )
             self._services = Services(client, sessions, artifacts, store, queue, registry, service,
-                                      events=events)
+                                      events=events, wakeups=wakeups)
         return self._services
+
+    def start_orchestrating(self) -> None:
+        """Start draining the sessions announced on the wake stream, on this process's loop."""
+        self.run(self._start_consumer())
+
+    async def _start_consumer(self) -> None:
+        services = await self.services()
+        if services.consumer is not None or services.wakeups is None:
+            return
+        settings = self.settings
+        services.consumer = services.wakeups.consumer(
+            services.service.drain,
+            concurrency=settings.orchestrator_concurrency,
+            retry_seconds=settings.lease_retry_seconds,
+            reclaim_idle_seconds=settings.lease_ttl_seconds,
+        )
+        await services.wakeups.ensure_group()
+        services.consumer.start()
+
+    def stop_orchestrating(self, timeout: float = 10.0) -> None:
+        """Stop reading wake-ups; drains in progress get ``timeout`` seconds to finish."""
+        if self._services is None or self._services.consumer is None:
+            return
+        consumer, self._services.consumer = self._services.consumer, None
+        self.run(consumer.stop(timeout), timeout=timeout + 5)
 
     async def submit_invocation(
         self, kwargs: dict[str, Any]

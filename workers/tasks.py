@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -29,56 +28,35 @@ from workers.runtime import PayloadError, Services, check_size, get_runtime
 logger = logging.getLogger(__name__)
 
 
-def _send_drain(key: SessionKey, countdown: float | None = None) -> None:
-    celery_app.send_task(
-        TASK_DRAIN,
-        kwargs={"app_name": key[0], "user_id": key[1], "session_id": key[2]},
-        queue=get_runtime().settings.invocations_queue,
-        countdown=countdown,
-    )
-
-
 @celery_app.task(name=TASK_INVOKE, bind=True, max_retries=None)
 def invoke(self: Task, **kwargs: Any) -> dict[str, Any]:
     """Start an invocation: ``app_name``, ``user_id``, ``new_message`` (text or Content JSON).
 
     Optional: ``session_id`` (a new session when omitted), ``state_delta``, ``invocation_id``
     (idempotency: the same id is one invocation), ``create_session``, ``streaming``. Returns
-    the invocation id and its session id.
+    the invocation id and its session id once the invocation is recorded and queued; an
+    orchestrator (this one or another) runs it when the wake-up it posted comes round.
     """
-    runtime = get_runtime()
-    result, busy = runtime.run(_invoke(kwargs))
-    if busy is not None:
-        # Another orchestrator holds the session; it will most likely take this item itself,
-        # and a delayed drain covers a holder that died.
-        _send_drain(busy, countdown=runtime.settings.lease_retry_seconds)
-    return result
+    return get_runtime().run(_invoke(kwargs))
 
 
-async def _invoke(kwargs: dict[str, Any]) -> tuple[dict[str, Any], SessionKey | None]:
-    runtime = get_runtime()
-    services = await runtime.services()
-    record, key = await runtime.submit_invocation(kwargs)
+async def _invoke(kwargs: dict[str, Any]) -> dict[str, Any]:
+    record, _ = await get_runtime().submit_invocation(kwargs)
     if record is None:
-        return {"error": "app_name and user_id are required, as non-empty strings."}, None
-    result = {"invocation_id": record.invocation_id, "session_id": record.session_id}
-    if key is not None and not await services.service.drain(key):
-        return result, key
-    return result, None
+        return {"error": "app_name and user_id are required, as non-empty strings."}
+    return {"invocation_id": record.invocation_id, "session_id": record.session_id}
 
 
-@celery_app.task(name=TASK_DRAIN, bind=True, max_retries=None, ignore_result=True)
+@celery_app.task(name=TASK_DRAIN, bind=True, ignore_result=True)
 def drain(self: Task, app_name: str, user_id: str, session_id: str) -> None:
-    """Process the work queued for one session (orchestrators)."""
-    runtime = get_runtime()
-    if not runtime.run(_drain((app_name, user_id, session_id))):
-        # The holder most likely takes the item itself; retrying covers a holder that died.
-        raise self.retry(countdown=runtime.settings.lease_retry_seconds)
+    """Ask the orchestrators to process the work queued for one session (a wake-up)."""
+    get_runtime().run(_post_wakeup((app_name, user_id, session_id)))
 
 
-async def _drain(key: SessionKey) -> bool:
+async def _post_wakeup(key: SessionKey) -> None:
     services = await get_runtime().services()
-    return await services.service.drain(key)
+    assert services.wakeups is not None
+    await services.wakeups.post(key)
 
 
 @celery_app.task(name=TASK_ANSWER, bind=True)
@@ -91,12 +69,9 @@ def answer(
     if not isinstance(response, dict):
         return {"error": "response must be a JSON object."}
     try:
-        key = runtime.run(
-            services.service.answer(app_name, invocation_id, function_call_id, response)
-        )
+        runtime.run(services.service.answer(app_name, invocation_id, function_call_id, response))
     except AnswerRejectedError as error:
         return {"error": str(error)}
-    _send_drain(key)
     return {"invocation_id": invocation_id, "answered": function_call_id}
 
 
@@ -108,7 +83,6 @@ def cancel(self: Task, app_name: str, invocation_id: str) -> dict[str, Any]:
     key = runtime.run(services.service.cancel(app_name, invocation_id))
     if key is None:
         return {"error": f"Unknown invocation {invocation_id!r} of app {app_name!r}."}
-    _send_drain(key)
     return {"invocation_id": invocation_id, "cancel_requested": True}
 
 
@@ -172,9 +146,10 @@ async def _skip_reason(
     services: Services, job: ToolJob | AgentJob, answered: Callable[[ToolResult], bool]
 ) -> str | None:
     """Why a (possibly redelivered) job must not run: cancelled, or already answered."""
-    if await services.store.is_cancelled(job.app_name, job.invocation_id):
+    cancelled, done = await services.store.job_state(
+        job.app_name, job.invocation_id, job.function_call_id)
+    if cancelled:
         return "skipped: invocation cancelled"
-    done = (await services.store.results(job.app_name, job.invocation_id)).get(job.function_call_id)
     if done is not None and answered(done):
         return "already answered"
     return None
@@ -186,12 +161,10 @@ def _branch_answered(done: ToolResult) -> bool:
 
 
 async def _hand_back(services: Services, job: ToolJob | AgentJob, result: ToolResult) -> None:
-    """Store the result (first writer wins) and ask an orchestrator to resume."""
-    key = await services.service.deliver(
+    """Store the result (first writer wins); its resume item posts the orchestrators' wake-up."""
+    await services.service.deliver(
         job.app_name, job.invocation_id, result, key=(job.app_name, job.user_id, job.session_id)
     )
-    if key is not None:
-        await asyncio.to_thread(_send_drain, key)
 
 
 async def _run_tool(progress: Callable[[dict[str, Any]], None], job: ToolJob) -> dict[str, Any]:

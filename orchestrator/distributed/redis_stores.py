@@ -15,8 +15,9 @@ import redis.asyncio as aioredis
 
 from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
-from orchestrator.distributed.stores import SessionKey
+from orchestrator.distributed.stores import Loaded, SessionKey
 from orchestrator.distributed.streams import STREAM_MAXLEN
+from orchestrator.distributed.wakeups import RedisWakeups
 from orchestrator.sessions.redis_session_service import fenced
 
 # KEYS: results hash. ARGV: call id, result JSON, 1 if the new result is final.
@@ -40,6 +41,18 @@ local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
 while redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT') do end
 return token
+"""
+
+# KEYS: lease, fence counter, processing, queue. ARGV: ttl ms. Returns false (lease busy),
+# {token} (acquired, nothing queued: released again) or {token, first item}.
+_TAKE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+while redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT') do end
+local token = redis.call('INCR', KEYS[2])
+local item = redis.call('LMOVE', KEYS[4], KEYS[3], 'LEFT', 'RIGHT')
+if not item then return {token} end
+redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
+return {token, item}
 """
 
 # KEYS: lease. ARGV: token, ttl ms.
@@ -94,13 +107,27 @@ class RedisInvocationStore:
         raw = await self._redis.hget(keys.invocation(app_name, invocation_id), "record")
         return InvocationRecord.model_validate_json(raw) if raw else None
 
-    async def load(self, app_name: str, invocation_id: str) -> tuple[InvocationRecord | None, bool]:
-        """The record and the cancel flag in one round trip."""
+    async def load(self, app_name: str, invocation_id: str) -> Loaded:
+        """The record, the cancel flag and the results in one round trip."""
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.hget(keys.invocation(app_name, invocation_id), "record")
             pipe.exists(keys.cancel_flag(app_name, invocation_id))
-            raw, cancelled = await pipe.execute()
-        return (InvocationRecord.model_validate_json(raw) if raw else None), bool(cancelled)
+            pipe.hgetall(keys.invocation_results(app_name, invocation_id))
+            raw, cancelled, results = await pipe.execute()
+        return Loaded(
+            InvocationRecord.model_validate_json(raw) if raw else None, bool(cancelled),
+            {cid: ToolResult.model_validate_json(value) for cid, value in results.items()},
+        )
+
+    async def job_state(
+        self, app_name: str, invocation_id: str, function_call_id: str
+    ) -> tuple[bool, ToolResult | None]:
+        """Whether the invocation was cancelled, and the call's stored result: one round trip."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.exists(keys.cancel_flag(app_name, invocation_id))
+            pipe.hget(keys.invocation_results(app_name, invocation_id), function_call_id)
+            cancelled, raw = await pipe.execute()
+        return bool(cancelled), ToolResult.model_validate_json(raw) if raw else None
 
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite the record and publish its status on the invocation's stream."""
@@ -175,17 +202,42 @@ class RedisInvocationStore:
 class RedisSessionQueue:
     """Per-session work queues (reliable: claimed items sit in a processing list) and leases."""
 
-    def __init__(self, client: aioredis.Redis, *, lease_ttl_seconds: float = 30.0) -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        lease_ttl_seconds: float = 30.0,
+        wakeups: RedisWakeups | None = None,
+    ) -> None:
         self._redis = client
         self._ttl_ms = int(lease_ttl_seconds * 1000)
+        self._wakeups = wakeups
+        """Where each push announces itself to orchestrators (None: the caller drains)."""
         self._acquire = client.register_script(_ACQUIRE)
+        self._take = client.register_script(_TAKE)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._claim_or_release = client.register_script(_CLAIM_OR_RELEASE)
 
     async def push(self, key: SessionKey, item: WorkItem) -> None:
-        """Append an item."""
-        await self._redis.rpush(keys.session_queue(*key), item.model_dump_json())
+        """Append an item, and post a wake-up for it in the same round trip."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.rpush(keys.session_queue(*key), item.model_dump_json())
+            if self._wakeups is not None:
+                self._wakeups.queue_post(pipe, key)
+            await pipe.execute()
+
+    async def take(self, key: SessionKey) -> tuple[str, WorkItem | None] | None:
+        """Acquire the lease and claim the first item in one round trip (see SessionQueue)."""
+        reply = await self._take(
+            keys=[keys.session_lease(*key), keys.fence_counter(*key),
+                  keys.session_processing(*key), keys.session_queue(*key)],
+            args=[self._ttl_ms],
+        )
+        if not reply:
+            return None
+        token = str(reply[0])
+        return token, WorkItem.model_validate_json(reply[1]) if len(reply) > 1 else None
 
     async def acquire(self, key: SessionKey) -> str | None:
         """Take the lease (recovering a dead holder's leftovers); the fencing token or None."""

@@ -56,6 +56,9 @@ _CANCEL_CHECK_SECONDS = 0.25
 EventSink = Callable[[InvocationRecord, Event], Awaitable[None]]
 """``await sink(record, event)`` for each event, in order; used for live event streams."""
 
+RunContext = Callable[[InvocationRecord], contextlib.AbstractContextManager[None]]
+"""A context entered around each piece of work on an invocation (e.g. stream mirroring)."""
+
 
 class RemoteToolError(RuntimeError):
     """A tool raised on a worker; passed to ``on_tool_error_callback``."""
@@ -81,10 +84,13 @@ class InvocationService:
         memory_service: BaseMemoryService | None = None,
         lease_renew_seconds: float | None = None,
         event_sink: EventSink | None = None,
+        run_context: RunContext | None = None,
     ) -> None:
         self.registry = registry
         self.event_sink = event_sink
         """Receives every event of every run as it happens (partial chunks included)."""
+        self.run_context = run_context
+        """Entered around each run; with it, a sink may leave committed events to the appends."""
         self.session_service = session_service
         self.store = store
         self.queue = queue
@@ -183,14 +189,16 @@ class InvocationService:
 
     async def drain(self, key: SessionKey) -> bool:
         """Process the session's queue if its lease is free; False if another holder has it."""
-        token = await self.queue.acquire(key)
-        if token is None:
+        taken = await self.queue.take(key)
+        if taken is None:
             return False
+        token, item = taken
+        if item is None:
+            return True  # nothing queued (the lease went back at once)
         renewer = self._start_renewer(key, token)
         released = False
         try:
             with self.queue.fencing(key, token):
-                item = await self.queue.claim_or_release(key, token)
                 while item is not None:
                     await self._process(key, item)
                     item = await self.queue.claim_or_release(key, token, finished=item)
@@ -217,7 +225,7 @@ class InvocationService:
         return asyncio.ensure_future(renew())
 
     async def _process(self, key: SessionKey, item: WorkItem) -> None:
-        record, cancelled = await self.store.load(key[0], item.invocation_id)
+        record, cancelled, results = await self.store.load(key[0], item.invocation_id)
         if record is None:
             logger.warning("Work item for unknown invocation %s dropped", item.invocation_id)
             return
@@ -232,20 +240,24 @@ class InvocationService:
                                      f"orchestrator serves: {', '.join(self.registry.names) or 'none'}.")
             return
         try:
-            plan = await self._plan(runner, record, item)
-            if plan.events is not None or plan.prelude:
-                await self._drive(record, plan)
+            with self.run_context(record) if self.run_context else contextlib.nullcontext():
+                plan = await self._plan(runner, record, item, results)
+                if plan.events is not None or plan.prelude:
+                    await self._drive(record, plan)
         except Exception as error:
             logger.info("Invocation %s failed: %s", record.invocation_id, error)
             await self._fail(record, f"{type(error).__name__}: {error}")
 
-    async def _plan(self, runner: Runner, record: InvocationRecord, item: WorkItem) -> _Plan:
+    async def _plan(
+        self, runner: Runner, record: InvocationRecord, item: WorkItem,
+        results: dict[str, ToolResult],
+    ) -> _Plan:
         """What this work item runs, and how it changes the pending calls."""
         if item.kind == "start" and record.status is InvocationStatus.QUEUED:
             return _Plan(events=await self._start(runner, record))
         if item.kind == "start" and record.status is InvocationStatus.RUNNING:
             return _Plan(events=self._recover_crashed(runner, record))
-        return await self._resume(runner, record)
+        return await self._resume(runner, record, results)
 
     async def _start(self, runner: Runner, record: InvocationRecord) -> AsyncGenerator[Event, None]:
         if record.state_delta is None and record.new_message is None:
@@ -255,6 +267,7 @@ class InvocationService:
             user_id=record.user_id, session_id=record.session_id,
             invocation_id=record.invocation_id, new_message=message,
             state_delta=record.state_delta, run_config=_run_config(record),
+            yield_user_message=True,  # live streams show the message the invocation answers
         )
 
     def _recover_crashed(
@@ -272,8 +285,9 @@ class InvocationService:
             invocation_id=record.invocation_id,
         )
 
-    async def _resume(self, runner: Runner, record: InvocationRecord) -> _Plan:
-        results = await self.store.results(record.app_name, record.invocation_id)
+    async def _resume(
+        self, runner: Runner, record: InvocationRecord, results: dict[str, ToolResult]
+    ) -> _Plan:
         pending = set(record.pending_calls)
         if not any(cid in pending for cid in results):
             return _Plan()

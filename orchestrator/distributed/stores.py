@@ -7,7 +7,7 @@ import contextlib
 import itertools
 from collections import deque
 from collections.abc import Iterator
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
 
@@ -30,8 +30,8 @@ class InvocationStore(Protocol):
         """The record, or None."""
         ...
 
-    async def load(self, app_name: str, invocation_id: str) -> tuple[InvocationRecord | None, bool]:
-        """The record and whether cancellation was requested, in one read."""
+    async def load(self, app_name: str, invocation_id: str) -> Loaded:
+        """The record, whether cancellation was requested, and the stored results: one read."""
         ...
 
     async def save(self, record: InvocationRecord) -> None:
@@ -55,6 +55,14 @@ class InvocationStore(Protocol):
         ...
 
 
+class Loaded(NamedTuple):
+    """What an orchestrator reads before working on an invocation."""
+
+    record: InvocationRecord | None
+    cancelled: bool
+    results: dict[str, ToolResult]
+
+
 class SessionQueue(Protocol):
     """Per-session FIFO of work items plus the lease that makes one orchestrator its writer."""
 
@@ -67,6 +75,14 @@ class SessionQueue(Protocol):
 
         Taking the lease also puts back at the head of the queue whatever a previous holder
         left in progress (it died before finishing it).
+        """
+        ...
+
+    async def take(self, key: SessionKey) -> tuple[str, WorkItem | None] | None:
+        """:meth:`acquire` and :meth:`claim_or_release` in one step.
+
+        None if another holder has the lease; else ``(token, first item)``, where no item
+        means the queue was empty and the lease is already released again.
         """
         ...
 
@@ -116,9 +132,11 @@ class InMemoryInvocationStore:
         record = self._records.get((app_name, invocation_id))
         return record.model_copy(deep=True) if record else None
 
-    async def load(self, app_name: str, invocation_id: str) -> tuple[InvocationRecord | None, bool]:
-        """The record and the cancel flag."""
-        return await self.get(app_name, invocation_id), await self.is_cancelled(app_name, invocation_id)
+    async def load(self, app_name: str, invocation_id: str) -> Loaded:
+        """The record, the cancel flag and the results."""
+        return Loaded(await self.get(app_name, invocation_id),
+                      await self.is_cancelled(app_name, invocation_id),
+                      await self.results(app_name, invocation_id))
 
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite and wake watchers."""
@@ -187,6 +205,13 @@ class InMemorySessionQueue:
         if leftovers:
             self._queues.setdefault(key, deque()).extendleft(reversed(leftovers))
         return token
+
+    async def take(self, key: SessionKey) -> tuple[str, WorkItem | None] | None:
+        """Acquire, then claim the first item (or release at once if there is none)."""
+        token = await self.acquire(key)
+        if token is None:
+            return None
+        return token, await self.claim_or_release(key, token)
 
     async def renew(self, key: SessionKey, token: str) -> bool:
         """Leases here never expire."""

@@ -23,6 +23,7 @@ and expires with the invocation record; a very long streamed run keeps its lates
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections import deque
@@ -35,6 +36,7 @@ import redis.asyncio as aioredis
 from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.events.event import Event
+from orchestrator.sessions.redis_session_service import mirrored
 
 STREAM_MAXLEN = 5000
 """Approximate cap on the entries of one invocation's stream (``XADD MAXLEN ~``)."""
@@ -190,6 +192,20 @@ class RedisEventStream:
             pipe.xadd(stream, entry, maxlen=self._maxlen, approximate=True)  # type: ignore[arg-type]
             pipe.expire(stream, self._ttl)
             await pipe.execute()
+
+    async def publish_partial(self, record: InvocationRecord, event: Event) -> None:
+        """The event sink to use with :meth:`committed_by_append`: only partial chunks here."""
+        if event.partial:
+            await self.publish(record, event)
+
+    def committed_by_append(self, record: InvocationRecord) -> contextlib.AbstractContextManager[None]:
+        """A context in which each session append also adds its event to the stream.
+
+        The event reaches the stream in the append's own script: one round trip, and a
+        follower sees an event exactly when it is committed.
+        """
+        stream = keys.invocation_stream(record.app_name, record.invocation_id)
+        return mirrored(stream, self._maxlen, self._ttl)
 
     async def follow(
         self,

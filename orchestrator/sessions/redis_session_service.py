@@ -14,6 +14,9 @@ Storage (key names in :mod:`orchestrator.redis_keys`):
 * indexes: a sorted set per user (session id) and per app (``[user, session]``), scored by the
   last update time, which ``list_sessions`` reads oldest first.
 
+Mirroring: while :data:`current_mirror` names an invocation's live stream, the same script
+also adds each committed event to it, so a follower sees the event exactly when it is stored.
+
 Fencing: while :data:`current_fence` holds ``(lease_key, token)``, an append succeeds only if
 ``GET lease_key`` still equals ``token``; otherwise nothing is written and
 :class:`~orchestrator.errors.StaleSessionError` is raised. The orchestrator that owns a
@@ -57,6 +60,23 @@ current_fence: ContextVar[tuple[str, str] | None] = ContextVar(
     "adk_celery_current_fence", default=None
 )
 """``(lease key, fencing token)`` that appends in this context must still hold, or None."""
+
+
+current_mirror: ContextVar[tuple[str, int, int] | None] = ContextVar(
+    "adk_celery_current_mirror", default=None
+)
+"""``(stream key, max length, ttl seconds)``: appends in this context also add the event to
+that live stream (in the same script), or None."""
+
+
+@contextlib.contextmanager
+def mirrored(stream_key: str, maxlen: int, ttl_seconds: int) -> Iterator[None]:
+    """Appends in this block also XADD the committed event to ``stream_key``, atomically."""
+    reset = current_mirror.set((stream_key, maxlen, ttl_seconds))
+    try:
+        yield
+    finally:
+        current_mirror.reset(reset)
 
 
 @contextlib.contextmanager
@@ -131,14 +151,15 @@ return {{redis.call('HGETALL', KEYS[7]), redis.call('HGETALL', KEYS[8])}}
 
 _APPEND_LUA = _LUA_HELPERS + f"""
 -- KEYS: 1 meta, 2 state, 3 events, 4 event ids, 5 user index, 6 app index, 7 app state,
---       8 user state, [9 lease: only when fencing]
+--       8 user state, 9 lease (fencing) or KEYS[1], 10 live stream (mirroring) or KEYS[1]
 -- ARGV: 1 event id, 2 event JSON, 3 timestamp, 4 session id, 5 app-index member,
---       6 fencing token, 7 #session pairs, 8 #app pairs, 9 #user pairs, 10.. pairs
+--       6 fencing token or '', 7 stream maxlen or '', 8 stream ttl,
+--       9 #session pairs, 10 #app pairs, 11 #user pairs, 12.. pairs
 -- Returns 1 when appended, 0 when the event id was already appended.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return redis.error_reply('{_NOT_FOUND}')
 end
-if #KEYS >= 9 then
+if ARGV[6] ~= '' then
   local holder = redis.call('GET', KEYS[9])
   if not holder then
     return redis.error_reply('{_STALE} the lease ' .. KEYS[9] .. ' has expired or was released')
@@ -157,9 +178,14 @@ redis.call('ZADD', KEYS[6], ARGV[3], ARGV[5])
 redis.call('RPUSH', KEYS[3], ARGV[2])
 redis.call('SADD', KEYS[4], ARGV[1])
 redis.call('HSET', KEYS[1], 'last_update_time', ARGV[3])
-local nxt = hset_pairs(KEYS[2], 10, tonumber(ARGV[7]))
-nxt = hset_pairs(KEYS[7], nxt, tonumber(ARGV[8]))
-hset_pairs(KEYS[8], nxt, tonumber(ARGV[9]))
+local nxt = hset_pairs(KEYS[2], 12, tonumber(ARGV[9]))
+nxt = hset_pairs(KEYS[7], nxt, tonumber(ARGV[10]))
+hset_pairs(KEYS[8], nxt, tonumber(ARGV[11]))
+if ARGV[7] ~= '' then
+  redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[7], '*',
+    'kind', 'event', 'event', ARGV[2], 'partial', '0')
+  redis.call('EXPIRE', KEYS[10], ARGV[8])
+end
 return 1
 """
 
@@ -343,14 +369,15 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             keys.app_state(session.app_name),
             keys.user_state(session.app_name, session.user_id),
         ]
+        meta_key = script_keys[0]
         fence = current_fence.get()
-        token = ""
-        if fence is not None:
-            lease_key, token = fence
-            script_keys.append(lease_key)
+        lease_key, token = fence if fence is not None else (meta_key, "")
+        mirror = current_mirror.get()
+        stream_key, maxlen, stream_ttl = mirror if mirror is not None else (meta_key, "", 0)
+        script_keys += [lease_key, stream_key]
         args: list[Any] = [
             event.id, event_json, _score(event.timestamp, what="the event timestamp"),
-            session.id, _app_member(session.user_id, session.id), token,
+            session.id, _app_member(session.user_id, session.id), token, maxlen, stream_ttl,
             len(session_delta), len(app_delta), len(user_delta),
             *_flatten(session_delta), *_flatten(app_delta), *_flatten(user_delta),
         ]

@@ -1,0 +1,57 @@
+"""Start and stop an orchestrator's wake-up consumer with the Celery worker that hosts it.
+
+A worker consuming the invocations queue is an orchestrator: besides its Celery tasks
+(invoke, answer, cancel) it drains the sessions announced on the wake stream, on its
+runtime's event loop. With the prefork pool each child process runs its own consumer (the
+Runner loops then use every child); with threads or solo the worker process runs one.
+Plain ``celery -A workers worker -Q adk.invocations`` gets the same behaviour.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import signals
+
+from config import get_settings
+from workers.runtime import get_runtime
+
+logger = logging.getLogger(__name__)
+
+_role: dict[str, bool] = {"orchestrating": False, "prefork": False, "started": False}
+
+
+@signals.celeryd_after_setup.connect
+def _note_role(sender: str, instance: Any, **_: Any) -> None:
+    """Decide, before the pool starts, whether and where this worker consumes wake-ups."""
+    settings = get_settings()
+    queues = set(instance.app.amqp.queues.consume_from or instance.app.amqp.queues)
+    _role["orchestrating"] = settings.invocations_queue in queues
+    _role["prefork"] = "prefork" in getattr(instance.pool_cls, "__module__", "")
+
+
+@signals.worker_ready.connect
+def _start_in_worker(**_: Any) -> None:
+    if _role["orchestrating"] and not _role["prefork"]:
+        _start()
+        logger.info("Orchestrating: draining sessions announced on the wake stream")
+
+
+@signals.worker_process_init.connect
+def _start_in_child(**_: Any) -> None:
+    if _role["orchestrating"] and _role["prefork"]:
+        _start()
+
+
+def _start() -> None:
+    get_runtime().start_orchestrating()
+    _role["started"] = True
+
+
+@signals.worker_shutdown.connect
+@signals.worker_process_shutdown.connect
+def _stop(**_: Any) -> None:
+    if _role["started"]:
+        _role["started"] = False
+        get_runtime().stop_orchestrating()
