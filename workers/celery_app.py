@@ -13,6 +13,8 @@ JSON keyword arguments; see the README):
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Celery
 
 from config import Settings, get_settings
@@ -26,11 +28,27 @@ TASK_RUN_AGENT = "adk_celery.run_agent"
 ORCHESTRATOR_TASKS = (TASK_INVOKE, TASK_DRAIN, TASK_ANSWER, TASK_CANCEL)
 
 
+REPR_LIMIT = 1024
+"""Longest kwargs text a task message carries for Flower and the logs."""
+
+
+def kwargs_repr(fields: dict[str, Any], limit: int = REPR_LIMIT) -> str:
+    """The text Flower shows as a task's kwargs: the fields that identify the work.
+
+    Passing it to ``send_task`` also spares Celery computing a safe repr of the whole payload
+    (a tool job carries a state snapshot), which costs more than publishing the message.
+    """
+    text = repr({k: v for k, v in fields.items() if v is not None})
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def create_celery_app(settings: Settings | None = None) -> Celery:
     """Build the Celery app from settings (broker and result backend: the Redis URL)."""
     settings = settings or get_settings()
     url = settings.redis_url or "memory://"
     app = Celery("adk_celery", broker=url, backend=url if settings.redis_url else None)
+    if url.startswith("redis://"):  # TLS, sockets and Sentinel keep kombu's own transport
+        app.conf.broker_transport = "workers.broker:Transport"
     transport_options = {"visibility_timeout": settings.visibility_timeout_seconds}
     routes = {name: {"queue": settings.invocations_queue} for name in ORCHESTRATOR_TASKS}
     routes[TASK_RUN_TOOL] = {"queue": settings.tools_queue}

@@ -19,7 +19,7 @@ from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.streams import RedisEventStream, StreamItem
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
-from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app
+from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app, kwargs_repr
 from workers.runtime import Runtime
 
 SETTLED = frozenset({InvocationStatus.PAUSED, InvocationStatus.COMPLETED,
@@ -79,7 +79,8 @@ class Client:
         }
         if streaming:
             kwargs["streaming"] = True
-        self._celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=self._settings.invocations_queue)
+        self._celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=self._settings.invocations_queue,
+                               argsrepr="()", kwargsrepr=kwargs_repr(kwargs))
         return invocation_id
 
     def status(self, app_name: str, invocation_id: str) -> InvocationRecord | None:

@@ -11,7 +11,7 @@ from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.distributed.models import AgentJob, ToolJob
 from orchestrator.distributed.transport import default_route
 from orchestrator.tools.base_tool import BaseTool
-from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL
+from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL, kwargs_repr
 
 
 class CeleryTransport:
@@ -40,6 +40,12 @@ class CeleryTransport:
             queue=job.queue or self._settings.agents_queue,
             shadow=f"{TASK_RUN_AGENT}:{job.agent_name}",
             task_id=f"{job.invocation_id}:{job.function_call_id}",
+            argsrepr="()",
+            kwargsrepr=kwargs_repr({
+                "app_name": job.app_name, "invocation_id": job.invocation_id,
+                "function_call_id": job.function_call_id, "agent_name": job.agent_name,
+                "branch": job.branch,
+            }),
         )
 
     async def submit(self, job: ToolJob) -> None:
@@ -51,4 +57,10 @@ class CeleryTransport:
             queue=job.queue or self._settings.tools_queue,
             shadow=f"{TASK_RUN_TOOL}:{job.tool_name}",
             task_id=f"{job.invocation_id}:{job.function_call_id}",
+            argsrepr="()",
+            kwargsrepr=kwargs_repr({
+                "app_name": job.app_name, "invocation_id": job.invocation_id,
+                "function_call_id": job.function_call_id, "tool_name": job.tool_name,
+                "args": job.args,
+            }),
         )

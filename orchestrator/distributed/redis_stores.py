@@ -8,6 +8,7 @@ the lease (it stalled past the TTL and another took over) cannot write.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +31,17 @@ if existing then
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
+# KEYS: record hash, stream. ARGV: record JSON, status, ttl seconds, stream maxlen.
+# Stores a new record and publishes its status; 0 (and nothing written) if one exists.
+_CREATE = """
+if redis.call('HSETNX', KEYS[1], 'record', ARGV[1]) == 0 then return 0 end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
+  'kind', 'status', 'status', ARGV[2], 'record', ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
 return 1
 """
 
@@ -90,16 +102,15 @@ class RedisInvocationStore:
         self._redis = client
         self._ttl = record_ttl_seconds
         self._put_result = client.register_script(_PUT_RESULT)
+        self._create = client.register_script(_CREATE)
 
     async def create(self, record: InvocationRecord) -> bool:
         """Store a new record unless one exists."""
         key = keys.invocation(record.app_name, record.invocation_id)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hsetnx(key, "record", record.model_dump_json())
-            pipe.expire(key, self._ttl)
-            # Published even for a duplicate create: watchers re-read the record anyway.
-            self._queue_publish(pipe, record)
-            created = (await pipe.execute())[0]
+        created = await self._create(
+            keys=[key, keys.invocation_stream(record.app_name, record.invocation_id)],
+            args=[record.model_dump_json(), record.status.value, self._ttl, _STATUS_STREAM_MAXLEN],
+        )
         return bool(created)
 
     async def get(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
@@ -132,17 +143,18 @@ class RedisInvocationStore:
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite the record and publish its status on the invocation's stream."""
         key = keys.invocation(record.app_name, record.invocation_id)
+        raw = record.model_dump_json()
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, "record", record.model_dump_json())
+            pipe.hset(key, "record", raw)
             pipe.expire(key, self._ttl)
-            self._queue_publish(pipe, record)
+            self._queue_publish(pipe, record, raw)
             await pipe.execute()
 
-    def _queue_publish(self, pipe: Any, record: InvocationRecord) -> None:
+    def _queue_publish(self, pipe: Any, record: InvocationRecord, raw: str) -> None:
         stream = keys.invocation_stream(record.app_name, record.invocation_id)
         pipe.xadd(
             stream,
-            {"kind": "status", "status": record.status.value},
+            {"kind": "status", "status": record.status.value, "record": raw},
             maxlen=_STATUS_STREAM_MAXLEN,
             approximate=True,
         )
@@ -177,16 +189,23 @@ class RedisInvocationStore:
         *,
         timeout: float | None = None,
     ) -> InvocationRecord | None:
-        """Block until the record reaches one of ``statuses`` (None on timeout)."""
-        import time
+        """Block until the record reaches one of ``statuses`` (None on timeout).
 
+        Reads the record once, then follows the status entries of the invocation's stream,
+        which carry the record as saved (no read per change).
+        """
         stream = keys.invocation_stream(app_name, invocation_id)
         deadline = None if timeout is None else time.monotonic() + timeout
-        last_id = "0-0"
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hget(keys.invocation(app_name, invocation_id), "record")
+            pipe.xrevrange(stream, count=1)
+            raw, latest = await pipe.execute()
+        record = InvocationRecord.model_validate_json(raw) if raw else None
+        if record is not None and record.status in statuses:
+            return record
+        last_id = latest[0][0] if latest else "0-0"
+        wanted = {status.value for status in statuses}
         while True:
-            record = await self.get(app_name, invocation_id)
-            if record is not None and record.status in statuses:
-                return record
             block_ms = 1000
             if deadline is not None:
                 remaining = deadline - time.monotonic()
@@ -195,8 +214,13 @@ class RedisInvocationStore:
                 block_ms = max(1, min(block_ms, int(remaining * 1000)))
             reply = await self._redis.xread({stream: last_id}, block=block_ms)
             for _, entries in reply or []:
-                if entries:
-                    last_id = entries[-1][0]
+                for entry_id, fields in entries:
+                    last_id = entry_id
+                    if fields.get("kind") == "status" and fields.get("status") in wanted:
+                        saved = fields.get("record")
+                        if saved:
+                            return InvocationRecord.model_validate_json(saved)
+                        return await self.get(app_name, invocation_id)
 
 
 class RedisSessionQueue:

@@ -2,11 +2,13 @@
 
 An invocation's stream holds, in order, two kinds of entries:
 
-- ``{"kind": "event", "event": <Event wire JSON>, "partial": "1"|"0"}``: every event the
-  Runner yields, streaming chunks (``partial``) included, published by the orchestrator
-  through the InvocationService ``event_sink`` (:meth:`RedisEventStream.publish`);
-- ``{"kind": "status", "status": <InvocationStatus value>}``: each status change, published by
-  the invocation store when it saves the record (``RedisInvocationStore.save``).
+- ``{"kind": "event", "event": <Event wire JSON>, "partial": "1"|"0"}``: every event of the
+  invocation (its user message first), streaming chunks (``partial``) included. Committed
+  events are added by the session append that stores them (see
+  :meth:`RedisEventStream.committed_by_append`), chunks by :meth:`RedisEventStream.publish`;
+- ``{"kind": "status", "status": <InvocationStatus value>, "record": <record JSON>}``: each
+  status change, published by the invocation store when it saves the record
+  (``RedisInvocationStore.save``), with the record as saved (waiters need no extra read).
 
 Both are written by the process running the invocation, one after the other, so a follower
 sees a run's events before the status that ends it. :meth:`RedisEventStream.follow` reads the
