@@ -118,7 +118,7 @@ class Runtime:
             store = RedisInvocationStore(client, record_ttl_seconds=settings.record_ttl_seconds)
             wakeups = RedisWakeups(client, keys.wake_stream(settings.invocations_queue))
             queue = RedisSessionQueue(client, lease_ttl_seconds=settings.lease_ttl_seconds,
-                                      wakeups=wakeups)
+                                      wakeups=wakeups, record_ttl_seconds=settings.record_ttl_seconds)
             events = RedisEventStream(client, ttl_seconds=settings.record_ttl_seconds)
             service = InvocationService(
                 registry,

@@ -126,7 +126,7 @@ class EmbeddedRuntime:
             registry,
             session_service=self.session_service,
             store=self.store,
-            queue=InMemorySessionQueue(),
+            queue=InMemorySessionQueue(self.store),
             transport=self.transport,
             artifact_service=self.artifact_service,
             memory_service=InMemoryMemoryService(),

@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 
 from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
-from orchestrator.distributed.stores import Loaded, SessionKey
+from orchestrator.distributed.stores import Loaded, SessionKey, Taken
 from orchestrator.distributed.streams import STREAM_MAXLEN
 from orchestrator.distributed.wakeups import RedisWakeups
 from orchestrator.sessions.redis_session_service import fenced
@@ -75,9 +75,18 @@ end
 return 0
 """
 
-# KEYS: processing, queue, lease. ARGV: finished item JSON or '', token. Returns the next
-# item, or releases the lease (if still ours) when the queue is empty and returns false.
+# KEYS: processing, queue, lease, record hash, record stream. ARGV: finished item JSON or '',
+# token, record JSON or '' (nothing to save), status, ttl seconds, stream maxlen. Saves the
+# record (as RedisInvocationStore.save does), then returns the next item, or releases the
+# lease (if still ours) when the queue is empty and returns false.
 _CLAIM_OR_RELEASE = """
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[4], 'record', ARGV[3])
+  redis.call('EXPIRE', KEYS[4], ARGV[5])
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[6], '*',
+    'kind', 'status', 'status', ARGV[4], 'record', ARGV[3])
+  redis.call('EXPIRE', KEYS[5], ARGV[5])
+end
 if ARGV[1] ~= '' then redis.call('LREM', KEYS[1], 1, ARGV[1]) end
 local item = redis.call('LMOVE', KEYS[2], KEYS[1], 'LEFT', 'RIGHT')
 if item then return item end
@@ -93,6 +102,20 @@ return redis.call('LLEN', KEYS[2])
 
 _STATUS_STREAM_MAXLEN = STREAM_MAXLEN
 """Status entries share the stream with live events: trim it to the same length."""
+
+
+def _queue_load(pipe: Any, app_name: str, invocation_id: str) -> None:
+    """Add the reads of :meth:`RedisInvocationStore.load` to a pipeline (3 replies)."""
+    pipe.hget(keys.invocation(app_name, invocation_id), "record")
+    pipe.exists(keys.cancel_flag(app_name, invocation_id))
+    pipe.hgetall(keys.invocation_results(app_name, invocation_id))
+
+
+def _loaded(raw: str | None, cancelled: int, results: dict[str, str]) -> Loaded:
+    return Loaded(
+        InvocationRecord.model_validate_json(raw) if raw else None, bool(cancelled),
+        {cid: ToolResult.model_validate_json(value) for cid, value in results.items()},
+    )
 
 
 class RedisInvocationStore:
@@ -121,14 +144,8 @@ class RedisInvocationStore:
     async def load(self, app_name: str, invocation_id: str) -> Loaded:
         """The record, the cancel flag and the results in one round trip."""
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hget(keys.invocation(app_name, invocation_id), "record")
-            pipe.exists(keys.cancel_flag(app_name, invocation_id))
-            pipe.hgetall(keys.invocation_results(app_name, invocation_id))
-            raw, cancelled, results = await pipe.execute()
-        return Loaded(
-            InvocationRecord.model_validate_json(raw) if raw else None, bool(cancelled),
-            {cid: ToolResult.model_validate_json(value) for cid, value in results.items()},
-        )
+            _queue_load(pipe, app_name, invocation_id)
+            return _loaded(*await pipe.execute())
 
     async def job_state(
         self, app_name: str, invocation_id: str, function_call_id: str
@@ -232,9 +249,12 @@ class RedisSessionQueue:
         *,
         lease_ttl_seconds: float = 30.0,
         wakeups: RedisWakeups | None = None,
+        record_ttl_seconds: int = 7 * 24 * 3600,
     ) -> None:
         self._redis = client
         self._ttl_ms = int(lease_ttl_seconds * 1000)
+        self._record_ttl = record_ttl_seconds
+        """TTL of the records :meth:`claim_or_release` saves (as the store's)."""
         self._wakeups = wakeups
         """Where each push announces itself to orchestrators (None: the caller drains)."""
         self._acquire = client.register_script(_ACQUIRE)
@@ -248,20 +268,32 @@ class RedisSessionQueue:
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.rpush(keys.session_queue(*key), item.model_dump_json())
             if self._wakeups is not None:
-                self._wakeups.queue_post(pipe, key)
+                self._wakeups.queue_post(pipe, key, item.invocation_id)
             await pipe.execute()
 
-    async def take(self, key: SessionKey) -> tuple[str, WorkItem | None] | None:
-        """Acquire the lease and claim the first item in one round trip (see SessionQueue)."""
-        reply = await self._take(
-            keys=[keys.session_lease(*key), keys.fence_counter(*key),
-                  keys.session_processing(*key), keys.session_queue(*key)],
-            args=[self._ttl_ms],
-        )
+    async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
+        """Acquire the lease and claim the first item in one round trip (see SessionQueue).
+
+        With ``hint`` (the invocation the wake-up announced) that invocation is loaded in the
+        same round trip, right after the claim, and returned if the item is one of its.
+        """
+        async with self._redis.pipeline(transaction=False) as pipe:
+            await self._take(
+                keys=[keys.session_lease(*key), keys.fence_counter(*key),
+                      keys.session_processing(*key), keys.session_queue(*key)],
+                args=[self._ttl_ms], client=pipe,
+            )
+            if hint:
+                _queue_load(pipe, key[0], hint)
+            reply, *loads = await pipe.execute()
         if not reply:
             return None
         token = str(reply[0])
-        return token, WorkItem.model_validate_json(reply[1]) if len(reply) > 1 else None
+        if len(reply) < 2:
+            return Taken(token, None, None)
+        item = WorkItem.model_validate_json(reply[1])
+        loaded = _loaded(*loads) if loads and item.invocation_id == hint else None
+        return Taken(token, item, loaded)
 
     async def acquire(self, key: SessionKey) -> str | None:
         """Take the lease (recovering a dead holder's leftovers); the fencing token or None."""
@@ -283,12 +315,24 @@ class RedisSessionQueue:
         ))
 
     async def claim_or_release(
-        self, key: SessionKey, token: str, finished: WorkItem | None = None
+        self,
+        key: SessionKey,
+        token: str,
+        finished: WorkItem | None = None,
+        save: InvocationRecord | None = None,
     ) -> WorkItem | None:
-        """Next item, or (atomically) release the lease when the queue is empty."""
+        """Save ``save``, then the next item, or (atomically) release the lease: one script."""
+        processing = keys.session_processing(*key)
+        record_keys = [processing, processing]
+        record_args: list[Any] = ["", "", 0, 0]
+        if save is not None:
+            record_keys = [keys.invocation(save.app_name, save.invocation_id),
+                           keys.invocation_stream(save.app_name, save.invocation_id)]
+            record_args = [save.model_dump_json(), save.status.value, self._record_ttl,
+                           _STATUS_STREAM_MAXLEN]
         raw = await self._claim_or_release(
-            keys=[keys.session_processing(*key), keys.session_queue(*key), keys.session_lease(*key)],
-            args=[finished.model_dump_json() if finished is not None else "", token],
+            keys=[processing, keys.session_queue(*key), keys.session_lease(*key), *record_keys],
+            args=[finished.model_dump_json() if finished is not None else "", token, *record_args],
         )
         return WorkItem.model_validate_json(raw) if raw else None
 

@@ -37,6 +37,7 @@ from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.stores import (
     AnswerRejectedError,
     InvocationStore,
+    Loaded,
     SessionKey,
     SessionQueue,
 )
@@ -187,12 +188,15 @@ class InvocationService:
 
     # ---- processing -------------------------------------------------------------------
 
-    async def drain(self, key: SessionKey) -> bool:
-        """Process the session's queue if its lease is free; False if another holder has it."""
-        taken = await self.queue.take(key)
+    async def drain(self, key: SessionKey, hint: str | None = None) -> bool:
+        """Process the session's queue if its lease is free; False if another holder has it.
+
+        ``hint``: the invocation expected first (read together with taking the lease).
+        """
+        taken = await self.queue.take(key, hint)
         if taken is None:
             return False
-        token, item = taken
+        token, item, loaded = taken
         if item is None:
             return True  # nothing queued (the lease went back at once)
         renewer = self._start_renewer(key, token)
@@ -200,8 +204,10 @@ class InvocationService:
         try:
             with self.queue.fencing(key, token):
                 while item is not None:
-                    await self._process(key, item)
-                    item = await self.queue.claim_or_release(key, token, finished=item)
+                    ended = await self._process(key, item, loaded)
+                    loaded = None
+                    # The record is saved in the step that claims the next item or lets go.
+                    item = await self.queue.claim_or_release(key, token, finished=item, save=ended)
                 released = True  # the queue was empty and the lease went with it
         finally:
             if renewer is not None:
@@ -224,29 +230,33 @@ class InvocationService:
 
         return asyncio.ensure_future(renew())
 
-    async def _process(self, key: SessionKey, item: WorkItem) -> None:
-        record, cancelled, results = await self.store.load(key[0], item.invocation_id)
+    async def _process(
+        self, key: SessionKey, item: WorkItem, loaded: Loaded | None
+    ) -> InvocationRecord | None:
+        """Work on one item; return the record to save when done (None: nothing changed)."""
+        if loaded is None:
+            loaded = await self.store.load(key[0], item.invocation_id)
+        record, cancelled, results = loaded
         if record is None:
             logger.warning("Work item for unknown invocation %s dropped", item.invocation_id)
-            return
+            return None
         if record.status.is_terminal:
-            return
+            return None
         if item.kind == "cancel" or cancelled:
-            await self._finish(record, InvocationStatus.CANCELLED)
-            return
+            return _ended(record, InvocationStatus.CANCELLED)
         runner = self._runners.get(record.app_name)
         if runner is None:
-            await self._fail(record, f"UnknownAppError: unknown app {record.app_name!r}; this "
-                                     f"orchestrator serves: {', '.join(self.registry.names) or 'none'}.")
-            return
+            return _failed(record, f"UnknownAppError: unknown app {record.app_name!r}; this "
+                                   f"orchestrator serves: {', '.join(self.registry.names) or 'none'}.")
         try:
             with self.run_context(record) if self.run_context else contextlib.nullcontext():
                 plan = await self._plan(runner, record, item, results)
-                if plan.events is not None or plan.prelude:
-                    await self._drive(record, plan)
+                if plan.events is None and not plan.prelude:
+                    return None
+                return await self._drive(record, plan)
         except Exception as error:
             logger.info("Invocation %s failed: %s", record.invocation_id, error)
-            await self._fail(record, f"{type(error).__name__}: {error}")
+            return _failed(record, f"{type(error).__name__}: {error}")
 
     async def _plan(
         self, runner: Runner, record: InvocationRecord, item: WorkItem,
@@ -392,7 +402,7 @@ class InvocationService:
             ))
         return events
 
-    async def _drive(self, record: InvocationRecord, plan: _Plan) -> None:
+    async def _drive(self, record: InvocationRecord, plan: _Plan) -> InvocationRecord:
         if record.status is InvocationStatus.QUEUED:
             # Resumes skip this write: paused -> completed is one step for watchers.
             record.status = InvocationStatus.RUNNING
@@ -425,16 +435,7 @@ class InvocationService:
             status = InvocationStatus.CANCELLED
         else:
             status = InvocationStatus.PAUSED if pending else InvocationStatus.COMPLETED
-        await self._finish(record, status)
-
-    async def _finish(self, record: InvocationRecord, status: InvocationStatus) -> None:
-        record.status = status
-        record.updated_at = platform.get_time()
-        await self.store.save(record)
-
-    async def _fail(self, record: InvocationRecord, error: str) -> None:
-        record.error = error
-        await self._finish(record, InvocationStatus.FAILED)
+        return _ended(record, status)
 
     async def _call_name(self, record: InvocationRecord, function_call_id: str) -> str:
         session = await self.session_service.get_session(
@@ -461,6 +462,18 @@ class _Plan:
     """Calls that became pending through events committed by this item."""
     prelude: list[Event] = field(default_factory=list)
     """Events committed by this item before the run (published first)."""
+
+
+def _ended(record: InvocationRecord, status: InvocationStatus) -> InvocationRecord:
+    """The record with its new status, to be saved as the work item ends."""
+    record.status = status
+    record.updated_at = platform.get_time()
+    return record
+
+
+def _failed(record: InvocationRecord, error: str) -> InvocationRecord:
+    record.error = error
+    return _ended(record, InvocationStatus.FAILED)
 
 
 def _run_config(record: InvocationRecord) -> RunConfig | None:

@@ -63,6 +63,16 @@ class Loaded(NamedTuple):
     results: dict[str, ToolResult]
 
 
+class Taken(NamedTuple):
+    """A session taken by :meth:`SessionQueue.take`."""
+
+    token: str
+    item: WorkItem | None
+    """The first item; None: nothing was queued and the lease is already released."""
+    loaded: Loaded | None
+    """The item's invocation, when the queue could read it in the same step."""
+
+
 class SessionQueue(Protocol):
     """Per-session FIFO of work items plus the lease that makes one orchestrator its writer."""
 
@@ -78,19 +88,25 @@ class SessionQueue(Protocol):
         """
         ...
 
-    async def take(self, key: SessionKey) -> tuple[str, WorkItem | None] | None:
-        """:meth:`acquire` and :meth:`claim_or_release` in one step.
+    async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
+        """:meth:`acquire` and :meth:`claim_or_release` in one step; None if the lease is busy.
 
-        None if another holder has the lease; else ``(token, first item)``, where no item
-        means the queue was empty and the lease is already released again.
+        ``hint`` names the invocation the caller expects first; a queue that can read it in
+        the same step returns it as ``loaded``.
         """
         ...
 
     async def claim_or_release(
-        self, key: SessionKey, token: str, finished: WorkItem | None = None
+        self,
+        key: SessionKey,
+        token: str,
+        finished: WorkItem | None = None,
+        save: InvocationRecord | None = None,
     ) -> WorkItem | None:
-        """Drop ``finished``; return the next item, or release the lease if there is none.
+        """Save ``save``, drop ``finished``, return the next item or release the lease.
 
+        ``save`` is saved as the store saves records; saving in the same step means the
+        record is stored before the lease can pass on.
         Releasing in the same step as finding the queue empty means an item pushed later
         always finds the lease free, so its sender can drain it.
         """
@@ -185,7 +201,8 @@ class InMemoryInvocationStore:
 class InMemorySessionQueue:
     """Work queues and leases in this process (embedded mode); no expiry is needed."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: InvocationStore | None = None) -> None:
+        self._store = store
         self._queues: dict[SessionKey, deque[WorkItem]] = {}
         self._in_progress: dict[SessionKey, list[WorkItem]] = {}
         self._leases: dict[SessionKey, str] = {}
@@ -206,12 +223,12 @@ class InMemorySessionQueue:
             self._queues.setdefault(key, deque()).extendleft(reversed(leftovers))
         return token
 
-    async def take(self, key: SessionKey) -> tuple[str, WorkItem | None] | None:
+    async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
         """Acquire, then claim the first item (or release at once if there is none)."""
         token = await self.acquire(key)
         if token is None:
             return None
-        return token, await self.claim_or_release(key, token)
+        return Taken(token, await self.claim_or_release(key, token), None)
 
     async def renew(self, key: SessionKey, token: str) -> bool:
         """Leases here never expire."""
@@ -224,9 +241,17 @@ class InMemorySessionQueue:
         return len(self._queues.get(key, ()))
 
     async def claim_or_release(
-        self, key: SessionKey, token: str, finished: WorkItem | None = None
+        self,
+        key: SessionKey,
+        token: str,
+        finished: WorkItem | None = None,
+        save: InvocationRecord | None = None,
     ) -> WorkItem | None:
-        """Next item, or release the lease when the queue is empty."""
+        """Save ``save`` in the store, then the next item, or release the lease when empty."""
+        if save is not None:
+            if self._store is None:
+                raise RuntimeError("This queue was built without a store to save records in.")
+            await self._store.save(save)
         item = self._claim(key, finished)
         if item is None:
             await self.release(key, token)

@@ -49,8 +49,9 @@ _BLOCK_MS = 1000
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError)
 """Errors a reading loop waits out (Redis restarting, a dropped connection)."""
 
-DrainHandler = Callable[[SessionKey], Awaitable[bool]]
-"""``await drain(key)``: True once the session was drained, False if its lease was busy."""
+DrainHandler = Callable[[SessionKey, str | None], Awaitable[bool]]
+"""``await drain(key, hint)``: True once the session was drained, False if its lease was
+busy; ``hint`` is the invocation the wake-up announced, if it named one."""
 
 
 class RedisWakeups:
@@ -61,14 +62,21 @@ class RedisWakeups:
         self.stream_key = stream_key
         self._group = group
 
-    def queue_post(self, pipe: Any, key: SessionKey) -> None:
-        """Add a wake-up for ``key`` to a pipeline (sent with the item it announces)."""
-        pipe.xadd(self.stream_key, {"app": key[0], "user": key[1], "session": key[2]})
+    def queue_post(self, pipe: Any, key: SessionKey, invocation_id: str = "") -> None:
+        """Add a wake-up for ``key`` to a pipeline (sent with the item it announces).
 
-    async def post(self, key: SessionKey) -> None:
+        ``invocation_id`` names the invocation of that item: the orchestrator reads it in
+        the round trip that takes the session.
+        """
+        fields = {"app": key[0], "user": key[1], "session": key[2]}
+        if invocation_id:
+            fields["inv"] = invocation_id
+        pipe.xadd(self.stream_key, fields)
+
+    async def post(self, key: SessionKey, invocation_id: str = "") -> None:
         """Ask an orchestrator to drain ``key``."""
         async with self._redis.pipeline(transaction=False) as pipe:
-            self.queue_post(pipe, key)
+            self.queue_post(pipe, key, invocation_id)
             await pipe.execute()
 
     async def pending(self) -> int:
@@ -211,7 +219,7 @@ class WakeConsumer:
         if all(key):
             delay = self._retry
             try:
-                while not await self._drain(key):
+                while not await self._drain(key, fields.get("inv")):
                     # Another orchestrator holds the session: it most likely takes the new
                     # item before letting go; retrying covers a holder that died.
                     await asyncio.sleep(delay)
