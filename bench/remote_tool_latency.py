@@ -122,7 +122,7 @@ class Bench:
         for url in (self.url, self.noop_url):
             redis.Redis.from_url(url).flushdb()
         env = stack_env(self.url, APP_SPECS)
-        pool = ["--pool", args.pool]
+        pool = ["--pool", args.pool] if args.pool else []  # None: the CLI's defaults
         self.orchestrator = start_celery_process(
             "orchestrator", "bench-orch", env, *pool, concurrency=args.concurrency)
         self._exit.callback(self.orchestrator.stop)
@@ -132,7 +132,7 @@ class Bench:
         noop = ManagedProcess("noop-worker", [
             sys.executable, "-m", "celery", "-A", "bench._raw_noop_celery", "-b", self.noop_url,
             "--result-backend", self.noop_url, "worker", "-Q", noop_celery.QUEUE,
-            "--hostname", "bench-noop@%h", "--loglevel", "INFO", *pool,
+            "--hostname", "bench-noop@%h", "--loglevel", "INFO", "--pool", args.raw_pool,
             "--concurrency", str(args.concurrency), *FAST_WORKER_FLAGS,
         ], env)
         self._exit.callback(noop.stop)
@@ -292,7 +292,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="alternating raw/ours blocks")
     parser.add_argument("--repeats", type=int, default=3, help="throughput repeats")
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--pool", default="threads", choices=["threads", "prefork", "solo"])
+    parser.add_argument("--pool", default=None, choices=["threads", "prefork", "solo"],
+                        help="pool of our orchestrator and worker (default: the CLI's, "
+                             "solo and threads)")
+    parser.add_argument("--raw-pool", default="solo", choices=["threads", "prefork", "solo"],
+                        help="pool of the raw Celery worker (default solo: the fastest raw "
+                             "round trip in baseline.md 3b, so the strictest baseline)")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="also sample orchestrator and worker with py-spy (extra run)")
@@ -306,7 +311,9 @@ def main() -> None:
 
 
 def run(bench: Bench, args: argparse.Namespace) -> None:
-    print(f"pool={args.pool} concurrency={args.concurrency}; redis {bench.url.rsplit('/', 1)[0]}")
+    print(f"ours: pool={args.pool or 'CLI defaults (orchestrator solo, worker threads)'} "
+          f"concurrency={args.concurrency}; raw Celery worker: pool={args.raw_pool}; "
+          f"redis {bench.url.rsplit('/', 1)[0]}")
     bench.raw_round_trips(50)
     for _ in range(args.warmup):
         bench.one_invocation()

@@ -36,6 +36,8 @@ Layout (``A``, ``U``, ``S``, ``I``, ``F`` = escaped app, user, session, invocati
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 PREFIX = "adk:"
 """Common prefix of every key of the project."""
 
@@ -47,8 +49,12 @@ def escape(part: str) -> str:
     return part.translate(_ESCAPES)
 
 
+@lru_cache(maxsize=8192)
 def _tag(*parts: str) -> str:
-    """Return the hash tag ``{p1:p2:...}`` built from escaped ``parts``."""
+    """Return the hash tag ``{p1:p2:...}`` built from escaped ``parts``.
+
+    Cached: every Redis operation builds a few keys, and a session's are built over and over.
+    """
     return "{" + ":".join(escape(p) for p in parts) + "}"
 
 

@@ -61,18 +61,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="adk-celery", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def worker_args(p: argparse.ArgumentParser, default_name: str) -> None:
+    def worker_args(p: argparse.ArgumentParser, default_name: str, pool: str) -> None:
         p.add_argument("--app", action="append", metavar="MODULE:ATTR",
                        help="App or root agent to serve (repeatable; default ADK_CELERY_APPS)")
         p.add_argument("--concurrency", type=int, default=None)
-        p.add_argument("--pool", default="threads", choices=["threads", "prefork", "solo"])
+        p.add_argument("--pool", default=pool, choices=["threads", "prefork", "solo"],
+                       help=f"Celery pool (default {pool})")
         p.add_argument("--loglevel", default="INFO")
         p.add_argument("--hostname", default=f"{default_name}@%h")
 
     orch = sub.add_parser("orchestrator", help="run Runner loops for queued invocations")
-    worker_args(orch, "orchestrator")
+    # Orchestrator tasks only record and queue work (Runner loops run on the wake-up
+    # consumer's event loop), so one solo consumer spares a thread hop per task.
+    worker_args(orch, "orchestrator", "solo")
     work = sub.add_parser("worker", help="run remote tool calls")
-    worker_args(work, "worker")
+    worker_args(work, "worker", "threads")  # tools may block: run several at once
     work.add_argument("-Q", "--queues", default=None,
                       help="comma-separated queues (default: the tools queue and tool_queues)")
     flower = sub.add_parser("flower", help="run Flower on the same broker")
