@@ -4,7 +4,7 @@ Task names are part of the public interface (any Celery client can ``send_task``
 JSON keyword arguments; see the README):
 
 - ``adk_celery.invoke``   start an invocation (orchestrators)
-- ``adk_celery.drain``    process a session's queued work (orchestrators)
+- ``adk_celery.drain``    post a wake-up for a session, so an orchestrator drains it
 - ``adk_celery.answer``   answer a pending function call from outside (orchestrators)
 - ``adk_celery.cancel``   cancel an invocation (orchestrators)
 - ``adk_celery.run_tool`` run one tool call (workers; sent by orchestrators)
