@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from celery import Celery
 
@@ -33,34 +34,28 @@ class CeleryTransport:
 
     async def submit_agent(self, job: AgentJob) -> None:
         """Publish a branch job; Flower shows it as ``adk_celery.run_agent:<agent>``."""
-        await asyncio.to_thread(
-            self._app.send_task,
-            TASK_RUN_AGENT,
-            kwargs=job.model_dump(mode="json"),
-            queue=job.queue or self._settings.agents_queue,
-            shadow=f"{TASK_RUN_AGENT}:{job.agent_name}",
-            task_id=f"{job.invocation_id}:{job.function_call_id}",
-            argsrepr="()",
-            kwargsrepr=kwargs_repr({
-                "app_name": job.app_name, "invocation_id": job.invocation_id,
-                "function_call_id": job.function_call_id, "agent_name": job.agent_name,
-                "branch": job.branch,
-            }),
-        )
+        await self._publish(TASK_RUN_AGENT, job, job.queue or self._settings.agents_queue,
+                            job.agent_name, {"agent_name": job.agent_name, "branch": job.branch})
 
     async def submit(self, job: ToolJob) -> None:
-        """Publish the job (off the event loop: publishing is blocking I/O)."""
+        """Publish the job; Flower shows it as ``adk_celery.run_tool:<tool>``."""
+        await self._publish(TASK_RUN_TOOL, job, job.queue or self._settings.tools_queue,
+                            job.tool_name, {"tool_name": job.tool_name, "args": job.args})
+
+    async def _publish(
+        self, task: str, job: ToolJob | AgentJob, queue: str, shown_as: str, fields: dict[str, Any]
+    ) -> None:
+        """Send ``job`` as ``task`` (off the event loop: publishing is blocking I/O)."""
         await asyncio.to_thread(
             self._app.send_task,
-            TASK_RUN_TOOL,
+            task,
             kwargs=job.model_dump(mode="json"),
-            queue=job.queue or self._settings.tools_queue,
-            shadow=f"{TASK_RUN_TOOL}:{job.tool_name}",
+            queue=queue,
+            shadow=f"{task}:{shown_as}",
             task_id=f"{job.invocation_id}:{job.function_call_id}",
             argsrepr="()",
             kwargsrepr=kwargs_repr({
                 "app_name": job.app_name, "invocation_id": job.invocation_id,
-                "function_call_id": job.function_call_id, "tool_name": job.tool_name,
-                "args": job.args,
+                "function_call_id": job.function_call_id, **fields,
             }),
         )
