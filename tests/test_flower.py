@@ -85,7 +85,8 @@ def flower_stack(redis_url):
         stack.callback(worker.stop)
         from workers.client import Client
 
-        client = Client(Settings(redis_url=url, apps=APPS, lease_retry_seconds=0.2))
+        client = Client(Settings(redis_url=url, apps=APPS, lease_retry_seconds=0.2),
+                        enqueue_via_celery=True)  # so the invoke task shows in Flower too
         stack.callback(client.close)
         gate = redis.Redis.from_url(url, decode_responses=True)
         stack.callback(gate.close)

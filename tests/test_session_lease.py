@@ -80,6 +80,37 @@ async def test_work_left_in_progress_by_a_dead_holder_is_recovered(parts, redis_
     assert simplify_all(session.events) == [("user", "hi"), ("agent", "reply to hi")]
 
 
+async def test_taking_a_hinted_item_reads_its_invocation_and_session_too(parts, redis_client):
+    sessions, store, queue, service = parts
+    record, key = await _queued(sessions, service, "first")
+    await service.drain(key)  # one committed exchange, so the session has history
+    second, _ = await _queued_in(key, service, "second")
+    await redis_client.script_flush()  # a restarted Redis has forgotten the scripts
+
+    token, item, loaded = await queue.take(key, hint=second.invocation_id)
+    assert item == WorkItem(kind="start", invocation_id=second.invocation_id)
+    assert loaded.record.invocation_id == second.invocation_id and not loaded.cancelled
+    stored = await sessions.get_session(app_name="chat", user_id="u", session_id=key[2])
+    assert loaded.session.model_dump() == stored.model_dump()  # what a plain read returns
+    assert simplify_all(loaded.session.events) == [("user", "first"), ("agent", "reply to first")]
+    assert await queue.claim_or_release(key, token, finished=item) is None  # released
+
+    # A hint for another invocation (a late wake-up): the item comes without the extras.
+    third, _ = await _queued_in(key, service, "third")
+    token, item, loaded = await queue.take(key, hint=record.invocation_id)
+    assert item.invocation_id == third.invocation_id and loaded is None
+    await queue.release(key, token)
+
+
+async def _queued_in(key, service, text):
+    record = InvocationRecord(
+        invocation_id=platform.new_invocation_id(), app_name="chat", user_id="u",
+        session_id=key[2], new_message={"role": "user", "parts": [{"text": text}]},
+    )
+    await service.submit(record)
+    return record, key
+
+
 def _lease(key):
     from orchestrator import redis_keys
 

@@ -13,13 +13,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
 
 from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
 from orchestrator.distributed.stores import Loaded, SessionKey, Taken
 from orchestrator.distributed.streams import STREAM_MAXLEN
 from orchestrator.distributed.wakeups import RedisWakeups
-from orchestrator.sessions.redis_session_service import fenced
+from orchestrator.sessions.redis_session_service import (
+    fenced,
+    queue_session_reads,
+    session_from_replies,
+)
 
 # KEYS: results hash. ARGV: call id, result JSON, 1 if the new result is final.
 # An existing final result wins; a pending placeholder may be replaced.
@@ -274,26 +279,37 @@ class RedisSessionQueue:
     async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
         """Acquire the lease and claim the first item in one round trip (see SessionQueue).
 
-        With ``hint`` (the invocation the wake-up announced) that invocation is loaded in the
-        same round trip, right after the claim, and returned if the item is one of its.
+        With ``hint`` (the invocation the wake-up announced) that invocation and its session
+        are read in the same transaction, right after the claim, and returned if the item is
+        one of the hinted invocation's.
         """
-        async with self._redis.pipeline(transaction=False) as pipe:
-            await self._take(
-                keys=[keys.session_lease(*key), keys.fence_counter(*key),
-                      keys.session_processing(*key), keys.session_queue(*key)],
-                args=[self._ttl_ms], client=pipe,
-            )
-            if hint:
-                _queue_load(pipe, key[0], hint)
-            reply, *loads = await pipe.execute()
+        try:
+            replies = await self._take_and_read(key, hint)
+        except NoScriptError:  # Redis restarted or flushed its scripts: nothing ran
+            await self._redis.script_load(_TAKE)
+            replies = await self._take_and_read(key, hint)
+        reply = replies[0]
         if not reply:
             return None
         token = str(reply[0])
         if len(reply) < 2:
             return Taken(token, None, None)
         item = WorkItem.model_validate_json(reply[1])
-        loaded = _loaded(*loads) if loads and item.invocation_id == hint else None
-        return Taken(token, item, loaded)
+        if not hint or item.invocation_id != hint:
+            return Taken(token, item, None)
+        loaded = _loaded(*replies[1:4])
+        session = session_from_replies(*key, replies[4:])
+        return Taken(token, item, loaded._replace(session=session))
+
+    async def _take_and_read(self, key: SessionKey, hint: str | None) -> list[Any]:
+        # EVALSHA by hand: a Script object in a pipeline costs a SCRIPT EXISTS round trip.
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.evalsha(self._take.sha, 4, keys.session_lease(*key), keys.fence_counter(*key),
+                         keys.session_processing(*key), keys.session_queue(*key), self._ttl_ms)
+            if hint:
+                _queue_load(pipe, key[0], hint)
+                queue_session_reads(pipe, *key)
+            return list(await pipe.execute())
 
     async def acquire(self, key: SessionKey) -> str | None:
         """Take the lease (recovering a dead holder's leftovers); the fencing token or None."""

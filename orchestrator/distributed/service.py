@@ -48,6 +48,7 @@ from orchestrator.flows.contents import RUN_BRANCH
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService
+from orchestrator.sessions.redis_session_service import prefetched
 from orchestrator.sessions.session import Session
 
 logger = logging.getLogger(__name__)
@@ -236,7 +237,7 @@ class InvocationService:
         """Work on one item; return the record to save when done (None: nothing changed)."""
         if loaded is None:
             loaded = await self.store.load(key[0], item.invocation_id)
-        record, cancelled, results = loaded
+        record, cancelled, results, _ = loaded
         if record is None:
             logger.warning("Work item for unknown invocation %s dropped", item.invocation_id)
             return None
@@ -249,7 +250,8 @@ class InvocationService:
             return _failed(record, f"UnknownAppError: unknown app {record.app_name!r}; this "
                                    f"orchestrator serves: {', '.join(self.registry.names) or 'none'}.")
         try:
-            with self.run_context(record) if self.run_context else contextlib.nullcontext():
+            with (self.run_context(record) if self.run_context else contextlib.nullcontext(),
+                  prefetched(loaded.session)):
                 plan = await self._plan(runner, record, item, results)
                 if plan.events is None and not plan.prelude:
                     return None

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import NamedTuple, Protocol
 
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
+from orchestrator.sessions.session import Session
 
 SessionKey = tuple[str, str, str]
 """(app_name, user_id, session_id)"""
@@ -61,6 +62,8 @@ class Loaded(NamedTuple):
     record: InvocationRecord | None
     cancelled: bool
     results: dict[str, ToolResult]
+    session: Session | None = None
+    """The invocation's session, when it was read in the same step (under the lease)."""
 
 
 class Taken(NamedTuple):

@@ -79,6 +79,63 @@ def mirrored(stream_key: str, maxlen: int, ttl_seconds: int) -> Iterator[None]:
         current_mirror.reset(reset)
 
 
+current_prefetch: ContextVar[list[Session] | None] = ContextVar(
+    "adk_celery_current_prefetch", default=None
+)
+"""A session read a moment ago by the caller (at most one); the next plain ``get_session``
+of that very session in this context takes it instead of reading it again."""
+
+
+@contextlib.contextmanager
+def prefetched(session: Session | None) -> Iterator[None]:
+    """The first ``get_session`` (no config) of ``session`` in this block returns it as is.
+
+    For a caller that read the session in the same round trip as taking its lease: the
+    Runner's own read would return the same data one round trip later.
+    """
+    if session is None:
+        yield
+        return
+    reset = current_prefetch.set([session])
+    try:
+        yield
+    finally:
+        current_prefetch.reset(reset)
+
+
+def queue_session_reads(
+    pipe: Any, app_name: str, user_id: str, session_id: str, recent: int | None = None
+) -> int:
+    """Add the reads of one session to a pipeline; return how many replies they make."""
+    pipe.hgetall(keys.session(app_name, user_id, session_id))
+    pipe.hgetall(keys.session_state(app_name, user_id, session_id))
+    pipe.hgetall(keys.app_state(app_name))
+    pipe.hgetall(keys.user_state(app_name, user_id))
+    if recent == 0:
+        return 4
+    pipe.lrange(keys.session_events(app_name, user_id, session_id), -recent if recent else 0, -1)
+    return 5
+
+
+def session_from_replies(
+    app_name: str, user_id: str, session_id: str, replies: list[Any],
+    after_timestamp: float | None = None,
+) -> Session | None:
+    """The session from the replies of :func:`queue_session_reads`; None if it does not exist."""
+    meta_raw, state_raw, app_raw, user_raw = replies[:4]
+    if not meta_raw:
+        return None
+    meta = {text(k): text(v) for k, v in meta_raw.items()}
+    return Session.model_construct(
+        id=session_id,
+        app_name=app_name,
+        user_id=user_id,
+        state=merge_state(decode_hash(state_raw), decode_hash(app_raw), decode_hash(user_raw)),
+        events=_parse_events(replies[4] if len(replies) > 4 else [], after_timestamp),
+        last_update_time=float(meta["last_update_time"]),
+    )
+
+
 @contextlib.contextmanager
 def fenced(lease_key: str, token: str) -> Iterator[None]:
     """Set :data:`current_fence` to ``(lease_key, token)`` for the duration of the block."""
@@ -260,30 +317,18 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         """Return the session (state and events read in one round trip), or None."""
+        slot = current_prefetch.get()
+        if slot and config is None:
+            session = slot[0]
+            if (session.app_name, session.user_id, session.id) == (app_name, user_id, session_id):
+                slot.clear()  # once: later reads must see what this context appended since
+                return session
         recent = config.num_recent_events if config is not None else None
         async with self._client.pipeline(transaction=True) as pipe:
-            pipe.hgetall(keys.session(app_name, user_id, session_id))
-            pipe.hgetall(keys.session_state(app_name, user_id, session_id))
-            pipe.hgetall(keys.app_state(app_name))
-            pipe.hgetall(keys.user_state(app_name, user_id))
-            if recent != 0:
-                start = -recent if recent else 0
-                pipe.lrange(keys.session_events(app_name, user_id, session_id), start, -1)
+            queue_session_reads(pipe, app_name, user_id, session_id, recent)
             replies = await pipe.execute()
-        meta_raw, state_raw, app_raw, user_raw = replies[:4]
-        if not meta_raw:
-            return None
-        raw_events = replies[4] if recent != 0 else []
         after = config.after_timestamp if config is not None else None
-        meta = {text(k): text(v) for k, v in meta_raw.items()}
-        return Session.model_construct(
-            id=session_id,
-            app_name=app_name,
-            user_id=user_id,
-            state=merge_state(decode_hash(state_raw), decode_hash(app_raw), decode_hash(user_raw)),
-            events=_parse_events(raw_events, after),
-            last_update_time=float(meta["last_update_time"]),
-        )
+        return session_from_replies(app_name, user_id, session_id, replies, after)
 
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
