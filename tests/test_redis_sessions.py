@@ -23,7 +23,7 @@ from orchestrator.errors import (
     StaleSessionError,
 )
 from orchestrator.sessions import GetSessionConfig, RedisSessionService
-from orchestrator.sessions import redis_session_service as rss
+from orchestrator.sessions import redis_scopes as scopes
 
 APP, USER = "app", "u1"
 
@@ -302,19 +302,19 @@ async def test_fencing_token_is_checked_at_append(service, redis_client):
     lease = redis_keys.session_lease(APP, USER, "s")
     await redis_client.set(lease, "7")
 
-    with rss.fenced(lease, "7"):
+    with scopes.fenced(lease, "7"):
         await service.append_event(session, delta_event({"k": 1}))  # holder: accepted
-    assert rss.current_fence.get() is None
+    assert scopes.current_fence.get() is None
 
     await redis_client.set(lease, "8")  # another orchestrator took the session over
     before = await snapshot(redis_client)
     event = delta_event({"k": 2, "temp:t": 1})
-    token = rss.current_fence.set((lease, "7"))
+    token = scopes.current_fence.set((lease, "7"))
     try:
         with pytest.raises(StaleSessionError, match="session lease was lost") as excinfo:
             await service.append_event(session, event)
     finally:
-        rss.current_fence.reset(token)
+        scopes.current_fence.reset(token)
     assert isinstance(excinfo.value, ValueError) and isinstance(excinfo.value, AdkCeleryError)
     assert "held by another owner" in str(excinfo.value)
     assert await snapshot(redis_client) == before
@@ -324,7 +324,7 @@ async def test_fencing_token_is_checked_at_append(service, redis_client):
     # Expired lease (gone from Redis): stale as well.
     await redis_client.pexpireat(lease, 1)
     assert await redis_client.exists(lease) == 0
-    with rss.fenced(lease, "8"), pytest.raises(StaleSessionError, match="expired"):
+    with scopes.fenced(lease, "8"), pytest.raises(StaleSessionError, match="expired"):
         await service.append_event(session, delta_event({"k": 3}))
     assert await snapshot(redis_client) == {k: v for k, v in before.items() if k != lease}
 
@@ -335,6 +335,26 @@ async def test_fencing_token_is_checked_at_append(service, redis_client):
     assert [e.actions.state_delta for e in stored.events] == [{"k": 1}, {"k": 4}]
 
 
+async def test_a_status_handed_to_the_mirror_lands_with_the_next_append_only(service, redis_client):
+    session = await service.create_session(app_name=APP, user_id=USER, session_id="s")
+    lease, stream = redis_keys.session_lease(APP, USER, "s"), "adk:test:stream"
+    record_key = "adk:test:record"
+    await redis_client.set(lease, "8")
+    with scopes.mirrored(stream, 100, 60) as mirror:
+        mirror.with_next_append(record_key, '{"status": "running"}', "running")
+        with scopes.fenced(lease, "7"), pytest.raises(StaleSessionError):
+            await service.append_event(session, delta_event({"k": 1}))
+        assert await redis_client.exists(record_key, stream) == 0  # refused: nothing written
+        with scopes.fenced(lease, "8"):
+            await service.append_event(session, delta_event({"k": 2}))
+            await service.append_event(session, delta_event({"k": 3}))
+    assert await redis_client.hget(record_key, "record") == '{"status": "running"}'
+    entries = [fields for _, fields in await redis_client.xrange(stream)]
+    assert [(f["kind"], f.get("status")) for f in entries] == [
+        ("status", "running"), ("event", None), ("event", None)]  # written once, and first
+    assert 0 < await redis_client.ttl(record_key) <= 60
+
+
 async def test_fence_is_per_context(service, redis_client):
     """A fence set in one task does not leak into concurrently running tasks."""
     a = await service.create_session(app_name=APP, user_id=USER, session_id="a")
@@ -343,7 +363,7 @@ async def test_fence_is_per_context(service, redis_client):
     await redis_client.set(lease_a, "other-owner")
 
     async def fenced_append() -> None:
-        with rss.fenced(lease_a, "mine"):
+        with scopes.fenced(lease_a, "mine"):
             await service.append_event(a, delta_event({"x": 1}))
 
     async def unfenced_append() -> None:

@@ -20,11 +20,8 @@ from orchestrator.distributed.models import InvocationRecord, InvocationStatus, 
 from orchestrator.distributed.stores import Loaded, SessionKey, Taken
 from orchestrator.distributed.streams import STREAM_MAXLEN
 from orchestrator.distributed.wakeups import RedisWakeups
-from orchestrator.sessions.redis_session_service import (
-    fenced,
-    queue_session_reads,
-    session_from_replies,
-)
+from orchestrator.sessions.redis_scopes import fenced
+from orchestrator.sessions.redis_session_service import queue_session_reads, session_from_replies
 
 # KEYS: results hash. ARGV: call id, result JSON, 1 if the new result is final.
 # An existing final result wins; a pending placeholder may be replaced.

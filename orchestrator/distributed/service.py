@@ -48,7 +48,7 @@ from orchestrator.flows.contents import RUN_BRANCH
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService
-from orchestrator.sessions.redis_session_service import prefetched
+from orchestrator.sessions.redis_scopes import prefetched
 from orchestrator.sessions.session import Session
 
 logger = logging.getLogger(__name__)
@@ -58,8 +58,12 @@ _CANCEL_CHECK_SECONDS = 0.25
 EventSink = Callable[[InvocationRecord, Event], Awaitable[None]]
 """``await sink(record, event)`` for each event, in order; used for live event streams."""
 
-RunContext = Callable[[InvocationRecord], contextlib.AbstractContextManager[None]]
-"""A context entered around each piece of work on an invocation (e.g. stream mirroring)."""
+SaveWithNextCommit = Callable[[InvocationRecord], None]
+"""Has the next committed event also save this record (one atomic write for both)."""
+
+RunContext = Callable[[InvocationRecord], contextlib.AbstractContextManager[SaveWithNextCommit | None]]
+"""A context entered around each piece of work on an invocation (e.g. stream mirroring);
+it may offer to save a record together with the next committed event."""
 
 
 class RemoteToolError(RuntimeError):
@@ -250,12 +254,12 @@ class InvocationService:
             return _failed(record, f"UnknownAppError: unknown app {record.app_name!r}; this "
                                    f"orchestrator serves: {', '.join(self.registry.names) or 'none'}.")
         try:
-            with (self.run_context(record) if self.run_context else contextlib.nullcontext(),
-                  prefetched(loaded.session)):
+            with (self.run_context(record) if self.run_context else contextlib.nullcontext()
+                  as save_with_commit, prefetched(loaded.session)):
                 plan = await self._plan(runner, record, item, results)
                 if plan.events is None and not plan.prelude:
                     return None
-                return await self._drive(record, plan)
+                return await self._drive(record, plan, save_with_commit)
         except Exception as error:
             logger.info("Invocation %s failed: %s", record.invocation_id, error)
             return _failed(record, f"{type(error).__name__}: {error}")
@@ -404,12 +408,19 @@ class InvocationService:
             ))
         return events
 
-    async def _drive(self, record: InvocationRecord, plan: _Plan) -> InvocationRecord:
+    async def _drive(
+        self, record: InvocationRecord, plan: _Plan, save_with_commit: SaveWithNextCommit | None
+    ) -> InvocationRecord:
         if record.status is InvocationStatus.QUEUED:
             # Resumes skip this write: paused -> completed is one step for watchers.
             record.status = InvocationStatus.RUNNING
             record.updated_at = platform.get_time()
-            await self.store.save(record)
+            if save_with_commit is not None:
+                # "running" lands with the user's message: a crash before it leaves the
+                # invocation queued (nothing of it ran), after it, running with its message.
+                save_with_commit(record)
+            else:
+                await self.store.save(record)
         pending = (set(record.pending_calls) - plan.answered) | plan.opened
         for event in plan.prelude:
             if self.event_sink is not None:

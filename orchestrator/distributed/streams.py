@@ -29,7 +29,7 @@ import contextlib
 import itertools
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -38,7 +38,7 @@ import redis.asyncio as aioredis
 from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.events.event import Event
-from orchestrator.sessions.redis_session_service import mirrored
+from orchestrator.sessions.redis_scopes import mirrored
 
 STREAM_MAXLEN = 5000
 """Approximate cap on the entries of one invocation's stream (``XADD MAXLEN ~``)."""
@@ -200,14 +200,26 @@ class RedisEventStream:
         if event.partial:
             await self.publish(record, event)
 
-    def committed_by_append(self, record: InvocationRecord) -> contextlib.AbstractContextManager[None]:
+    @contextlib.contextmanager
+    def committed_by_append(
+        self, record: InvocationRecord
+    ) -> Iterator[Callable[[InvocationRecord], None]]:
         """A context in which each session append also adds its event to the stream.
 
         The event reaches the stream in the append's own script: one round trip, and a
-        follower sees an event exactly when it is committed.
+        follower sees an event exactly when it is committed. The context's value saves a
+        record (and publishes its status) in the next append's script, before its event.
         """
         stream = keys.invocation_stream(record.app_name, record.invocation_id)
-        return mirrored(stream, self._maxlen, self._ttl)
+        with mirrored(stream, self._maxlen, self._ttl) as mirror:
+
+            def save_with_next_append(changed: InvocationRecord) -> None:
+                mirror.with_next_append(
+                    keys.invocation(changed.app_name, changed.invocation_id),
+                    changed.model_dump_json(), changed.status.value,
+                )
+
+            yield save_with_next_append
 
     async def follow(
         self,

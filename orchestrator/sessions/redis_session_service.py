@@ -14,22 +14,15 @@ Storage (key names in :mod:`orchestrator.redis_keys`):
 * indexes: a sorted set per user (session id) and per app (``[user, session]``), scored by the
   last update time, which ``list_sessions`` reads oldest first.
 
-Mirroring: while :data:`current_mirror` names an invocation's live stream, the same script
-also adds each committed event to it, so a follower sees the event exactly when it is stored.
-
-Fencing: while :data:`current_fence` holds ``(lease_key, token)``, an append succeeds only if
-``GET lease_key`` still equals ``token``; otherwise nothing is written and
-:class:`~orchestrator.errors.StaleSessionError` is raised. The orchestrator that owns a
-session's lease sets it around its Runner loop, so a process that lost its lease cannot
-append behind its successor's back.
+Fencing, mirroring to a live stream and prefetched reads are scopes a caller sets around
+its calls: see :mod:`orchestrator.sessions.redis_scopes`. A fenced append whose lease is no
+longer held with its token writes nothing and raises
+:class:`~orchestrator.errors.StaleSessionError`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
-from contextvars import ContextVar
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -53,54 +46,9 @@ from orchestrator.sessions.base_session_service import (
     merge_state,
     split_state_delta,
 )
+from orchestrator.sessions.redis_scopes import current_fence, current_mirror, take_prefetched
 from orchestrator.sessions.session import GetSessionConfig, ListSessionsResponse, Session
 from orchestrator.sessions.state import State
-
-current_fence: ContextVar[tuple[str, str] | None] = ContextVar(
-    "adk_celery_current_fence", default=None
-)
-"""``(lease key, fencing token)`` that appends in this context must still hold, or None."""
-
-
-current_mirror: ContextVar[tuple[str, int, int] | None] = ContextVar(
-    "adk_celery_current_mirror", default=None
-)
-"""``(stream key, max length, ttl seconds)``: appends in this context also add the event to
-that live stream (in the same script), or None."""
-
-
-@contextlib.contextmanager
-def mirrored(stream_key: str, maxlen: int, ttl_seconds: int) -> Iterator[None]:
-    """Appends in this block also XADD the committed event to ``stream_key``, atomically."""
-    reset = current_mirror.set((stream_key, maxlen, ttl_seconds))
-    try:
-        yield
-    finally:
-        current_mirror.reset(reset)
-
-
-current_prefetch: ContextVar[list[Session] | None] = ContextVar(
-    "adk_celery_current_prefetch", default=None
-)
-"""A session read a moment ago by the caller (at most one); the next plain ``get_session``
-of that very session in this context takes it instead of reading it again."""
-
-
-@contextlib.contextmanager
-def prefetched(session: Session | None) -> Iterator[None]:
-    """The first ``get_session`` (no config) of ``session`` in this block returns it as is.
-
-    For a caller that read the session in the same round trip as taking its lease: the
-    Runner's own read would return the same data one round trip later.
-    """
-    if session is None:
-        yield
-        return
-    reset = current_prefetch.set([session])
-    try:
-        yield
-    finally:
-        current_prefetch.reset(reset)
 
 
 def queue_session_reads(
@@ -135,15 +83,6 @@ def session_from_replies(
         last_update_time=float(meta["last_update_time"]),
     )
 
-
-@contextlib.contextmanager
-def fenced(lease_key: str, token: str) -> Iterator[None]:
-    """Set :data:`current_fence` to ``(lease_key, token)`` for the duration of the block."""
-    reset = current_fence.set((lease_key, str(token)))
-    try:
-        yield
-    finally:
-        current_fence.reset(reset)
 
 
 # Error codes the scripts reply with (the rest of the message is for humans).
@@ -208,11 +147,14 @@ return {{redis.call('HGETALL', KEYS[7]), redis.call('HGETALL', KEYS[8])}}
 
 _APPEND_LUA = _LUA_HELPERS + f"""
 -- KEYS: 1 meta, 2 state, 3 events, 4 event ids, 5 user index, 6 app index, 7 app state,
---       8 user state, 9 lease (fencing) or KEYS[1], 10 live stream (mirroring) or KEYS[1]
+--       8 user state, 9 lease (fencing) or KEYS[1], 10 live stream (mirroring) or KEYS[1],
+--       11 invocation record hash (a status to write first) or KEYS[1]
 -- ARGV: 1 event id, 2 event JSON, 3 timestamp, 4 session id, 5 app-index member,
 --       6 fencing token or '', 7 stream maxlen or '', 8 stream ttl,
---       9 #session pairs, 10 #app pairs, 11 #user pairs, 12.. pairs
--- Returns 1 when appended, 0 when the event id was already appended.
+--       9 #session pairs, 10 #app pairs, 11 #user pairs, 12 record JSON or '', 13 status,
+--       14.. pairs
+-- Returns 1 when appended, 0 when the event id was already appended (the status, if any,
+-- is written either way).
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return redis.error_reply('{_NOT_FOUND}')
 end
@@ -225,6 +167,13 @@ if ARGV[6] ~= '' then
     return redis.error_reply('{_STALE} the lease ' .. KEYS[9] .. ' is held by another owner')
   end
 end
+if ARGV[12] ~= '' then
+  redis.call('HSET', KEYS[11], 'record', ARGV[12])
+  redis.call('EXPIRE', KEYS[11], ARGV[8])
+  redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[7], '*',
+    'kind', 'status', 'status', ARGV[13], 'record', ARGV[12])
+  redis.call('EXPIRE', KEYS[10], ARGV[8])
+end
 if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then
   return 0
 end
@@ -235,7 +184,7 @@ redis.call('ZADD', KEYS[6], ARGV[3], ARGV[5])
 redis.call('RPUSH', KEYS[3], ARGV[2])
 redis.call('SADD', KEYS[4], ARGV[1])
 redis.call('HSET', KEYS[1], 'last_update_time', ARGV[3])
-local nxt = hset_pairs(KEYS[2], 12, tonumber(ARGV[9]))
+local nxt = hset_pairs(KEYS[2], 14, tonumber(ARGV[9]))
 nxt = hset_pairs(KEYS[7], nxt, tonumber(ARGV[10]))
 hset_pairs(KEYS[8], nxt, tonumber(ARGV[11]))
 if ARGV[7] ~= '' then
@@ -317,12 +266,8 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         """Return the session (state and events read in one round trip), or None."""
-        slot = current_prefetch.get()
-        if slot and config is None:
-            session = slot[0]
-            if (session.app_name, session.user_id, session.id) == (app_name, user_id, session_id):
-                slot.clear()  # once: later reads must see what this context appended since
-                return session
+        if config is None and (session := take_prefetched(app_name, user_id, session_id)):
+            return session
         recent = config.num_recent_events if config is not None else None
         async with self._client.pipeline(transaction=True) as pipe:
             queue_session_reads(pipe, app_name, user_id, session_id, recent)
@@ -418,33 +363,48 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         fence = current_fence.get()
         lease_key, token = fence if fence is not None else (meta_key, "")
         mirror = current_mirror.get()
-        stream_key, maxlen, stream_ttl = mirror if mirror is not None else (meta_key, "", 0)
-        script_keys += [lease_key, stream_key]
+        stream_key, maxlen, stream_ttl, status = meta_key, "", 0, None
+        if mirror is not None:
+            stream_key, maxlen, stream_ttl = mirror.stream_key, mirror.maxlen, mirror.ttl_seconds
+            # Taken now: a concurrent append (a parallel branch) must not write it twice.
+            status, mirror.status = mirror.status, None
+        record_key, record_json, status_value = status or (meta_key, "", "")
+        script_keys += [lease_key, stream_key, record_key]
         args: list[Any] = [
             event.id, event_json, _score(event.timestamp, what="the event timestamp"),
             session.id, _app_member(session.user_id, session.id), token, maxlen, stream_ttl,
-            len(session_delta), len(app_delta), len(user_delta),
+            len(session_delta), len(app_delta), len(user_delta), record_json, status_value,
             *_flatten(session_delta), *_flatten(app_delta), *_flatten(user_delta),
         ]
         try:
             applied = await self._append_script(keys=script_keys, args=args)
-        except ResponseError as exc:
-            message = str(exc)
-            if message.startswith(_NOT_FOUND):
-                raise SessionNotFoundError(
-                    f"Session {session.id!r} of app {session.app_name!r}, user "
-                    f"{session.user_id!r} not found."
-                ) from exc
-            if message.startswith(_STALE):
-                raise StaleSessionError(
-                    f"The session lease was lost: {message[len(_STALE):].strip()}. Event "
-                    f"{event.id!r} was not appended to session {session.id!r}; another "
-                    "process may own the session now."
-                ) from exc
-            raise
+        except BaseException as exc:
+            if mirror is not None and status is not None and mirror.status is None:
+                mirror.status = status  # not written: the next append (or the caller) does it
+            error = self._append_error(exc, session, event) if isinstance(exc, ResponseError) else exc
+            if error is exc:
+                raise
+            raise error from exc
         if int(applied) == 1:
             self._apply_to_session(session, event)
         return event
+
+    @staticmethod
+    def _append_error(exc: ResponseError, session: Session, event: Event) -> Exception:
+        """What a failed append script means: SessionNotFound, StaleSession, or itself."""
+        message = str(exc)
+        if message.startswith(_NOT_FOUND):
+            return SessionNotFoundError(
+                f"Session {session.id!r} of app {session.app_name!r}, user "
+                f"{session.user_id!r} not found."
+            )
+        if message.startswith(_STALE):
+            return StaleSessionError(
+                f"The session lease was lost: {message[len(_STALE):].strip()}. Event "
+                f"{event.id!r} was not appended to session {session.id!r}; another "
+                "process may own the session now."
+            )
+        return exc
 
 
 def _encode_state(state: dict[str, Any]) -> dict[str, str]:
