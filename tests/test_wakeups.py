@@ -109,3 +109,25 @@ async def test_a_failing_drain_leaves_its_wake_up_pending(redis_client):
     finally:
         await consumer.stop()
     assert await wakeups.pending() == 1  # claimed again later, by this or another orchestrator
+
+
+async def test_a_result_is_stored_its_resume_queued_and_announced_once(redis_client):
+    from orchestrator import redis_keys
+    from orchestrator.distributed.models import ToolResult, WorkItem
+    from orchestrator.distributed.redis_stores import RedisInvocationStore, RedisSessionQueue
+
+    wakeups = RedisWakeups(redis_client, STREAM)
+    queue = RedisSessionQueue(redis_client, wakeups=wakeups)
+    store = RedisInvocationStore(redis_client)
+    resume = WorkItem(kind="resume", invocation_id="e-3")
+    first = ToolResult(function_call_id="c-1", tool_name="t", response={"v": 1})
+    again = first.model_copy(update={"response": {"v": 2}})  # a redelivered job's copy
+
+    assert await queue.push(KEY, resume, result=first) is True
+    assert await queue.push(KEY, resume, result=again) is False
+    assert (await store.results("chat", "e-3"))["c-1"].response == {"v": 1}  # first one wins
+    assert await redis_client.lrange(redis_keys.session_queue(*KEY), 0, -1) == [
+        resume.model_dump_json()]  # one resume, announced once
+    entries = await redis_client.xrange(STREAM)
+    assert [fields for _, fields in entries] == [
+        {"app": "chat", "user": "u", "session": "s-1", "inv": "e-3"}]

@@ -23,8 +23,8 @@ from orchestrator.distributed.wakeups import RedisWakeups
 from orchestrator.sessions.redis_scopes import fenced
 from orchestrator.sessions.redis_session_service import queue_session_reads, session_from_replies
 
-# KEYS: results hash. ARGV: call id, result JSON, 1 if the new result is final.
-# An existing final result wins; a pending placeholder may be replaced.
+# KEYS: results hash. ARGV: call id, result JSON, ttl seconds.
+# An existing final result wins (0, nothing written); a pending placeholder may be replaced.
 _PUT_RESULT = """
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
 if existing then
@@ -33,6 +33,17 @@ if existing then
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
+"""
+
+# _PUT_RESULT, then (if stored) push a work item and post its wake-up.
+# KEYS: results hash, session queue, wake stream. ARGV: as _PUT_RESULT, then item JSON, and
+# the wake-up's app, user, session and invocation ('' app: no wake-up).
+_PUT_RESULT_AND_PUSH = _PUT_RESULT + """
+redis.call('RPUSH', KEYS[2], ARGV[4])
+if ARGV[5] ~= '' then
+  redis.call('XADD', KEYS[3], '*', 'app', ARGV[5], 'user', ARGV[6], 'session', ARGV[7],
+    'inv', ARGV[8])
+end
 return 1
 """
 
@@ -126,7 +137,7 @@ class RedisInvocationStore:
     def __init__(self, client: aioredis.Redis, *, record_ttl_seconds: int = 7 * 24 * 3600) -> None:
         self._redis = client
         self._ttl = record_ttl_seconds
-        self._put_result = client.register_script(_PUT_RESULT)
+        self._put_result = client.register_script(_PUT_RESULT + "return 1")
         self._create = client.register_script(_CREATE)
 
     async def create(self, record: InvocationRecord) -> bool:
@@ -261,17 +272,32 @@ class RedisSessionQueue:
         """Where each push announces itself to orchestrators (None: the caller drains)."""
         self._acquire = client.register_script(_ACQUIRE)
         self._take = client.register_script(_TAKE)
+        self._put_result_and_push = client.register_script(_PUT_RESULT_AND_PUSH)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._claim_or_release = client.register_script(_CLAIM_OR_RELEASE)
 
-    async def push(self, key: SessionKey, item: WorkItem) -> None:
-        """Append an item, and post a wake-up for it in the same round trip."""
+    async def push(self, key: SessionKey, item: WorkItem, result: ToolResult | None = None) -> bool:
+        """Append an item, and post a wake-up for it in the same round trip.
+
+        With ``result`` (a call's result, stored as :meth:`RedisInvocationStore.put_result`
+        does), one script stores it and pushes only if it was stored.
+        """
+        if result is not None:
+            wakeups = self._wakeups
+            app, user, session = key if wakeups is not None else ("", "", "")
+            return bool(await self._put_result_and_push(
+                keys=[keys.invocation_results(key[0], item.invocation_id), keys.session_queue(*key),
+                      wakeups.stream_key if wakeups is not None else keys.session_queue(*key)],
+                args=[result.function_call_id, result.model_dump_json(), self._record_ttl,
+                      item.model_dump_json(), app, user, session, item.invocation_id],
+            ))
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.rpush(keys.session_queue(*key), item.model_dump_json())
             if self._wakeups is not None:
                 self._wakeups.queue_post(pipe, key, item.invocation_id)
             await pipe.execute()
+        return True
 
     async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
         """Acquire the lease and claim the first item in one round trip (see SessionQueue).

@@ -140,12 +140,12 @@ class InvocationService:
                 logger.warning("Result for unknown invocation %s/%s dropped", app_name, invocation_id)
                 return None
             key = session_key(record)
-        if not await self.store.put_result(app_name, invocation_id, result):
-            return None
         if result.response is None and not result.events:
-            return None  # still waiting for an answer from outside; nothing to resume yet
-        await self.queue.push(key, WorkItem(kind="resume", invocation_id=invocation_id))
-        return key
+            # Still waiting for an answer from outside: store the placeholder, resume nothing.
+            await self.store.put_result(app_name, invocation_id, result)
+            return None
+        resume = WorkItem(kind="resume", invocation_id=invocation_id)
+        return key if await self.queue.push(key, resume, result=result) else None
 
     async def answer(
         self,

@@ -79,8 +79,12 @@ class Taken(NamedTuple):
 class SessionQueue(Protocol):
     """Per-session FIFO of work items plus the lease that makes one orchestrator its writer."""
 
-    async def push(self, key: SessionKey, item: WorkItem) -> None:
-        """Append a work item."""
+    async def push(self, key: SessionKey, item: WorkItem, result: ToolResult | None = None) -> bool:
+        """Append a work item; True if appended.
+
+        With ``result``: first store it as the item's invocation's store would (first final
+        result wins), in the same step, and append the item only if it was stored.
+        """
         ...
 
     async def acquire(self, key: SessionKey) -> str | None:
@@ -211,9 +215,15 @@ class InMemorySessionQueue:
         self._leases: dict[SessionKey, str] = {}
         self._tokens = itertools.count(1)
 
-    async def push(self, key: SessionKey, item: WorkItem) -> None:
-        """Append an item."""
+    async def push(self, key: SessionKey, item: WorkItem, result: ToolResult | None = None) -> bool:
+        """Append an item (after storing ``result``, if it is the first final one)."""
+        if result is not None:
+            if self._store is None:
+                raise ValueError("This queue has no invocation store to put results in.")
+            if not await self._store.put_result(key[0], item.invocation_id, result):
+                return False
         self._queues.setdefault(key, deque()).append(item)
+        return True
 
     async def acquire(self, key: SessionKey) -> str | None:
         """Take the lease if free, putting a previous holder's leftovers back first."""
