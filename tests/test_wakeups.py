@@ -131,3 +131,29 @@ async def test_a_result_is_stored_its_resume_queued_and_announced_once(redis_cli
     entries = await redis_client.xrange(STREAM)
     assert [fields for _, fields in entries] == [
         {"app": "chat", "user": "u", "session": "s-1", "inv": "e-3"}]
+
+
+def test_an_enqueue_creates_the_session_records_and_queues_in_one_go(redis_url):
+    import redis as sync_redis
+
+    from config import Settings
+    from orchestrator import redis_keys
+    from workers.runtime import Runtime
+
+    runtime = Runtime(Settings(redis_url=redis_url), load_apps=False)
+    check = sync_redis.Redis.from_url(redis_url, decode_responses=True)
+    check.flushdb()
+    try:
+        check.script_flush()  # a Redis that restarted: the scripts are loaded on the way
+        request = {"app_name": "chat", "user_id": "u", "new_message": "hi", "invocation_id": "e-9"}
+        record, key = runtime.run(runtime.submit_invocation(request))
+        assert record.status.value == "queued" and key == ("chat", "u", record.session_id)
+        assert check.exists(redis_keys.session(*key)) == 1  # the new session exists
+        again, _ = runtime.run(runtime.submit_invocation({**request, "session_id": key[2]}))
+        assert again.model_dump() == record.model_dump()  # the same invocation, not a second
+        assert check.llen(redis_keys.session_queue(*key)) == 1
+        wake = redis_keys.wake_stream(runtime.settings.invocations_queue)
+        assert [fields["inv"] for _, fields in check.xrange(wake)] == ["e-9"]
+    finally:
+        check.close()
+        runtime.close()

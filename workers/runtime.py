@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import json
 import threading
 from collections.abc import Coroutine
@@ -14,20 +13,20 @@ from typing import Any
 import redis.asyncio as aioredis
 from celery import Celery
 from google.genai import types
+from redis.exceptions import NoScriptError
 
 from config import Settings, get_settings
 from orchestrator import platform
 from orchestrator import redis_keys as keys
 from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
-from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
 from orchestrator.distributed.redis_stores import RedisInvocationStore, RedisSessionQueue
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService, session_key
 from orchestrator.distributed.stores import SessionKey
 from orchestrator.distributed.streams import RedisEventStream
 from orchestrator.distributed.wakeups import RedisWakeups, WakeConsumer
-from orchestrator.errors import AlreadyExistsError
-from orchestrator.sessions.redis_session_service import RedisSessionService
+from orchestrator.sessions.redis_session_service import RedisSessionService, check_created_if_absent
 from workers.celery_app import app as default_celery_app
 from workers.loop import LoopThread
 from workers.transport import CeleryTransport
@@ -196,21 +195,45 @@ class Runtime:
                 {"new_message": record.new_message, "state_delta": delta},
                 self.settings.max_payload_bytes, "the message",
             )
-            if kwargs.get("create_session") or not kwargs.get("session_id"):
-                await _ensure_session(services, record)
         except (PayloadError, ValueError) as error:
             record.status = InvocationStatus.FAILED
             record.error = f"{type(error).__name__}: {error}"
             await services.store.create(record)
             return record, None
-        return await services.service.submit(record), session_key(record)
+        new_session = bool(kwargs.get("create_session") or not kwargs.get("session_id"))
+        return await _record_and_queue(services, record, new_session), session_key(record)
 
 
-async def _ensure_session(services: Services, record: InvocationRecord) -> None:
-    with contextlib.suppress(AlreadyExistsError):  # a retried enqueue already created it
-        await services.sessions.create_session(
-            app_name=record.app_name, user_id=record.user_id, session_id=record.session_id
-        )
+async def _record_and_queue(
+    services: Services, record: InvocationRecord, new_session: bool
+) -> InvocationRecord:
+    """Create the session (if asked and absent), record the invocation and queue its start.
+
+    One transaction, so one round trip: the orchestrator woken by the start finds the
+    session. A repeated enqueue (same invocation id) changes nothing and returns the record
+    stored first.
+    """
+    start = WorkItem(kind="start", invocation_id=record.invocation_id)
+    for _ in range(2):
+        async with services.redis.pipeline(transaction=True) as pipe:
+            if new_session:
+                services.sessions.queue_create_if_absent(
+                    pipe, record.app_name, record.user_id, record.session_id)
+            services.queue.queue_create_and_push(pipe, record, start)
+            replies = await pipe.execute(raise_on_error=False)
+        if not any(isinstance(reply, NoScriptError) for reply in replies):
+            break
+        # Redis forgot the scripts (a restart): none of them ran; load them and go again.
+        await services.sessions.load_scripts()
+        await services.queue.load_scripts()
+    if new_session:
+        check_created_if_absent(replies[0])
+    if isinstance(replies[-1], Exception):
+        raise replies[-1]
+    if replies[-1]:
+        return record
+    existing = await services.store.get(record.app_name, record.invocation_id)
+    return existing or record
 
 
 def parse_message(value: Any) -> types.Content | None:

@@ -35,17 +35,6 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 """
 
-# _PUT_RESULT, then (if stored) push a work item and post its wake-up.
-# KEYS: results hash, session queue, wake stream. ARGV: as _PUT_RESULT, then item JSON, and
-# the wake-up's app, user, session and invocation ('' app: no wake-up).
-_PUT_RESULT_AND_PUSH = _PUT_RESULT + """
-redis.call('RPUSH', KEYS[2], ARGV[4])
-if ARGV[5] ~= '' then
-  redis.call('XADD', KEYS[3], '*', 'app', ARGV[5], 'user', ARGV[6], 'session', ARGV[7],
-    'inv', ARGV[8])
-end
-return 1
-"""
 
 # KEYS: record hash, stream. ARGV: record JSON, status, ttl seconds, stream maxlen.
 # Stores a new record and publishes its status; 0 (and nothing written) if one exists.
@@ -55,8 +44,25 @@ redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
   'kind', 'status', 'status', ARGV[2], 'record', ARGV[1])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
+"""
+
+# Push a work item and post its wake-up, after a step that decided to (see below): KEYS
+# from index push_keys: session queue, wake stream; ARGV from push_args: item JSON, then the
+# wake-up's app, user, session, invocation ('' app: no wake-up).
+_PUSH = """
+redis.call('RPUSH', KEYS[push_keys], ARGV[push_args])
+if ARGV[push_args + 1] ~= '' then
+  redis.call('XADD', KEYS[push_keys + 1], '*', 'app', ARGV[push_args + 1],
+    'user', ARGV[push_args + 2], 'session', ARGV[push_args + 3], 'inv', ARGV[push_args + 4])
+end
 return 1
 """
+
+# _CREATE, then (if created) _PUSH: KEYS 3-4 and ARGV 5-9 as _PUSH's.
+_CREATE_AND_PUSH = _CREATE + "local push_keys, push_args = 3, 5\n" + _PUSH
+
+# _PUT_RESULT, then (if stored) _PUSH: KEYS 2-3 and ARGV 4-8 as _PUSH's.
+_PUT_RESULT_AND_PUSH = _PUT_RESULT + "local push_keys, push_args = 2, 4\n" + _PUSH
 
 # KEYS: lease, fence counter, processing, queue. ARGV: ttl ms. Returns the new token or
 # false. A previous holder's in-progress items go back to the head of the queue.
@@ -138,7 +144,7 @@ class RedisInvocationStore:
         self._redis = client
         self._ttl = record_ttl_seconds
         self._put_result = client.register_script(_PUT_RESULT + "return 1")
-        self._create = client.register_script(_CREATE)
+        self._create = client.register_script(_CREATE + "return 1")
 
     async def create(self, record: InvocationRecord) -> bool:
         """Store a new record unless one exists."""
@@ -273,6 +279,7 @@ class RedisSessionQueue:
         self._acquire = client.register_script(_ACQUIRE)
         self._take = client.register_script(_TAKE)
         self._put_result_and_push = client.register_script(_PUT_RESULT_AND_PUSH)
+        self._create_and_push = client.register_script(_CREATE_AND_PUSH)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._claim_or_release = client.register_script(_CLAIM_OR_RELEASE)
@@ -284,13 +291,11 @@ class RedisSessionQueue:
         does), one script stores it and pushes only if it was stored.
         """
         if result is not None:
-            wakeups = self._wakeups
-            app, user, session = key if wakeups is not None else ("", "", "")
+            push_keys, push_args = self._push_operands(key, item)
             return bool(await self._put_result_and_push(
-                keys=[keys.invocation_results(key[0], item.invocation_id), keys.session_queue(*key),
-                      wakeups.stream_key if wakeups is not None else keys.session_queue(*key)],
+                keys=[keys.invocation_results(key[0], item.invocation_id), *push_keys],
                 args=[result.function_call_id, result.model_dump_json(), self._record_ttl,
-                      item.model_dump_json(), app, user, session, item.invocation_id],
+                      *push_args],
             ))
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.rpush(keys.session_queue(*key), item.model_dump_json())
@@ -298,6 +303,35 @@ class RedisSessionQueue:
                 self._wakeups.queue_post(pipe, key, item.invocation_id)
             await pipe.execute()
         return True
+
+    def queue_create_and_push(self, pipe: Any, record: InvocationRecord, item: WorkItem) -> None:
+        """Add to a pipeline: store ``record`` unless it exists and, if stored, push ``item``.
+
+        Its reply is 1 if the record was new (the item is queued), else 0. The script is
+        called by its sha: call :meth:`load_scripts` after Redis forgot it.
+        """
+        key = (record.app_name, record.user_id, record.session_id)
+        push_keys, push_args = self._push_operands(key, item)
+        pipe.evalsha(
+            self._create_and_push.sha, 4,
+            keys.invocation(record.app_name, record.invocation_id),
+            keys.invocation_stream(record.app_name, record.invocation_id), *push_keys,
+            record.model_dump_json(), record.status.value, self._record_ttl,
+            _STATUS_STREAM_MAXLEN, *push_args,
+        )
+
+    async def load_scripts(self) -> None:
+        """Load the scripts that pipelines call by sha (after a Redis restart, for instance)."""
+        for script in (self._take, self._create_and_push):
+            await self._redis.script_load(script.script)
+
+    def _push_operands(self, key: SessionKey, item: WorkItem) -> tuple[list[str], list[Any]]:
+        """KEYS and ARGV of the _PUSH fragment for ``item`` on ``key``'s queue."""
+        queue = keys.session_queue(*key)
+        if self._wakeups is None:
+            return [queue, queue], [item.model_dump_json(), "", "", "", ""]
+        return ([queue, self._wakeups.stream_key],
+                [item.model_dump_json(), *key, item.invocation_id])
 
     async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
         """Acquire the lease and claim the first item in one round trip (see SessionQueue).
@@ -309,7 +343,7 @@ class RedisSessionQueue:
         try:
             replies = await self._take_and_read(key, hint)
         except NoScriptError:  # Redis restarted or flushed its scripts: nothing ran
-            await self._redis.script_load(_TAKE)
+            await self.load_scripts()
             replies = await self._take_and_read(key, hint)
         reply = replies[0]
         if not reply:

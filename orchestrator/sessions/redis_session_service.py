@@ -226,23 +226,12 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         """Create a session; ``app:``/``user:`` keys of ``state`` go to their shared hashes."""
         sid = session_id.strip() if session_id and session_id.strip() else platform.new_uuid()
         encoded = _encode_state(state or {})
-        app_delta, user_delta, session_state = split_state_delta(encoded)
+        session_state = split_state_delta(encoded)[2]
         now = _score(platform.get_time(), what="the creation time")
-        script_keys = [
-            *keys.session_storage_keys(app_name, user_id, sid),
-            keys.user_sessions(app_name, user_id),
-            keys.app_sessions(app_name),
-            keys.app_state(app_name),
-            keys.user_state(app_name, user_id),
-            keys.app_session_seq(app_name),
-        ]
-        args: list[Any] = [
-            sid, app_name, user_id, now, _app_member(user_id, sid),
-            len(session_state), len(app_delta), len(user_delta),
-            *_flatten(session_state), *_flatten(app_delta), *_flatten(user_delta),
-        ]
         try:
-            app_raw, user_raw = await self._create_script(keys=script_keys, args=args)
+            app_raw, user_raw = await self._create_script(
+                keys=_create_keys(app_name, user_id, sid),
+                args=_create_args(app_name, user_id, sid, now, encoded))
         except ResponseError as exc:
             if str(exc).startswith(_EXISTS):
                 raise AlreadyExistsError(f"Session with id {sid!r} already exists.") from exc
@@ -256,6 +245,20 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             id=sid, app_name=app_name, user_id=user_id, state=merged, events=[],
             last_update_time=float(now),
         )
+
+    def queue_create_if_absent(self, pipe: Any, app_name: str, user_id: str, session_id: str) -> None:
+        """Add the creation of an empty session (unless it exists) to a pipeline.
+
+        The script is called by its sha (call :meth:`load_scripts` once per Redis start).
+        Check its reply with :func:`check_created_if_absent`.
+        """
+        now = _score(platform.get_time(), what="the creation time")
+        pipe.evalsha(self._create_script.sha, 9, *_create_keys(app_name, user_id, session_id),
+                     *_create_args(app_name, user_id, session_id, now, {}))
+
+    async def load_scripts(self) -> None:
+        """Load the scripts that pipelines call by sha (after a Redis restart, for instance)."""
+        await self._client.script_load(self._create_script.script)
 
     async def get_session(
         self,
@@ -405,6 +408,34 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
                 "process may own the session now."
             )
         return exc
+
+
+def _create_keys(app_name: str, user_id: str, session_id: str) -> list[str]:
+    return [
+        *keys.session_storage_keys(app_name, user_id, session_id),
+        keys.user_sessions(app_name, user_id),
+        keys.app_sessions(app_name),
+        keys.app_state(app_name),
+        keys.user_state(app_name, user_id),
+        keys.app_session_seq(app_name),
+    ]
+
+
+def _create_args(
+    app_name: str, user_id: str, session_id: str, now: str, encoded: dict[str, str]
+) -> list[Any]:
+    app_delta, user_delta, session_state = split_state_delta(encoded)
+    return [
+        session_id, app_name, user_id, now, _app_member(user_id, session_id),
+        len(session_state), len(app_delta), len(user_delta),
+        *_flatten(session_state), *_flatten(app_delta), *_flatten(user_delta),
+    ]
+
+
+def check_created_if_absent(reply: Any) -> None:
+    """Raise the error a queued create-if-absent replied with (an existing session is none)."""
+    if isinstance(reply, Exception) and not str(reply).startswith(_EXISTS):
+        raise reply
 
 
 def _encode_state(state: dict[str, Any]) -> dict[str, str]:
