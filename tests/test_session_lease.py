@@ -8,7 +8,8 @@ import redis as sync_redis
 from config import Settings
 from orchestrator import Event, platform
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
-from orchestrator.distributed.redis_stores import RedisInvocationStore, RedisSessionQueue
+from orchestrator.distributed.redis_queue import RedisSessionQueue
+from orchestrator.distributed.redis_stores import RedisInvocationStore
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService
 from orchestrator.errors import StaleSessionError

@@ -114,7 +114,8 @@ async def test_a_failing_drain_leaves_its_wake_up_pending(redis_client):
 async def test_a_result_is_stored_its_resume_queued_and_announced_once(redis_client):
     from orchestrator import redis_keys
     from orchestrator.distributed.models import ToolResult, WorkItem
-    from orchestrator.distributed.redis_stores import RedisInvocationStore, RedisSessionQueue
+    from orchestrator.distributed.redis_queue import RedisSessionQueue
+    from orchestrator.distributed.redis_stores import RedisInvocationStore
 
     wakeups = RedisWakeups(redis_client, STREAM)
     queue = RedisSessionQueue(redis_client, wakeups=wakeups)

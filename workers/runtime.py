@@ -20,7 +20,8 @@ from orchestrator import platform
 from orchestrator import redis_keys as keys
 from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
-from orchestrator.distributed.redis_stores import RedisInvocationStore, RedisSessionQueue
+from orchestrator.distributed.redis_queue import RedisSessionQueue
+from orchestrator.distributed.redis_stores import RedisInvocationStore
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService, session_key
 from orchestrator.distributed.stores import SessionKey

@@ -1,0 +1,260 @@
+"""RedisSessionQueue: per-session work queues and leases in Redis (distributed mode).
+
+Leases carry strictly increasing fencing tokens; while an orchestrator works on a session,
+every append checks that it still holds the lease with its token, so a holder that lost
+the lease (it stalled past the TTL and another took over) cannot write. Each push also posts
+a wake-up on the orchestrators' wake stream, in the same round trip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import NoScriptError
+
+from orchestrator import redis_keys as keys
+from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
+from orchestrator.distributed.redis_stores import (
+    CREATE_SCRIPT,
+    PUT_RESULT_SCRIPT,
+    STATUS_STREAM_MAXLEN,
+    loaded_from,
+    queue_load,
+)
+from orchestrator.distributed.stores import SessionKey, Taken
+from orchestrator.distributed.wakeups import RedisWakeups
+from orchestrator.sessions.redis_scopes import fenced
+from orchestrator.sessions.redis_session_service import queue_session_reads, session_from_replies
+
+# Push a work item and post its wake-up, after a step that decided to (see below): KEYS
+# from index push_keys: session queue, wake stream; ARGV from push_args: item JSON, then the
+# wake-up's app, user, session, invocation ('' app: no wake-up).
+_PUSH = """
+redis.call('RPUSH', KEYS[push_keys], ARGV[push_args])
+if ARGV[push_args + 1] ~= '' then
+  redis.call('XADD', KEYS[push_keys + 1], '*', 'app', ARGV[push_args + 1],
+    'user', ARGV[push_args + 2], 'session', ARGV[push_args + 3], 'inv', ARGV[push_args + 4])
+end
+return 1
+"""
+
+# CREATE_SCRIPT, then (if created) _PUSH: KEYS 3-4 and ARGV 5-9 as _PUSH's.
+_CREATE_AND_PUSH = CREATE_SCRIPT + "local push_keys, push_args = 3, 5\n" + _PUSH
+
+# PUT_RESULT_SCRIPT, then (if stored) _PUSH: KEYS 2-3 and ARGV 4-8 as _PUSH's.
+_PUT_RESULT_AND_PUSH = PUT_RESULT_SCRIPT + "local push_keys, push_args = 2, 4\n" + _PUSH
+
+# KEYS: lease, fence counter, processing, queue. ARGV: ttl ms. Returns the new token or
+# false. A previous holder's in-progress items go back to the head of the queue.
+_ACQUIRE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
+while redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT') do end
+return token
+"""
+
+# KEYS: lease, fence counter, processing, queue. ARGV: ttl ms. Returns false (lease busy),
+# {token} (acquired, nothing queued: released again) or {token, first item}.
+_TAKE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+while redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT') do end
+local token = redis.call('INCR', KEYS[2])
+local item = redis.call('LMOVE', KEYS[4], KEYS[3], 'LEFT', 'RIGHT')
+if not item then return {token} end
+redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
+return {token, item}
+"""
+
+# KEYS: lease. ARGV: token, ttl ms.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# KEYS: processing, queue, lease, record hash, record stream. ARGV: finished item JSON or '',
+# token, record JSON or '' (nothing to save), status, ttl seconds, stream maxlen. Saves the
+# record (as RedisInvocationStore.save does), then returns the next item, or releases the
+# lease (if still ours) when the queue is empty and returns false.
+_CLAIM_OR_RELEASE = """
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[4], 'record', ARGV[3])
+  redis.call('EXPIRE', KEYS[4], ARGV[5])
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[6], '*',
+    'kind', 'status', 'status', ARGV[4], 'record', ARGV[3])
+  redis.call('EXPIRE', KEYS[5], ARGV[5])
+end
+if ARGV[1] ~= '' then redis.call('LREM', KEYS[1], 1, ARGV[1]) end
+local item = redis.call('LMOVE', KEYS[2], KEYS[1], 'LEFT', 'RIGHT')
+if item then return item end
+if redis.call('GET', KEYS[3]) == ARGV[2] then redis.call('DEL', KEYS[3]) end
+return false
+"""
+
+# KEYS: lease, queue. ARGV: token. Returns the number of queued items.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return redis.call('LLEN', KEYS[2])
+"""
+
+
+class RedisSessionQueue:
+    """Per-session work queues (reliable: claimed items sit in a processing list) and leases."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        lease_ttl_seconds: float = 30.0,
+        wakeups: RedisWakeups | None = None,
+        record_ttl_seconds: int = 7 * 24 * 3600,
+    ) -> None:
+        self._redis = client
+        self._ttl_ms = int(lease_ttl_seconds * 1000)
+        self._record_ttl = record_ttl_seconds
+        """TTL of the records :meth:`claim_or_release` saves (as the store's)."""
+        self._wakeups = wakeups
+        """Where each push announces itself to orchestrators (None: the caller drains)."""
+        self._acquire = client.register_script(_ACQUIRE)
+        self._take = client.register_script(_TAKE)
+        self._put_result_and_push = client.register_script(_PUT_RESULT_AND_PUSH)
+        self._create_and_push = client.register_script(_CREATE_AND_PUSH)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+        self._claim_or_release = client.register_script(_CLAIM_OR_RELEASE)
+
+    async def push(self, key: SessionKey, item: WorkItem, result: ToolResult | None = None) -> bool:
+        """Append an item, and post a wake-up for it in the same round trip.
+
+        With ``result`` (a call's result, stored as :meth:`RedisInvocationStore.put_result`
+        does), one script stores it and pushes only if it was stored.
+        """
+        if result is not None:
+            push_keys, push_args = self._push_operands(key, item)
+            return bool(await self._put_result_and_push(
+                keys=[keys.invocation_results(key[0], item.invocation_id), *push_keys],
+                args=[result.function_call_id, result.model_dump_json(), self._record_ttl,
+                      *push_args],
+            ))
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.rpush(keys.session_queue(*key), item.model_dump_json())
+            if self._wakeups is not None:
+                self._wakeups.queue_post(pipe, key, item.invocation_id)
+            await pipe.execute()
+        return True
+
+    def queue_create_and_push(self, pipe: Any, record: InvocationRecord, item: WorkItem) -> None:
+        """Add to a pipeline: store ``record`` unless it exists and, if stored, push ``item``.
+
+        Its reply is 1 if the record was new (the item is queued), else 0. The script is
+        called by its sha: call :meth:`load_scripts` after Redis forgot it.
+        """
+        key = (record.app_name, record.user_id, record.session_id)
+        push_keys, push_args = self._push_operands(key, item)
+        pipe.evalsha(
+            self._create_and_push.sha, 4,
+            keys.invocation(record.app_name, record.invocation_id),
+            keys.invocation_stream(record.app_name, record.invocation_id), *push_keys,
+            record.model_dump_json(), record.status.value, self._record_ttl,
+            STATUS_STREAM_MAXLEN, *push_args,
+        )
+
+    async def load_scripts(self) -> None:
+        """Load the scripts that pipelines call by sha (after a Redis restart, for instance)."""
+        for script in (self._take, self._create_and_push):
+            await self._redis.script_load(script.script)
+
+    def _push_operands(self, key: SessionKey, item: WorkItem) -> tuple[list[str], list[Any]]:
+        """KEYS and ARGV of the _PUSH fragment for ``item`` on ``key``'s queue."""
+        queue = keys.session_queue(*key)
+        if self._wakeups is None:
+            return [queue, queue], [item.model_dump_json(), "", "", "", ""]
+        return ([queue, self._wakeups.stream_key],
+                [item.model_dump_json(), *key, item.invocation_id])
+
+    async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
+        """Acquire the lease and claim the first item in one round trip (see SessionQueue).
+
+        With ``hint`` (the invocation the wake-up announced) that invocation and its session
+        are read in the same transaction, right after the claim, and returned if the item is
+        one of the hinted invocation's.
+        """
+        try:
+            replies = await self._take_and_read(key, hint)
+        except NoScriptError:  # Redis restarted or flushed its scripts: nothing ran
+            await self.load_scripts()
+            replies = await self._take_and_read(key, hint)
+        reply = replies[0]
+        if not reply:
+            return None
+        token = str(reply[0])
+        if len(reply) < 2:
+            return Taken(token, None, None)
+        item = WorkItem.model_validate_json(reply[1])
+        if not hint or item.invocation_id != hint:
+            return Taken(token, item, None)
+        loaded = loaded_from(*replies[1:4])
+        session = session_from_replies(*key, replies[4:])
+        return Taken(token, item, loaded._replace(session=session))
+
+    async def _take_and_read(self, key: SessionKey, hint: str | None) -> list[Any]:
+        # EVALSHA by hand: a Script object in a pipeline costs a SCRIPT EXISTS round trip.
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.evalsha(self._take.sha, 4, keys.session_lease(*key), keys.fence_counter(*key),
+                         keys.session_processing(*key), keys.session_queue(*key), self._ttl_ms)
+            if hint:
+                queue_load(pipe, key[0], hint)
+                queue_session_reads(pipe, *key)
+            return list(await pipe.execute())
+
+    async def acquire(self, key: SessionKey) -> str | None:
+        """Take the lease (recovering a dead holder's leftovers); the fencing token or None."""
+        token = await self._acquire(
+            keys=[keys.session_lease(*key), keys.fence_counter(*key),
+                  keys.session_processing(*key), keys.session_queue(*key)],
+            args=[self._ttl_ms],
+        )
+        return str(token) if token else None
+
+    async def renew(self, key: SessionKey, token: str) -> bool:
+        """Extend the lease if still held."""
+        return bool(await self._renew(keys=[keys.session_lease(*key)], args=[token, self._ttl_ms]))
+
+    async def release(self, key: SessionKey, token: str) -> int:
+        """Free the lease if still held with ``token``; return the items still queued."""
+        return int(await self._release(
+            keys=[keys.session_lease(*key), keys.session_queue(*key)], args=[token]
+        ))
+
+    async def claim_or_release(
+        self,
+        key: SessionKey,
+        token: str,
+        finished: WorkItem | None = None,
+        save: InvocationRecord | None = None,
+    ) -> WorkItem | None:
+        """Save ``save``, then the next item, or (atomically) release the lease: one script."""
+        processing = keys.session_processing(*key)
+        record_keys = [processing, processing]
+        record_args: list[Any] = ["", "", 0, 0]
+        if save is not None:
+            record_keys = [keys.invocation(save.app_name, save.invocation_id),
+                           keys.invocation_stream(save.app_name, save.invocation_id)]
+            record_args = [save.model_dump_json(), save.status.value, self._record_ttl,
+                           STATUS_STREAM_MAXLEN]
+        raw = await self._claim_or_release(
+            keys=[processing, keys.session_queue(*key), keys.session_lease(*key), *record_keys],
+            args=[finished.model_dump_json() if finished is not None else "", token, *record_args],
+        )
+        return WorkItem.model_validate_json(raw) if raw else None
+
+    @contextlib.contextmanager
+    def fencing(self, key: SessionKey, token: str) -> Iterator[None]:
+        """Session appends inside this block require the lease to be held with ``token``."""
+        with fenced(keys.session_lease(*key), token):
+            yield
