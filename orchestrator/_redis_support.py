@@ -12,6 +12,41 @@ from config import get_settings
 _JSON_SEPARATORS = (",", ":")
 
 
+# Lua fragments that scripts of several services start with (each defines one local
+# function). Every check runs before the first write: Redis does not roll a script back.
+LUA_WRONG_TYPE = """
+local function wrong_type(expected)
+  for i, want in ipairs(expected) do
+    local have = redis.call('TYPE', KEYS[i]).ok
+    if have ~= 'none' and have ~= want then
+      return redis.error_reply('ADK_WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. have ..
+        ', expected a ' .. want .. '; nothing was written')
+    end
+  end
+  return nil
+end
+"""
+"""``wrong_type(types)``: an error reply if ``KEYS[i]`` exists with another type than
+``types[i]``, else nil."""
+
+LUA_SAVE_RECORD = """
+local function save_record(record_key, stream_key, record, status, ttl, maxlen, only_if_new)
+  if only_if_new then
+    if redis.call('HSETNX', record_key, 'record', record) == 0 then return false end
+  else
+    redis.call('HSET', record_key, 'record', record)
+  end
+  redis.call('EXPIRE', record_key, ttl)
+  redis.call('XADD', stream_key, 'MAXLEN', '~', maxlen, '*',
+    'kind', 'status', 'status', status, 'record', record)
+  redis.call('EXPIRE', stream_key, ttl)
+  return true
+end
+"""
+"""``save_record(...)``: store an invocation record (``only_if_new``: unless one exists, then
+false and nothing written) and add its status entry to the invocation's live stream."""
+
+
 def dumps(value: Any) -> str:
     """Encode a value with the project's single JSON codec (compact, UTF-8, no NaN/inf).
 

@@ -27,7 +27,14 @@ from google.genai import types
 
 from orchestrator import platform
 from orchestrator import redis_keys as keys
-from orchestrator._redis_support import RedisClientOwner, dumps, encode_value, loads, text
+from orchestrator._redis_support import (
+    LUA_WRONG_TYPE,
+    RedisClientOwner,
+    dumps,
+    encode_value,
+    loads,
+    text,
+)
 from orchestrator.artifacts import _scoping
 from orchestrator.artifacts._scoping import ArtifactLocation
 from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
@@ -36,17 +43,11 @@ from orchestrator.errors import InputValidationError
 URI_SCHEME = "redis"
 """Scheme of the canonical URIs of artifacts stored by :class:`RedisArtifactService`."""
 
-_SAVE_LUA = """
+_SAVE_LUA = LUA_WRONG_TYPE + """
 -- KEYS: 1 parts list, 2 meta list, 3 names set;  ARGV: 1 part JSON, 2 meta JSON, 3 filename
 -- Returns the new version. Type checks run before the first write (no partial saves).
-local expected = {'list', 'list', 'set'}
-for i, want in ipairs(expected) do
-  local have = redis.call('TYPE', KEYS[i]).ok
-  if have ~= 'none' and have ~= want then
-    return redis.error_reply('ADK_WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. have ..
-      ', expected a ' .. want .. '; nothing was written')
-  end
-end
+local bad = wrong_type({'list', 'list', 'set'})
+if bad then return bad end
 local version = redis.call('LLEN', KEYS[2])
 redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('RPUSH', KEYS[2], ARGV[2])

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
 from orchestrator import redis_keys as keys
+from orchestrator._redis_support import LUA_SAVE_RECORD
 from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
 from orchestrator.distributed.redis_stores import (
     CREATE_SCRIPT,
@@ -81,13 +82,9 @@ return 0
 # token, record JSON or '' (nothing to save), status, ttl seconds, stream maxlen. Saves the
 # record (as RedisInvocationStore.save does), then returns the next item, or releases the
 # lease (if still ours) when the queue is empty and returns false.
-_CLAIM_OR_RELEASE = """
+_CLAIM_OR_RELEASE = LUA_SAVE_RECORD + """
 if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[4], 'record', ARGV[3])
-  redis.call('EXPIRE', KEYS[4], ARGV[5])
-  redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[6], '*',
-    'kind', 'status', 'status', ARGV[4], 'record', ARGV[3])
-  redis.call('EXPIRE', KEYS[5], ARGV[5])
+  save_record(KEYS[4], KEYS[5], ARGV[3], ARGV[4], ARGV[5], ARGV[6], false)
 end
 if ARGV[1] ~= '' then redis.call('LREM', KEYS[1], 1, ARGV[1]) end
 local item = redis.call('LMOVE', KEYS[2], KEYS[1], 'LEFT', 'RIGHT')

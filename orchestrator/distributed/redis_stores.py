@@ -12,6 +12,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from orchestrator import redis_keys as keys
+from orchestrator._redis_support import LUA_SAVE_RECORD
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult
 from orchestrator.distributed.stores import Loaded
 from orchestrator.distributed.streams import STREAM_MAXLEN
@@ -31,12 +32,14 @@ redis.call('EXPIRE', KEYS[1], ARGV[3])
 
 # KEYS: record hash, stream. ARGV: record JSON, status, ttl seconds, stream maxlen.
 # Stores a new record and publishes its status; 0 (and nothing written) if one exists.
-CREATE_SCRIPT = """
-if redis.call('HSETNX', KEYS[1], 'record', ARGV[1]) == 0 then return 0 end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
-  'kind', 'status', 'status', ARGV[2], 'record', ARGV[1])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
+CREATE_SCRIPT = LUA_SAVE_RECORD + """
+if not save_record(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], true) then return 0 end
+"""
+
+# The same, overwriting an existing record.
+_SAVE = LUA_SAVE_RECORD + """
+save_record(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], false)
+return 1
 """
 
 STATUS_STREAM_MAXLEN = STREAM_MAXLEN
@@ -66,6 +69,7 @@ class RedisInvocationStore:
         self._ttl = record_ttl_seconds
         self._put_result = client.register_script(PUT_RESULT_SCRIPT + "return 1")
         self._create = client.register_script(CREATE_SCRIPT + "return 1")
+        self._save = client.register_script(_SAVE)
 
     async def create(self, record: InvocationRecord) -> bool:
         """Store a new record unless one exists."""
@@ -99,23 +103,11 @@ class RedisInvocationStore:
 
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite the record and publish its status on the invocation's stream."""
-        key = keys.invocation(record.app_name, record.invocation_id)
-        raw = record.model_dump_json()
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hset(key, "record", raw)
-            pipe.expire(key, self._ttl)
-            self._queue_publish(pipe, record, raw)
-            await pipe.execute()
-
-    def _queue_publish(self, pipe: Any, record: InvocationRecord, raw: str) -> None:
-        stream = keys.invocation_stream(record.app_name, record.invocation_id)
-        pipe.xadd(
-            stream,
-            {"kind": "status", "status": record.status.value, "record": raw},
-            maxlen=STATUS_STREAM_MAXLEN,
-            approximate=True,
+        await self._save(
+            keys=[keys.invocation(record.app_name, record.invocation_id),
+                  keys.invocation_stream(record.app_name, record.invocation_id)],
+            args=[record.model_dump_json(), record.status.value, self._ttl, STATUS_STREAM_MAXLEN],
         )
-        pipe.expire(stream, self._ttl)
 
     async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
         """First final result wins (a pending placeholder can be replaced)."""

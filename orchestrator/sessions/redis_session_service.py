@@ -31,6 +31,8 @@ from redis.exceptions import ResponseError
 from orchestrator import platform
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import (
+    LUA_SAVE_RECORD,
+    LUA_WRONG_TYPE,
     RedisClientOwner,
     decode_hash,
     dumps,
@@ -95,18 +97,7 @@ _HSET_CHUNK = 256
 
 # Helpers shared by both scripts. Every check runs before the first write: Redis does not
 # roll a script back, so a script that fails must fail before it has written anything.
-_LUA_HELPERS = f"""
-local function wrong_type(expected)
-  for i, want in ipairs(expected) do
-    local have = redis.call('TYPE', KEYS[i]).ok
-    if have ~= 'none' and have ~= want then
-      return redis.error_reply('ADK_WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. have ..
-        ', expected a ' .. want .. '; nothing was written')
-    end
-  end
-  return nil
-end
-
+_LUA_HELPERS = LUA_WRONG_TYPE + f"""
 local function hset_pairs(key, first, count)
   local done = 0
   while done < count do
@@ -145,7 +136,7 @@ redis.call('ZADD', KEYS[6], ARGV[4], ARGV[5])
 return {{redis.call('HGETALL', KEYS[7]), redis.call('HGETALL', KEYS[8])}}
 """
 
-_APPEND_LUA = _LUA_HELPERS + f"""
+_APPEND_LUA = _LUA_HELPERS + LUA_SAVE_RECORD + f"""
 -- KEYS: 1 meta, 2 state, 3 events, 4 event ids, 5 user index, 6 app index, 7 app state,
 --       8 user state, 9 lease (fencing) or KEYS[1], 10 live stream (mirroring) or KEYS[1],
 --       11 invocation record hash (a status to write first) or KEYS[1]
@@ -168,11 +159,7 @@ if ARGV[6] ~= '' then
   end
 end
 if ARGV[12] ~= '' then
-  redis.call('HSET', KEYS[11], 'record', ARGV[12])
-  redis.call('EXPIRE', KEYS[11], ARGV[8])
-  redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[7], '*',
-    'kind', 'status', 'status', ARGV[13], 'record', ARGV[12])
-  redis.call('EXPIRE', KEYS[10], ARGV[8])
+  save_record(KEYS[11], KEYS[10], ARGV[12], ARGV[13], ARGV[8], ARGV[7], false)
 end
 if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then
   return 0
