@@ -48,22 +48,28 @@ _CREATE_AND_PUSH = CREATE_SCRIPT + "local push_keys, push_args = 3, 5\n" + _PUSH
 # PUT_RESULT_SCRIPT, then (if stored) _PUSH: KEYS 2-3 and ARGV 4-8 as _PUSH's.
 _PUT_RESULT_AND_PUSH = PUT_RESULT_SCRIPT + "local push_keys, push_args = 2, 4\n" + _PUSH
 
-# KEYS: lease, fence counter, processing, queue. ARGV: ttl ms. Returns the new token or
-# false. A previous holder's in-progress items go back to the head of the queue.
-_ACQUIRE = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-local token = redis.call('INCR', KEYS[2])
+# Both lease scripts. KEYS: lease, fence counter, processing, queue. new_token() is nil
+# when the lease is held; else the next fencing token, after a previous holder's
+# in-progress items went back to the head of the queue (the caller sets the lease).
+_NEW_TOKEN = """
+local function new_token()
+  if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
+  while redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT') do end
+  return redis.call('INCR', KEYS[2])
+end
+local token = new_token()
+if not token then return false end
+"""
+
+# ARGV: ttl ms. Returns the new token or false (lease busy).
+_ACQUIRE = _NEW_TOKEN + """
 redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
-while redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT') do end
 return token
 """
 
-# KEYS: lease, fence counter, processing, queue. ARGV: ttl ms. Returns false (lease busy),
-# {token} (acquired, nothing queued: released again) or {token, first item}.
-_TAKE = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-while redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT') do end
-local token = redis.call('INCR', KEYS[2])
+# ARGV: ttl ms. Returns false (lease busy), {token} (acquired, nothing queued: released
+# again) or {token, first item}.
+_TAKE = _NEW_TOKEN + """
 local item = redis.call('LMOVE', KEYS[4], KEYS[3], 'LEFT', 'RIGHT')
 if not item then return {token} end
 redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
