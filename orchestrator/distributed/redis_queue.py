@@ -30,7 +30,7 @@ from orchestrator.distributed.wakeups import RedisWakeups
 from orchestrator.sessions.redis_scopes import fenced
 from orchestrator.sessions.redis_session_service import queue_session_reads, session_from_replies
 
-# Push a work item and post its wake-up, after a step that decided to (see below): KEYS
+# Push a work item and post its wake-up (alone, or after a step that decided to): KEYS
 # from index push_keys: session queue, wake stream; ARGV from push_args: item JSON, then the
 # wake-up's app, user, session, invocation ('' app: no wake-up).
 _PUSH = """
@@ -44,6 +44,9 @@ return 1
 
 # CREATE_SCRIPT, then (if created) _PUSH: KEYS 3-4 and ARGV 5-9 as _PUSH's.
 _CREATE_AND_PUSH = CREATE_SCRIPT + "local push_keys, push_args = 3, 5\n" + _PUSH
+
+# _PUSH alone: KEYS 1-2 and ARGV 1-5 as _PUSH's.
+_PUSH_ONLY = "local push_keys, push_args = 1, 1\n" + _PUSH
 
 # PUT_RESULT_SCRIPT, then (if stored) _PUSH: KEYS 2-3 and ARGV 4-8 as _PUSH's.
 _PUT_RESULT_AND_PUSH = PUT_RESULT_SCRIPT + "local push_keys, push_args = 2, 4\n" + _PUSH
@@ -125,6 +128,7 @@ class RedisSessionQueue:
         """Where each push announces itself to orchestrators (None: the caller drains)."""
         self._acquire = client.register_script(_ACQUIRE)
         self._take = client.register_script(_TAKE)
+        self._push = client.register_script(_PUSH_ONLY)
         self._put_result_and_push = client.register_script(_PUT_RESULT_AND_PUSH)
         self._create_and_push = client.register_script(_CREATE_AND_PUSH)
         self._renew = client.register_script(_RENEW)
@@ -144,12 +148,8 @@ class RedisSessionQueue:
                 args=[result.function_call_id, result.model_dump_json(), self._record_ttl,
                       *push_args],
             ))
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.rpush(keys.session_queue(*key), item.model_dump_json())
-            if self._wakeups is not None:
-                self._wakeups.queue_post(pipe, key, item.invocation_id)
-            await pipe.execute()
-        return True
+        push_keys, push_args = self._push_operands(key, item)
+        return bool(await self._push(keys=push_keys, args=push_args))
 
     def queue_create_and_push(self, pipe: Any, record: InvocationRecord, item: WorkItem) -> None:
         """Add to a pipeline: store ``record`` unless it exists and, if stored, push ``item``.
