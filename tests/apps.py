@@ -7,6 +7,7 @@ the same way (a scripted model's position would differ between processes).
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from google.genai import types
@@ -111,10 +112,33 @@ def _chat_model(request: LlmRequest) -> Any:
 chat_app = App(name="chat", root_agent=LlmAgent(name="agent", model=FunctionLlm(record_requests=False, fn=_chat_model)))
 
 
-ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app]
+# -- rendezvous: two sync calls of one turn that only finish if they run at the same time ---
+
+_meeting = threading.Barrier(2, timeout=10)
+
+
+def meet(who: str) -> dict[str, Any]:
+    """Wait (blocking) for the other caller; BrokenBarrierError if it never comes."""
+    _meeting.wait()
+    return {"who": who, "met": True, "thread": threading.get_ident(), "pid": os.getpid()}
+
+
+def _rendezvous_model(request: LlmRequest) -> Any:
+    answers = _responses(request)
+    if not answers:
+        return [_call("meet", who="a"), _call("meet", who="b")]
+    return "met: " + ", ".join(sorted(str(a.response.get("who")) for a in answers))
+
+
+rendezvous_app = App(name="rendezvous", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_rendezvous_model),
+    tools=[LongRunningFunctionTool(meet)]))
+
+
+ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app, rendezvous_app]
 APP_SPECS = ",".join(
     f"tests.apps:{name}" for name in
-    ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app")
+    ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app", "rendezvous_app")
 )
 
 

@@ -57,6 +57,19 @@ async def test_several_calls_of_one_turn_resume_once_with_all_answers(backend):
     assert simplify_all(events)[-1] == ("agent", "both: Oslo, Rome")
 
 
+async def test_blocking_calls_of_one_turn_run_at_the_same_time(backend):
+    # Each call blocks until the other one arrives: run one after the other (or on one
+    # thread), both would time out and answer with an error.
+    inv = await backend.enqueue("rendezvous", "u", "go")
+    record = await backend.wait("rendezvous", inv, until=FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("rendezvous", inv)
+    answers = [r.response for e in events for r in e.get_function_responses()]
+    assert [a.get("met") for a in answers] == [True, True], answers
+    assert len({a["thread"] for a in answers}) == 2
+    assert simplify_all(events)[-1] == ("agent", "met: a, b")
+
+
 async def test_pending_call_answered_from_outside(backend):
     inv = await backend.enqueue("approval", "u", "pay")
     record = await backend.wait("approval", inv)

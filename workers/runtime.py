@@ -1,4 +1,4 @@
-"""The services one orchestrator or worker process uses, built lazily on its loop thread."""
+"""The services one orchestrator or worker process uses, built lazily on each event loop it runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 from celery import Celery
@@ -28,9 +28,12 @@ from orchestrator.distributed.stores import SessionKey
 from orchestrator.distributed.streams import RedisEventStream
 from orchestrator.distributed.wakeups import RedisWakeups, WakeConsumer
 from orchestrator.sessions.redis_session_service import RedisSessionService, check_created_if_absent
+from orchestrator.tools.function_tool import sync_calls_inline
 from workers.celery_app import app as default_celery_app
 from workers.loop import LoopThread
 from workers.transport import CeleryTransport
+
+T = TypeVar("T")
 
 
 class PayloadError(ValueError):
@@ -57,7 +60,11 @@ class Services:
 
 
 class Runtime:
-    """A process's loop thread and services; ``run`` executes a coroutine on that loop."""
+    """A process's loop thread and services.
+
+    ``run`` executes a coroutine on that loop; ``run_here`` on the calling thread's own loop
+    (how workers run their jobs).
+    """
 
     def __init__(
         self,
@@ -76,11 +83,28 @@ class Runtime:
         self._load_apps = load_apps
         self._loop = LoopThread()
         self._services: Services | None = None
-        self._lock = threading.Lock()
+        self._registry: AppRegistry | None = None
+        self._registry_lock = threading.Lock()
+        self._here = threading.local()
+        self._thread_loops: list[tuple[asyncio.AbstractEventLoop, Services | None]] = []
 
     def run(self, coro: Any, timeout: float | None = None) -> Any:
         """Run a coroutine on this process's loop."""
         return self._loop.run(coro, timeout)
+
+    def run_here(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the calling thread's own loop, with services of its own.
+
+        For the worker pool's threads (or a prefork child, or the solo pool's main thread):
+        the job then runs where Celery handed it over, instead of being passed to the shared
+        loop thread and back, and a sync tool runs inline, since the thread waits for this
+        job anyway (see :func:`~orchestrator.tools.function_tool.sync_calls_inline`).
+        """
+        loop = getattr(self._here, "loop", None)
+        if loop is None:
+            loop = self._here.loop = asyncio.new_event_loop()
+        with sync_calls_inline():
+            return loop.run_until_complete(coro)
 
     def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
         """Start a coroutine on this process's loop; cancelling the future cancels it.
@@ -104,37 +128,59 @@ class Runtime:
             self.run(self._services.redis.aclose())
             self._services = None
         self._loop.stop()
+        for loop, services in self._thread_loops:  # idle: their threads run no job now
+            if services is not None and not loop.is_running():
+                loop.run_until_complete(services.redis.aclose())
+        self._thread_loops.clear()
 
     async def services(self) -> Services:
-        """Build the services on first use (on the loop thread)."""
-        if self._services is None:
-            settings = self.settings
-            client = aioredis.Redis.from_url(settings.redis_url or "", decode_responses=True)
-            registry = (
-                AppRegistry.from_specs(settings.app_specs()) if self._load_apps else AppRegistry()
-            )
-            sessions = RedisSessionService(client=client)
-            artifacts = RedisArtifactService(client=client)
-            store = RedisInvocationStore(client, record_ttl_seconds=settings.record_ttl_seconds)
-            wakeups = RedisWakeups(client, keys.wake_stream(settings.invocations_queue))
-            queue = RedisSessionQueue(client, lease_ttl_seconds=settings.lease_ttl_seconds,
-                                      wakeups=wakeups, record_ttl_seconds=settings.record_ttl_seconds)
-            events = RedisEventStream(client, ttl_seconds=settings.record_ttl_seconds)
-            service = InvocationService(
-                registry,
-                session_service=sessions,
-                store=store,
-                queue=queue,
-                transport=CeleryTransport(self.celery_app, settings),
-                artifact_service=artifacts,
-                lease_renew_seconds=settings.lease_ttl_seconds / 3,
-                # Committed events reach the stream inside their append; the sink sends chunks.
-                event_sink=events.publish_partial,
-                run_context=events.committed_by_append,
-            )
-            self._services = Services(client, sessions, artifacts, store, queue, registry, service,
-                                      events=events, wakeups=wakeups)
-        return self._services
+        """The services of the running loop, built on first use there.
+
+        Redis connections belong to the loop that opened them: the shared loop thread has one
+        set, and each thread that uses :meth:`run_here` has its own. The apps are loaded once.
+        """
+        if asyncio.get_running_loop() is self._loop.loop:
+            if self._services is None:
+                self._services = self._build_services()
+            return self._services
+        services: Services | None = getattr(self._here, "services", None)
+        if services is None:
+            services = self._here.services = self._build_services()
+            self._thread_loops.append((asyncio.get_running_loop(), services))
+        return services
+
+    def _apps(self) -> AppRegistry:
+        with self._registry_lock:
+            if self._registry is None:
+                specs = self.settings.app_specs()
+                self._registry = AppRegistry.from_specs(specs) if self._load_apps else AppRegistry()
+            return self._registry
+
+    def _build_services(self) -> Services:
+        settings = self.settings
+        client = aioredis.Redis.from_url(settings.redis_url or "", decode_responses=True)
+        registry = self._apps()
+        sessions = RedisSessionService(client=client)
+        artifacts = RedisArtifactService(client=client)
+        store = RedisInvocationStore(client, record_ttl_seconds=settings.record_ttl_seconds)
+        wakeups = RedisWakeups(client, keys.wake_stream(settings.invocations_queue))
+        queue = RedisSessionQueue(client, lease_ttl_seconds=settings.lease_ttl_seconds,
+                                  wakeups=wakeups, record_ttl_seconds=settings.record_ttl_seconds)
+        events = RedisEventStream(client, ttl_seconds=settings.record_ttl_seconds)
+        service = InvocationService(
+            registry,
+            session_service=sessions,
+            store=store,
+            queue=queue,
+            transport=CeleryTransport(self.celery_app, settings),
+            artifact_service=artifacts,
+            lease_renew_seconds=settings.lease_ttl_seconds / 3,
+            # Committed events reach the stream inside their append; the sink sends chunks.
+            event_sink=events.publish_partial,
+            run_context=events.committed_by_append,
+        )
+        return Services(client, sessions, artifacts, store, queue, registry, service,
+                        events=events, wakeups=wakeups)
 
     def start_orchestrating(self) -> None:
         """Start draining the sessions announced on the wake stream, on this process's loop."""

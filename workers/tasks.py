@@ -101,7 +101,7 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     runtime = get_runtime()
     # Celery's request context is thread-local: read it here, not on the loop thread.
     reporter = _progress_reporter(self, self.request.id, self.request.hostname, job)
-    return runtime.run(_run_tool(reporter, job))
+    return runtime.run_here(_run_tool(reporter, job))
 
 
 _dispatcher_lock = threading.Lock()
@@ -195,7 +195,7 @@ def run_agent(self: Task, **kwargs: Any) -> dict[str, Any]:
     except ValidationError as error:
         logger.error("Malformed branch job rejected: %s", error)
         return {"error": f"malformed branch job: {error.error_count()} invalid field(s)"}
-    return get_runtime().run(_run_agent(job))
+    return get_runtime().run_here(_run_agent(job))
 
 
 async def _run_agent(job: AgentJob) -> dict[str, Any]:

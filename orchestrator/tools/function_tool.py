@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import types as types_module
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import pydantic
@@ -18,6 +20,23 @@ from orchestrator.tools.base_tool import BaseTool
 
 _CONTEXT_PARAM = "tool_context"
 _EXCLUDED_PARAMS = {"input_stream"}
+
+_sync_inline: ContextVar[bool] = ContextVar("adk_celery_sync_calls_inline", default=False)
+
+
+@contextlib.contextmanager
+def sync_calls_inline() -> Iterator[None]:
+    """Inside this block (and the tasks it starts), sync tool functions run inline.
+
+    By default a sync function runs in a helper thread, so a slow one never stalls an event
+    loop that other invocations share (an orchestrator's). A worker thread that runs one job
+    on a loop of its own has nothing to protect: it waits for that call either way.
+    """
+    token = _sync_inline.set(True)
+    try:
+        yield
+    finally:
+        _sync_inline.reset(token)
 
 
 def _union_members(annotation: Any) -> tuple[Any, ...]:
@@ -154,8 +173,10 @@ class FunctionTool(BaseTool):
             getattr(self.func, "__call__", None)  # noqa: B004  (async callable objects)
         ):
             return await self.func(**kwargs)
-        # Synchronous tools run in a worker thread so they never block the event loop.
-        result = await asyncio.to_thread(self.func, **kwargs)
+        if _sync_inline.get():
+            result = self.func(**kwargs)
+        else:  # a helper thread, so the shared event loop is never blocked
+            result = await asyncio.to_thread(self.func, **kwargs)
         if inspect.isawaitable(result):
             result = await result
         return result
