@@ -15,6 +15,10 @@ if TYPE_CHECKING:
     from workers.client import Client
 
 
+POOL_THREADS = "workers.thread_pool:TaskPool"
+"""What ``--pool threads`` runs: Celery's threads pool, starting each job at once."""
+
+
 def _apply_apps(apps: list[str] | None) -> None:
     # Settings are read from the environment, so --app is passed on the same way; the
     # worker processes Celery starts inherit it.
@@ -41,9 +45,13 @@ def _celery_worker(queues: str, args: argparse.Namespace, extra: list[str]) -> N
     if not registry.names:
         print("adk-celery: warning: no apps configured (ADK_CELERY_APPS or --app); every "
               "invocation will fail with 'unknown app'.", file=sys.stderr)
+    pool = ["--pool", args.pool]
+    if args.pool == "threads":
+        # Celery takes a pool class (not one of its own names) only from its configuration.
+        app.conf.worker_pool = POOL_THREADS
+        pool = []
     argv = [
-        "worker", "-Q", queues, "-E",
-        "--pool", args.pool,
+        "worker", "-Q", queues, "-E", *pool,
         "--concurrency", str(args.concurrency or settings.worker_concurrency),
         "--loglevel", args.loglevel,
         "--hostname", args.hostname,
