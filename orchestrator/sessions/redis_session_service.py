@@ -57,14 +57,21 @@ def queue_session_reads(
     pipe: Any, app_name: str, user_id: str, session_id: str, recent: int | None = None
 ) -> int:
     """Add the reads of one session to a pipeline; return how many replies they make."""
-    pipe.hgetall(keys.session(app_name, user_id, session_id))
-    pipe.hgetall(keys.session_state(app_name, user_id, session_id))
-    pipe.hgetall(keys.app_state(app_name))
-    pipe.hgetall(keys.user_state(app_name, user_id))
+    meta, state, app_state, user_state, events = session_read_keys(app_name, user_id, session_id)
+    for hash_key in (meta, state, app_state, user_state):
+        pipe.hgetall(hash_key)
     if recent == 0:
         return 4
-    pipe.lrange(keys.session_events(app_name, user_id, session_id), -recent if recent else 0, -1)
+    pipe.lrange(events, -recent if recent else 0, -1)
     return 5
+
+
+def session_read_keys(app_name: str, user_id: str, session_id: str) -> list[str]:
+    """The keys a session read reads, in reply order (four hashes, then the events list)."""
+    return [keys.session(app_name, user_id, session_id),
+            keys.session_state(app_name, user_id, session_id),
+            keys.app_state(app_name), keys.user_state(app_name, user_id),
+            keys.session_events(app_name, user_id, session_id)]
 
 
 def session_from_replies(
