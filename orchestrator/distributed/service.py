@@ -5,7 +5,8 @@ the session's lease drains it, so one orchestrator at a time writes a session, i
 A run that ends with open long-running calls leaves the invocation ``paused``: it is then
 only data. Results of remote calls are stored under (invocation, call id); a ``resume``
 item appends them as function responses (one event per calling step, once every call of
-that step is answered) and continues the invocation in the agent that made the calls.
+that step is answered; see :mod:`orchestrator.distributed.resume`) and continues the
+invocation in the agent that made the calls.
 """
 
 from __future__ import annotations
@@ -15,17 +16,11 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from google.genai import types
 
 from orchestrator import platform
-from orchestrator.agents import callbacks as cb
-from orchestrator.agents.context import ToolContext
-from orchestrator.agents.invocation_context import InvocationContext
-from orchestrator.agents.llm_agent import LlmAgent
-from orchestrator.agents.run_config import RunConfig, StreamingMode
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.distributed.models import (
     InvocationRecord,
@@ -34,6 +29,7 @@ from orchestrator.distributed.models import (
     WorkItem,
 )
 from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.resume import Plan, plan_resume, run_config_for
 from orchestrator.distributed.stores import (
     AnswerRejectedError,
     InvocationStore,
@@ -43,13 +39,10 @@ from orchestrator.distributed.stores import (
 )
 from orchestrator.distributed.transport import Transport
 from orchestrator.events.event import Event
-from orchestrator.events.event_actions import EventActions
-from orchestrator.flows.contents import RUN_BRANCH
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService
 from orchestrator.sessions.redis_scopes import prefetched
-from orchestrator.sessions.session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -64,10 +57,6 @@ SaveWithNextCommit = Callable[[InvocationRecord], None]
 RunContext = Callable[[InvocationRecord], contextlib.AbstractContextManager[SaveWithNextCommit | None]]
 """A context entered around each piece of work on an invocation (e.g. stream mirroring);
 it may offer to save a record together with the next committed event."""
-
-
-class RemoteToolError(RuntimeError):
-    """A tool raised on a worker; passed to ``on_tool_error_callback``."""
 
 
 def session_key(record: InvocationRecord) -> SessionKey:
@@ -267,13 +256,13 @@ class InvocationService:
     async def _plan(
         self, runner: Runner, record: InvocationRecord, item: WorkItem,
         results: dict[str, ToolResult],
-    ) -> _Plan:
+    ) -> Plan:
         """What this work item runs, and how it changes the pending calls."""
         if item.kind == "start" and record.status is InvocationStatus.QUEUED:
-            return _Plan(events=await self._start(runner, record))
+            return Plan(events=await self._start(runner, record))
         if item.kind == "start" and record.status is InvocationStatus.RUNNING:
-            return _Plan(events=self._recover_crashed(runner, record))
-        return await self._resume(runner, record, results)
+            return Plan(events=self._recover_crashed(runner, record))
+        return await plan_resume(self, runner, record, results)
 
     async def _start(self, runner: Runner, record: InvocationRecord) -> AsyncGenerator[Event, None]:
         if record.state_delta is None and record.new_message is None:
@@ -282,7 +271,7 @@ class InvocationService:
         return runner.run_async(
             user_id=record.user_id, session_id=record.session_id,
             invocation_id=record.invocation_id, new_message=message,
-            state_delta=record.state_delta, run_config=_run_config(record),
+            state_delta=record.state_delta, run_config=run_config_for(record),
             yield_user_message=True,  # live streams show the message the invocation answers
         )
 
@@ -301,115 +290,8 @@ class InvocationService:
             invocation_id=record.invocation_id,
         )
 
-    async def _resume(
-        self, runner: Runner, record: InvocationRecord, results: dict[str, ToolResult]
-    ) -> _Plan:
-        pending = set(record.pending_calls)
-        if not any(cid in pending for cid in results):
-            return _Plan()
-        session = await self.session_service.get_session(
-            app_name=record.app_name, user_id=record.user_id, session_id=record.session_id
-        )
-        if session is None:
-            raise LookupError(f"Session {record.session_id!r} disappeared.")
-        plan = _Plan()
-        in_log = {e.id for e in session.events}
-        answered_in_log = {
-            r.id for e in session.events for r in e.get_function_responses() if r.id
-        }
-        answers: list[Event] = []
-        direct: list[Event] = []
-        for call_event in _events_with_calls(session, record.invocation_id, pending):
-            ids = [c.id for c in call_event.get_function_calls() if c.id in pending]
-            if any(c.name == RUN_BRANCH for c in call_event.get_function_calls()):
-                batch = self._branch_results(call_event, ids, results, in_log, plan)
-                every = [c.id for c in call_event.get_function_calls() if c.id]
-                if all(i in plan.answered or i in answered_in_log for i in every):
-                    answers += batch  # the last branch is in: the agent goes on
-                else:
-                    direct += batch  # commit what arrived; others are still out
-                continue
-            ready = {i: results[i] for i in ids if i in results and results[i].response is not None}
-            if ids and len(ready) == len(ids):
-                answers += await self._answer_events(runner, session, call_event, ready)
-                plan.answered.update(i for i in ids if i)
-        for event in direct:
-            await self.session_service.append_event(session, event)
-        plan.prelude = direct
-        if answers:
-            plan.events = runner.continue_async(
-                user_id=record.user_id, session_id=record.session_id,
-                invocation_id=record.invocation_id, answers=answers, session=session,
-                run_config=_run_config(record), yield_answers=True,
-            )
-        return plan
-
-    def _branch_results(
-        self,
-        call_event: Event,
-        ids: list[str | None],
-        results: dict[str, ToolResult],
-        in_log: set[str],
-        plan: _Plan,
-    ) -> list[Event]:
-        """A parallel branch's events (not yet committed), then the answer to its call."""
-        batch: list[Event] = []
-        for cid in ids:
-            result = results.get(cid or "")
-            if result is None:
-                continue
-            fresh = [Event.from_wire(w) for w in result.events if w.get("id") not in in_log]
-            in_log.update(e.id for e in fresh)
-            batch += fresh
-            for event in fresh:
-                plan.opened |= event.long_running_tool_ids or set()
-            if result.response is None:
-                continue  # the branch paused on its worker: its own calls wait for answers
-            plan.answered.add(result.function_call_id)
-            batch.append(Event(
-                invocation_id=call_event.invocation_id,
-                author=call_event.author,
-                branch=call_event.branch,
-                content=types.Content(role="user", parts=[types.Part(
-                    function_response=types.FunctionResponse(
-                        id=result.function_call_id, name=RUN_BRANCH, response=result.response,
-                    ))]),
-            ))
-        return batch
-
-    async def _answer_events(
-        self, runner: Runner, session: Session, call_event: Event, ready: dict[str, ToolResult]
-    ) -> list[Event]:
-        """Worker results as one event by the calling agent; client answers as a user event."""
-        by_source: dict[str, tuple[list[types.Part], EventActions]] = {}
-        agent = runner.agent.find_agent(call_event.author)
-        for call in call_event.get_function_calls():
-            result = ready.get(call.id or "")
-            if result is None:
-                continue
-            parts, actions = by_source.setdefault(result.source, ([], EventActions()))
-            response = result.response or {}
-            if result.error and isinstance(agent, LlmAgent) and agent.on_tool_error_callback:
-                response = await _recover_remote_error(
-                    self, agent, session, call_event, call, result, actions
-                ) or response
-            parts.append(types.Part(function_response=types.FunctionResponse(
-                id=call.id, name=call.name, response=response)))
-            actions.state_delta.update(result.state_delta)
-            actions.artifact_delta.update(result.artifact_delta)
-        events = []
-        for source, (parts, actions) in by_source.items():
-            events.append(Event(
-                invocation_id=call_event.invocation_id,
-                branch=call_event.branch,
-                author=call_event.author if source == "worker" else "user",
-                content=types.Content(role="user", parts=parts),
-                actions=actions,
-            ))
-        return events
-
     async def _drive(
-        self, record: InvocationRecord, plan: _Plan, save_with_commit: SaveWithNextCommit | None
+        self, record: InvocationRecord, plan: Plan, save_with_commit: SaveWithNextCommit | None
     ) -> InvocationRecord:
         if record.status is InvocationStatus.QUEUED:
             # Resumes skip this write: paused -> completed is one step for watchers.
@@ -461,22 +343,6 @@ class InvocationService:
         raise AnswerRejectedError(f"No call {function_call_id!r} in the session log.")
 
 
-
-
-
-@dataclass
-class _Plan:
-    """One work item's effect: the run to drive (if any) and its bookkeeping."""
-
-    events: AsyncGenerator[Event, None] | None = None
-    answered: set[str] = field(default_factory=set)
-    """Pending calls answered by this item."""
-    opened: set[str] = field(default_factory=set)
-    """Calls that became pending through events committed by this item."""
-    prelude: list[Event] = field(default_factory=list)
-    """Events committed by this item before the run (published first)."""
-
-
 def _ended(record: InvocationRecord, status: InvocationStatus) -> InvocationRecord:
     """The record with its new status, to be saved as the work item ends."""
     record.status = status
@@ -487,45 +353,3 @@ def _ended(record: InvocationRecord, status: InvocationStatus) -> InvocationReco
 def _failed(record: InvocationRecord, error: str) -> InvocationRecord:
     record.error = error
     return _ended(record, InvocationStatus.FAILED)
-
-
-def _run_config(record: InvocationRecord) -> RunConfig | None:
-    """SSE streaming for invocations that asked for it, so their chunks reach the stream."""
-    return RunConfig(streaming_mode=StreamingMode.SSE) if record.streaming else None
-
-
-def _events_with_calls(session: Session, invocation_id: str, ids: set[str]) -> list[Event]:
-    return [
-        e for e in session.events
-        if e.invocation_id == invocation_id and any(c.id in ids for c in e.get_function_calls())
-    ]
-
-
-async def _recover_remote_error(
-    service: InvocationService,
-    agent: LlmAgent,
-    session: Session,
-    call_event: Event,
-    call: types.FunctionCall,
-    result: ToolResult,
-    actions: EventActions,
-) -> dict[str, Any] | None:
-    tools = {t.name: t for t in await agent.canonical_tools(None)}
-    tool = tools.get(call.name or "")
-    if tool is None:
-        return None
-    ctx = InvocationContext(
-        session_service=service.session_service, invocation_id=call_event.invocation_id,
-        agent=agent, session=session, artifact_service=service.artifact_service,
-        branch=call_event.branch,
-    )
-    tool_context = ToolContext(ctx, function_call_id=call.id, event_actions=actions)
-    recovered = await cb.run_until(
-        agent.on_tool_error_callback,
-        {"tool": tool, "args": dict(call.args or {}), "tool_context": tool_context,
-         "error": RemoteToolError(result.error)},
-        stop=cb.is_not_none,
-    )
-    if recovered is None:
-        return None
-    return recovered if isinstance(recovered, dict) else {"result": recovered}

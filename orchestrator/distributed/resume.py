@@ -1,0 +1,203 @@
+"""Resuming an invocation: stored call results become the events that continue it.
+
+Worker results of one step become one event by the calling agent (its state and artifact
+deltas in the actions); answers from outside become a user event; a tool that raised gets
+the agent's ``on_tool_error_callback`` first. A ParallelAgent branch brings its own events,
+which are committed before the answer to its call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from google.genai import types
+
+from orchestrator.agents import callbacks as cb
+from orchestrator.agents.context import ToolContext
+from orchestrator.agents.invocation_context import InvocationContext
+from orchestrator.agents.llm_agent import LlmAgent
+from orchestrator.agents.run_config import RunConfig, StreamingMode
+from orchestrator.distributed.models import InvocationRecord, ToolResult
+from orchestrator.events.event import Event
+from orchestrator.events.event_actions import EventActions
+from orchestrator.flows.contents import RUN_BRANCH
+from orchestrator.runners import Runner
+from orchestrator.sessions.session import Session
+
+if TYPE_CHECKING:
+    from orchestrator.distributed.service import InvocationService
+
+
+class RemoteToolError(RuntimeError):
+    """A tool raised on a worker; passed to ``on_tool_error_callback``."""
+
+
+@dataclass
+class Plan:
+    """One work item's effect: the run to drive (if any) and its bookkeeping."""
+
+    events: AsyncGenerator[Event, None] | None = None
+    answered: set[str] = field(default_factory=set)
+    """Pending calls answered by this item."""
+    opened: set[str] = field(default_factory=set)
+    """Calls that became pending through events committed by this item."""
+    prelude: list[Event] = field(default_factory=list)
+    """Events committed by this item before the run (published first)."""
+
+
+async def plan_resume(
+    service: InvocationService, runner: Runner, record: InvocationRecord,
+    results: dict[str, ToolResult],
+) -> Plan:
+    """What a resume runs: the answer events of every step whose calls are all answered.
+
+    A parallel branch's own events are committed first, as they arrive; the run continues
+    in the calling agent once its last branch is in. Nothing to answer: an empty plan.
+    """
+    pending = set(record.pending_calls)
+    if not any(cid in pending for cid in results):
+        return Plan()
+    session = await service.session_service.get_session(
+        app_name=record.app_name, user_id=record.user_id, session_id=record.session_id
+    )
+    if session is None:
+        raise LookupError(f"Session {record.session_id!r} disappeared.")
+    plan = Plan()
+    in_log = {e.id for e in session.events}
+    answered_in_log = {
+        r.id for e in session.events for r in e.get_function_responses() if r.id
+    }
+    answers: list[Event] = []
+    direct: list[Event] = []
+    for call_event in _events_with_calls(session, record.invocation_id, pending):
+        ids = [c.id for c in call_event.get_function_calls() if c.id in pending]
+        if any(c.name == RUN_BRANCH for c in call_event.get_function_calls()):
+            batch = _branch_results(call_event, ids, results, in_log, plan)
+            every = [c.id for c in call_event.get_function_calls() if c.id]
+            if all(i in plan.answered or i in answered_in_log for i in every):
+                answers += batch  # the last branch is in: the agent goes on
+            else:
+                direct += batch  # commit what arrived; others are still out
+            continue
+        ready = {i: results[i] for i in ids if i in results and results[i].response is not None}
+        if ids and len(ready) == len(ids):
+            answers += await _answer_events(service, runner, session, call_event, ready)
+            plan.answered.update(i for i in ids if i)
+    for event in direct:
+        await service.session_service.append_event(session, event)
+    plan.prelude = direct
+    if answers:
+        plan.events = runner.continue_async(
+            user_id=record.user_id, session_id=record.session_id,
+            invocation_id=record.invocation_id, answers=answers, session=session,
+            run_config=run_config_for(record), yield_answers=True,
+        )
+    return plan
+
+def _branch_results(
+    call_event: Event,
+    ids: list[str | None],
+    results: dict[str, ToolResult],
+    in_log: set[str],
+    plan: Plan,
+) -> list[Event]:
+    """A parallel branch's events (not yet committed), then the answer to its call."""
+    batch: list[Event] = []
+    for cid in ids:
+        result = results.get(cid or "")
+        if result is None:
+            continue
+        fresh = [Event.from_wire(w) for w in result.events if w.get("id") not in in_log]
+        in_log.update(e.id for e in fresh)
+        batch += fresh
+        for event in fresh:
+            plan.opened |= event.long_running_tool_ids or set()
+        if result.response is None:
+            continue  # the branch paused on its worker: its own calls wait for answers
+        plan.answered.add(result.function_call_id)
+        batch.append(Event(
+            invocation_id=call_event.invocation_id,
+            author=call_event.author,
+            branch=call_event.branch,
+            content=types.Content(role="user", parts=[types.Part(
+                function_response=types.FunctionResponse(
+                    id=result.function_call_id, name=RUN_BRANCH, response=result.response,
+                ))]),
+        ))
+    return batch
+
+async def _answer_events(
+    service: InvocationService, runner: Runner, session: Session, call_event: Event,
+    ready: dict[str, ToolResult],
+) -> list[Event]:
+    """Worker results as one event by the calling agent; client answers as a user event."""
+    by_source: dict[str, tuple[list[types.Part], EventActions]] = {}
+    agent = runner.agent.find_agent(call_event.author)
+    for call in call_event.get_function_calls():
+        result = ready.get(call.id or "")
+        if result is None:
+            continue
+        parts, actions = by_source.setdefault(result.source, ([], EventActions()))
+        response = result.response or {}
+        if result.error and isinstance(agent, LlmAgent) and agent.on_tool_error_callback:
+            response = await _recover_remote_error(
+                service, agent, session, call_event, call, result, actions
+            ) or response
+        parts.append(types.Part(function_response=types.FunctionResponse(
+            id=call.id, name=call.name, response=response)))
+        actions.state_delta.update(result.state_delta)
+        actions.artifact_delta.update(result.artifact_delta)
+    events = []
+    for source, (parts, actions) in by_source.items():
+        events.append(Event(
+            invocation_id=call_event.invocation_id,
+            branch=call_event.branch,
+            author=call_event.author if source == "worker" else "user",
+            content=types.Content(role="user", parts=parts),
+            actions=actions,
+        ))
+    return events
+
+
+def _events_with_calls(session: Session, invocation_id: str, ids: set[str]) -> list[Event]:
+    return [
+        e for e in session.events
+        if e.invocation_id == invocation_id and any(c.id in ids for c in e.get_function_calls())
+    ]
+
+
+async def _recover_remote_error(
+    service: InvocationService,
+    agent: LlmAgent,
+    session: Session,
+    call_event: Event,
+    call: types.FunctionCall,
+    result: ToolResult,
+    actions: EventActions,
+) -> dict[str, Any] | None:
+    tools = {t.name: t for t in await agent.canonical_tools(None)}
+    tool = tools.get(call.name or "")
+    if tool is None:
+        return None
+    ctx = InvocationContext(
+        session_service=service.session_service, invocation_id=call_event.invocation_id,
+        agent=agent, session=session, artifact_service=service.artifact_service,
+        branch=call_event.branch,
+    )
+    tool_context = ToolContext(ctx, function_call_id=call.id, event_actions=actions)
+    recovered = await cb.run_until(
+        agent.on_tool_error_callback,
+        {"tool": tool, "args": dict(call.args or {}), "tool_context": tool_context,
+         "error": RemoteToolError(result.error)},
+        stop=cb.is_not_none,
+    )
+    if recovered is None:
+        return None
+    return recovered if isinstance(recovered, dict) else {"result": recovered}
+
+
+def run_config_for(record: InvocationRecord) -> RunConfig | None:
+    """SSE streaming for invocations that asked for it, so their chunks reach the stream."""
+    return RunConfig(streaming_mode=StreamingMode.SSE) if record.streaming else None
