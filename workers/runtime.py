@@ -27,7 +27,8 @@ from orchestrator.distributed.service import InvocationService, session_key
 from orchestrator.distributed.stores import SessionKey
 from orchestrator.distributed.streams import RedisEventStream
 from orchestrator.distributed.wakeups import RedisWakeups, WakeConsumer
-from orchestrator.sessions.redis_session_service import RedisSessionService, check_created_if_absent
+from orchestrator.sessions.redis_session_scripts import check_created_if_absent
+from orchestrator.sessions.redis_session_service import RedisSessionService
 from orchestrator.tools.function_tool import sync_calls_inline
 from workers.celery_app import app as default_celery_app
 from workers.loop import LoopThread

@@ -14,7 +14,9 @@ Storage (key names in :mod:`orchestrator.redis_keys`):
 * indexes: a sorted set per user (session id) and per app (``[user, session]``), scored by the
   last update time, which ``list_sessions`` reads oldest first.
 
-Fencing, mirroring to a live stream and prefetched reads are scopes a caller sets around
+The create and append scripts, with their operands, are in
+:mod:`orchestrator.sessions.redis_session_scripts`. Fencing, mirroring to a live stream and
+prefetched reads are scopes a caller sets around
 its calls: see :mod:`orchestrator.sessions.redis_scopes`. A fenced append whose lease is no
 longer held with its token writes nothing and raises
 :class:`~orchestrator.errors.StaleSessionError`.
@@ -22,7 +24,6 @@ longer held with its token writes nothing and raises
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -31,12 +32,8 @@ from redis.exceptions import ResponseError
 from orchestrator import platform
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import (
-    LUA_SAVE_RECORD,
-    LUA_WRONG_TYPE,
     RedisClientOwner,
     decode_hash,
-    dumps,
-    encode_value,
     loads,
     pairs_to_dict,
     text,
@@ -49,6 +46,19 @@ from orchestrator.sessions.base_session_service import (
     split_state_delta,
 )
 from orchestrator.sessions.redis_scopes import current_fence, current_mirror, take_prefetched
+from orchestrator.sessions.redis_session_scripts import (
+    APPEND_LUA,
+    CREATE_LUA,
+    EXISTS,
+    NOT_FOUND,
+    STALE,
+    app_member,
+    create_args,
+    create_keys,
+    encode_state,
+    flatten,
+    score,
+)
 from orchestrator.sessions.session import GetSessionConfig, ListSessionsResponse, Session
 from orchestrator.sessions.state import State
 
@@ -94,102 +104,6 @@ def session_from_replies(
 
 
 
-# Error codes the scripts reply with (the rest of the message is for humans).
-_NOT_FOUND = "ADK_SESSION_NOT_FOUND"
-_EXISTS = "ADK_SESSION_EXISTS"
-_STALE = "ADK_STALE_SESSION"
-
-_HSET_CHUNK = 256
-"""Field/value pairs per HSET inside the scripts (keeps ``unpack`` far below Lua's limits)."""
-
-# Helpers shared by both scripts. Every check runs before the first write: Redis does not
-# roll a script back, so a script that fails must fail before it has written anything.
-_LUA_HELPERS = LUA_WRONG_TYPE + f"""
-local function hset_pairs(key, first, count)
-  local done = 0
-  while done < count do
-    local n = math.min(count - done, {_HSET_CHUNK})
-    local args = {{}}
-    for j = 1, 2 * n do
-      args[j] = ARGV[first + 2 * done + j - 1]
-    end
-    redis.call('HSET', key, unpack(args))
-    done = done + n
-  end
-  return first + 2 * count
-end
-"""
-
-_CREATE_LUA = _LUA_HELPERS + f"""
--- KEYS: 1 meta, 2 state, 3 events, 4 event ids, 5 user index, 6 app index, 7 app state,
---       8 user state, 9 app session sequence
--- ARGV: 1 session id, 2 app, 3 user, 4 now, 5 app-index member,
---       6 #session pairs, 7 #app pairs, 8 #user pairs, 9.. (field, JSON) pairs
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return redis.error_reply('{_EXISTS}')
-end
-local bad = wrong_type({{'hash', 'hash', 'list', 'set', 'zset', 'zset', 'hash', 'hash',
-                         'string'}})
-if bad then return bad end
-local seq = redis.call('INCR', KEYS[9])
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'app_name', ARGV[2], 'user_id', ARGV[3],
-  'create_time', ARGV[4], 'last_update_time', ARGV[4], 'seq', seq)
-local nxt = hset_pairs(KEYS[2], 9, tonumber(ARGV[6]))
-nxt = hset_pairs(KEYS[7], nxt, tonumber(ARGV[7]))
-hset_pairs(KEYS[8], nxt, tonumber(ARGV[8]))
-redis.call('ZADD', KEYS[5], ARGV[4], ARGV[1])
-redis.call('ZADD', KEYS[6], ARGV[4], ARGV[5])
-return {{redis.call('HGETALL', KEYS[7]), redis.call('HGETALL', KEYS[8])}}
-"""
-
-_APPEND_LUA = _LUA_HELPERS + LUA_SAVE_RECORD + f"""
--- KEYS: 1 meta, 2 state, 3 events, 4 event ids, 5 user index, 6 app index, 7 app state,
---       8 user state, 9 lease (fencing) or KEYS[1], 10 live stream (mirroring) or KEYS[1],
---       11 invocation record hash (a status to write first) or KEYS[1]
--- ARGV: 1 event id, 2 event JSON, 3 timestamp, 4 session id, 5 app-index member,
---       6 fencing token or '', 7 stream maxlen or '', 8 stream ttl,
---       9 #session pairs, 10 #app pairs, 11 #user pairs, 12 record JSON or '', 13 status,
---       14.. pairs
--- Returns 1 when appended, 0 when the event id was already appended (the status, if any,
--- is written either way).
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return redis.error_reply('{_NOT_FOUND}')
-end
-if ARGV[6] ~= '' then
-  local holder = redis.call('GET', KEYS[9])
-  if not holder then
-    return redis.error_reply('{_STALE} the lease ' .. KEYS[9] .. ' has expired or was released')
-  end
-  if holder ~= ARGV[6] then
-    return redis.error_reply('{_STALE} the lease ' .. KEYS[9] .. ' is held by another owner')
-  end
-end
-if ARGV[12] ~= '' then
-  save_record(KEYS[11], KEYS[10], ARGV[12], ARGV[13], ARGV[8], ARGV[7], false)
-end
-if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then
-  return 0
-end
-local bad = wrong_type({{'hash', 'hash', 'list', 'set', 'zset', 'zset', 'hash', 'hash'}})
-if bad then return bad end
-redis.call('ZADD', KEYS[5], ARGV[3], ARGV[4])
-redis.call('ZADD', KEYS[6], ARGV[3], ARGV[5])
-redis.call('RPUSH', KEYS[3], ARGV[2])
-redis.call('SADD', KEYS[4], ARGV[1])
-redis.call('HSET', KEYS[1], 'last_update_time', ARGV[3])
-local nxt = hset_pairs(KEYS[2], 14, tonumber(ARGV[9]))
-nxt = hset_pairs(KEYS[7], nxt, tonumber(ARGV[10]))
-hset_pairs(KEYS[8], nxt, tonumber(ARGV[11]))
-if ARGV[7] ~= '' then
-  redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[7], '*',
-    'kind', 'event', 'event', ARGV[2], 'partial', '0')
-  redis.call('EXPIRE', KEYS[10], ARGV[8])
-end
-return 1
-"""
-
-
 class RedisSessionService(RedisClientOwner, BaseSessionService):
     """Sessions, user state and app state kept in Redis (distributed mode).
 
@@ -206,8 +120,8 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         self, redis_url: str | None = None, *, client: aioredis.Redis | None = None
     ) -> None:
         RedisClientOwner.__init__(self, redis_url, client=client)
-        self._create_script = self._client.register_script(_CREATE_LUA)
-        self._append_script = self._client.register_script(_APPEND_LUA)
+        self._create_script = self._client.register_script(CREATE_LUA)
+        self._append_script = self._client.register_script(APPEND_LUA)
 
     async def create_session(
         self,
@@ -219,15 +133,15 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
     ) -> Session:
         """Create a session; ``app:``/``user:`` keys of ``state`` go to their shared hashes."""
         sid = session_id.strip() if session_id and session_id.strip() else platform.new_uuid()
-        encoded = _encode_state(state or {})
+        encoded = encode_state(state or {})
         session_state = split_state_delta(encoded)[2]
-        now = _score(platform.get_time(), what="the creation time")
+        now = score(platform.get_time(), what="the creation time")
         try:
             app_raw, user_raw = await self._create_script(
-                keys=_create_keys(app_name, user_id, sid),
-                args=_create_args(app_name, user_id, sid, now, encoded))
+                keys=create_keys(app_name, user_id, sid),
+                args=create_args(app_name, user_id, sid, now, encoded))
         except ResponseError as exc:
-            if str(exc).startswith(_EXISTS):
+            if str(exc).startswith(EXISTS):
                 raise AlreadyExistsError(f"Session with id {sid!r} already exists.") from exc
             raise
         merged = merge_state(
@@ -246,9 +160,9 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         The script is called by its sha (call :meth:`load_scripts` once per Redis start).
         Check its reply with :func:`check_created_if_absent`.
         """
-        now = _score(platform.get_time(), what="the creation time")
-        pipe.evalsha(self._create_script.sha, 9, *_create_keys(app_name, user_id, session_id),
-                     *_create_args(app_name, user_id, session_id, now, {}))
+        now = score(platform.get_time(), what="the creation time")
+        pipe.evalsha(self._create_script.sha, 9, *create_keys(app_name, user_id, session_id),
+                     *create_args(app_name, user_id, session_id, now, {}))
 
     async def load_scripts(self) -> None:
         """Load the scripts that pipelines call by sha (after a Redis restart, for instance)."""
@@ -325,7 +239,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.delete(*keys.session_storage_keys(app_name, user_id, session_id))
             pipe.zrem(keys.user_sessions(app_name, user_id), session_id)
-            pipe.zrem(keys.app_sessions(app_name), _app_member(user_id, session_id))
+            pipe.zrem(keys.app_sessions(app_name), app_member(user_id, session_id))
             await pipe.execute()
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
@@ -343,7 +257,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             return event
         delta = event.actions.state_delta
         persisted = {k: v for k, v in delta.items() if not k.startswith(State.TEMP_PREFIX)}
-        app_delta, user_delta, session_delta = split_state_delta(_encode_state(persisted))
+        app_delta, user_delta, session_delta = split_state_delta(encode_state(persisted))
         if len(persisted) == len(delta):
             event_json = event.to_json()
         else:  # the stored event never carries temp: keys
@@ -368,10 +282,10 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         record_key, record_json, status_value = status or (meta_key, "", "")
         script_keys += [lease_key, stream_key, record_key]
         args: list[Any] = [
-            event.id, event_json, _score(event.timestamp, what="the event timestamp"),
-            session.id, _app_member(session.user_id, session.id), token, maxlen, stream_ttl,
+            event.id, event_json, score(event.timestamp, what="the event timestamp"),
+            session.id, app_member(session.user_id, session.id), token, maxlen, stream_ttl,
             len(session_delta), len(app_delta), len(user_delta), record_json, status_value,
-            *_flatten(session_delta), *_flatten(app_delta), *_flatten(user_delta),
+            *flatten(session_delta), *flatten(app_delta), *flatten(user_delta),
         ]
         try:
             applied = await self._append_script(keys=script_keys, args=args)
@@ -390,76 +304,18 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
     def _append_error(exc: ResponseError, session: Session, event: Event) -> Exception:
         """What a failed append script means: SessionNotFound, StaleSession, or itself."""
         message = str(exc)
-        if message.startswith(_NOT_FOUND):
+        if message.startswith(NOT_FOUND):
             return SessionNotFoundError(
                 f"Session {session.id!r} of app {session.app_name!r}, user "
                 f"{session.user_id!r} not found."
             )
-        if message.startswith(_STALE):
+        if message.startswith(STALE):
             return StaleSessionError(
-                f"The session lease was lost: {message[len(_STALE):].strip()}. Event "
+                f"The session lease was lost: {message[len(STALE):].strip()}. Event "
                 f"{event.id!r} was not appended to session {session.id!r}; another "
                 "process may own the session now."
             )
         return exc
-
-
-def _create_keys(app_name: str, user_id: str, session_id: str) -> list[str]:
-    return [
-        *keys.session_storage_keys(app_name, user_id, session_id),
-        keys.user_sessions(app_name, user_id),
-        keys.app_sessions(app_name),
-        keys.app_state(app_name),
-        keys.user_state(app_name, user_id),
-        keys.app_session_seq(app_name),
-    ]
-
-
-def _create_args(
-    app_name: str, user_id: str, session_id: str, now: str, encoded: dict[str, str]
-) -> list[Any]:
-    app_delta, user_delta, session_state = split_state_delta(encoded)
-    return [
-        session_id, app_name, user_id, now, _app_member(user_id, session_id),
-        len(session_state), len(app_delta), len(user_delta),
-        *_flatten(session_state), *_flatten(app_delta), *_flatten(user_delta),
-    ]
-
-
-def check_created_if_absent(reply: Any) -> None:
-    """Raise the error a queued create-if-absent replied with (an existing session is none)."""
-    if isinstance(reply, Exception) and not str(reply).startswith(_EXISTS):
-        raise reply
-
-
-def _encode_state(state: dict[str, Any]) -> dict[str, str]:
-    """JSON-encode every value of a (non-temp) state mapping, naming the key on failure."""
-    encoded: dict[str, str] = {}
-    for key, value in state.items():
-        if not isinstance(key, str):
-            raise TypeError(f"State keys must be strings, got {key!r} ({type(key).__name__}).")
-        if key.startswith(State.TEMP_PREFIX):
-            continue
-        encoded[key] = encode_value(value, what=f"state key {key!r}")
-    return encoded
-
-
-def _flatten(mapping: dict[str, str]) -> list[str]:
-    """Return ``[k1, v1, k2, v2, ...]``."""
-    return [item for pair in mapping.items() for item in pair]
-
-
-def _app_member(user_id: str, session_id: str) -> str:
-    """Member of the per-app session index for one session."""
-    return dumps([user_id, session_id])
-
-
-def _score(timestamp: float, *, what: str) -> str:
-    """Return a timestamp as an exact decimal string for Redis (sorted-set score, hash field)."""
-    value = float(timestamp)
-    if not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number, got {timestamp!r}.")
-    return repr(value)
 
 
 def _parse_events(raw: list[Any], after_timestamp: float | None) -> list[Event]:
