@@ -16,10 +16,9 @@ Storage (key names in :mod:`orchestrator.redis_keys`):
 
 The create and append scripts, with their operands, are in
 :mod:`orchestrator.sessions.redis_session_scripts`. Fencing, mirroring to a live stream and
-prefetched reads are scopes a caller sets around
-its calls: see :mod:`orchestrator.sessions.redis_scopes`. A fenced append whose lease is no
-longer held with its token writes nothing and raises
-:class:`~orchestrator.errors.StaleSessionError`.
+prefetched reads are scopes a caller sets around its calls: see
+:mod:`orchestrator.sessions.redis_scopes`. A fenced append whose lease is no longer held with
+its token writes nothing and raises :class:`~orchestrator.errors.StaleSessionError`.
 """
 
 from __future__ import annotations
