@@ -13,6 +13,7 @@ from typing import Any
 from google.genai import types
 
 from orchestrator import App, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
+from orchestrator.distributed.transport import QUEUE_METADATA_KEY
 from orchestrator.models.fake import FunctionLlm
 
 
@@ -135,10 +136,39 @@ rendezvous_app = App(name="rendezvous", root_agent=LlmAgent(
     tools=[LongRunningFunctionTool(meet)]))
 
 
-ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app, rendezvous_app]
+# -- parked: a remote tool on a queue ("parked") that only a test's own worker consumes -----
+
+PARKED_QUEUE = "parked"
+
+
+def parked_tool(tag: str) -> dict[str, Any]:
+    """Leave a mark in Redis (``test:parked:<tag>``), so a test can tell whether it ran."""
+    import redis
+
+    with redis.Redis.from_url(os.environ["ADK_CELERY_REDIS_URL"]) as client:
+        client.set(f"test:parked:{tag}", os.getpid())
+    return {"tag": tag}
+
+
+def _parked_model(request: LlmRequest) -> Any:
+    answers = _responses(request)
+    if not answers:
+        return _call("parked_tool", tag=_user_text(request))
+    return f"ran {answers[-1].response.get('tag')}"
+
+
+_parked = LongRunningFunctionTool(parked_tool)
+_parked.custom_metadata = {QUEUE_METADATA_KEY: PARKED_QUEUE}
+parked_app = App(name="parked", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_parked_model), tools=[_parked]))
+
+
+ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app, rendezvous_app,
+            parked_app]
 APP_SPECS = ",".join(
     f"tests.apps:{name}" for name in
-    ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app", "rendezvous_app")
+    ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app", "rendezvous_app",
+     "parked_app")
 )
 
 

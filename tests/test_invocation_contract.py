@@ -137,3 +137,26 @@ async def test_cancel_a_paused_invocation(backend):
     record = await backend.wait("approval", inv, until={InvocationStatus.CANCELLED})
     with pytest.raises(AnswerRejectedError, match="cancelled"):
         await backend.answer("approval", inv, record.pending_calls[0], {"approved": True})
+
+
+def test_a_tool_job_queued_for_a_cancelled_invocation_never_runs(celery_stack):
+    import redis
+
+    from tests.apps import APP_SPECS, PARKED_QUEUE
+    from tests.support.processes import stack_env, start_celery_process
+
+    client, url = celery_stack["client"], celery_stack["url"]
+    inv = client.enqueue("parked", "u", "cancelled-before-pickup")
+    assert client.wait("parked", inv, timeout=30).status is InvocationStatus.PAUSED
+    client.cancel("parked", inv)
+    assert client.wait("parked", inv, timeout=30, until=frozenset({InvocationStatus.CANCELLED}))
+    # Only now does a worker consume the queue the job waits in.
+    worker = start_celery_process("worker", "parked", stack_env(url, APP_SPECS),
+                                  "-Q", PARKED_QUEUE)
+    try:
+        worker.wait_for_line(lambda line: "skipped: invocation cancelled" in line)
+    finally:
+        worker.stop()
+    assert not redis.Redis.from_url(url).exists("test:parked:cancelled-before-pickup")
+    assert client.status("parked", inv).status is InvocationStatus.CANCELLED
+
