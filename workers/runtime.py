@@ -87,7 +87,7 @@ class Runtime:
         self._registry: AppRegistry | None = None
         self._registry_lock = threading.Lock()
         self._here = threading.local()
-        self._thread_loops: list[tuple[asyncio.AbstractEventLoop, Services | None]] = []
+        self._thread_loops: list[tuple[asyncio.AbstractEventLoop, Services]] = []
 
     def run(self, coro: Any, timeout: float | None = None) -> Any:
         """Run a coroutine on this process's loop."""
@@ -130,7 +130,7 @@ class Runtime:
             self._services = None
         self._loop.stop()
         for loop, services in self._thread_loops:  # idle: their threads run no job now
-            if services is not None and not loop.is_running():
+            if not loop.is_running() and not loop.is_closed():
                 loop.run_until_complete(services.redis.aclose())
         self._thread_loops.clear()
 
@@ -140,15 +140,16 @@ class Runtime:
         Redis connections belong to the loop that opened them: the shared loop thread has one
         set, and each thread that uses :meth:`run_here` has its own. The apps are loaded once.
         """
-        if asyncio.get_running_loop() is self._loop.loop:
+        loop = asyncio.get_running_loop()
+        if loop is self._loop.loop:
             if self._services is None:
                 self._services = self._build_services()
             return self._services
-        services: Services | None = getattr(self._here, "services", None)
-        if services is None:
-            services = self._here.services = self._build_services()
-            self._thread_loops.append((asyncio.get_running_loop(), services))
-        return services
+        cached: tuple[asyncio.AbstractEventLoop, Services] | None = getattr(self._here, "services", None)
+        if cached is None or cached[0] is not loop:
+            cached = self._here.services = (loop, self._build_services())
+            self._thread_loops.append(cached)
+        return cached[1]
 
     def _apps(self) -> AppRegistry:
         with self._registry_lock:
