@@ -54,16 +54,21 @@ lookup_app = App(name="lookup", root_agent=LlmAgent(
 
 # -- fanout: two remote calls in one model turn ---------------------------------------------
 
-def _fanout_model(request: LlmRequest) -> Any:
-    answers = _responses(request)
-    if not answers:
-        return [_call("slow_lookup", city="Oslo"), _call("slow_lookup", city="Rome")]
-    return "both: " + ", ".join(sorted(str(a.response.get("city")) for a in answers))
+def _two_calls_app(name: str, tool: Any, arg: str, values: tuple[str, str], prefix: str) -> App:
+    """An app whose model calls ``tool`` twice in one turn, then lists the two answers."""
+
+    def model(request: LlmRequest) -> Any:
+        answers = _responses(request)
+        if not answers:
+            return [_call(tool.__name__, **{arg: value}) for value in values]
+        return prefix + ", ".join(sorted(str(a.response.get(arg)) for a in answers))
+
+    return App(name=name, root_agent=LlmAgent(
+        name="agent", model=FunctionLlm(record_requests=False, fn=model),
+        tools=[LongRunningFunctionTool(tool)]))
 
 
-fanout_app = App(name="fanout", root_agent=LlmAgent(
-    name="agent", model=FunctionLlm(record_requests=False, fn=_fanout_model),
-    tools=[LongRunningFunctionTool(slow_lookup)]))
+fanout_app = _two_calls_app("fanout", slow_lookup, "city", ("Oslo", "Rome"), "both: ")
 
 
 # -- approval: a long-running call answered from outside ------------------------------------
@@ -124,16 +129,7 @@ def meet(who: str) -> dict[str, Any]:
     return {"who": who, "met": True, "thread": threading.get_ident(), "pid": os.getpid()}
 
 
-def _rendezvous_model(request: LlmRequest) -> Any:
-    answers = _responses(request)
-    if not answers:
-        return [_call("meet", who="a"), _call("meet", who="b")]
-    return "met: " + ", ".join(sorted(str(a.response.get("who")) for a in answers))
-
-
-rendezvous_app = App(name="rendezvous", root_agent=LlmAgent(
-    name="agent", model=FunctionLlm(record_requests=False, fn=_rendezvous_model),
-    tools=[LongRunningFunctionTool(meet)]))
+rendezvous_app = _two_calls_app("rendezvous", meet, "who", ("a", "b"), "met: ")
 
 
 # -- parked: a remote tool on a queue ("parked") that only a test's own worker consumes -----
