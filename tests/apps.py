@@ -6,6 +6,7 @@ the same way (a scripted model's position would differ between processes).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from typing import Any
@@ -54,8 +55,8 @@ lookup_app = App(name="lookup", root_agent=LlmAgent(
 
 # -- fanout: two remote calls in one model turn ---------------------------------------------
 
-def _two_calls_app(name: str, tool: Any, arg: str, values: tuple[str, str], prefix: str) -> App:
-    """An app whose model calls ``tool`` twice in one turn, then lists the two answers."""
+def _one_turn_calls_app(name: str, tool: Any, arg: str, values: tuple[str, ...], prefix: str) -> App:
+    """An app whose model calls ``tool`` once per value in one turn, then lists the answers."""
 
     def model(request: LlmRequest) -> Any:
         answers = _responses(request)
@@ -68,7 +69,7 @@ def _two_calls_app(name: str, tool: Any, arg: str, values: tuple[str, str], pref
         tools=[LongRunningFunctionTool(tool)]))
 
 
-fanout_app = _two_calls_app("fanout", slow_lookup, "city", ("Oslo", "Rome"), "both: ")
+fanout_app = _one_turn_calls_app("fanout", slow_lookup, "city", ("Oslo", "Rome"), "both: ")
 
 
 # -- approval: a long-running call answered from outside ------------------------------------
@@ -129,7 +130,37 @@ def meet(who: str) -> dict[str, Any]:
     return {"who": who, "met": True, "thread": threading.get_ident(), "pid": os.getpid()}
 
 
-rendezvous_app = _two_calls_app("rendezvous", meet, "who", ("a", "b"), "met: ")
+rendezvous_app = _one_turn_calls_app("rendezvous", meet, "who", ("a", "b"), "met: ")
+
+
+# -- loopbound: async calls through a client tied to the event loop that first used it ----
+
+
+class _LoopBoundClient:
+    """Like an async HTTP client's connection pool: usable only on the loop that opened it."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def fetch(self, key: str) -> str:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif loop is not self._loop:
+            raise RuntimeError("this client is bound to a different event loop")
+        await asyncio.sleep(0.2)  # the request itself; long enough for the calls to overlap
+        return key.upper()
+
+
+_shared_client = _LoopBoundClient()
+
+
+async def fetch(key: str) -> dict[str, Any]:
+    """Fetch through the module's one async client (a common way to write tools)."""
+    return {"key": key, "value": await _shared_client.fetch(key)}
+
+
+loopbound_app = _one_turn_calls_app("loopbound", fetch, "key", ("a", "b", "c"), "fetched: ")
 
 
 # -- parked: a remote tool on a queue ("parked") that only a test's own worker consumes -----
@@ -160,11 +191,11 @@ parked_app = App(name="parked", root_agent=LlmAgent(
 
 
 ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app, rendezvous_app,
-            parked_app]
+            loopbound_app, parked_app]
 APP_SPECS = ",".join(
     f"tests.apps:{name}" for name in
     ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app", "rendezvous_app",
-     "parked_app")
+     "loopbound_app", "parked_app")
 )
 
 

@@ -139,6 +139,18 @@ async def test_cancel_a_paused_invocation(backend):
         await backend.answer("approval", inv, record.pending_calls[0], {"approved": True})
 
 
+def test_async_tools_on_a_worker_share_one_event_loop(celery_stack):
+    # Three overlapping calls of an async tool that keeps one loop-bound client (as tools
+    # built on an async HTTP client do): every call must run on the loop that opened it.
+    client = celery_stack["client"]
+    inv = client.enqueue("loopbound", "u", "go")
+    record = client.wait("loopbound", inv, timeout=30, until=frozenset(FINISHED))
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    answers = [r.response for e in client.events("loopbound", inv)
+               for r in e.get_function_responses()]
+    assert sorted(a.get("value") for a in answers) == ["A", "B", "C"], answers
+
+
 def test_a_tool_job_queued_for_a_cancelled_invocation_never_runs(celery_stack):
     import redis
 

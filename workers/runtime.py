@@ -96,10 +96,12 @@ class Runtime:
     def run_here(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the calling thread's own loop, with services of its own.
 
-        For the worker pool's threads (or a prefork child, or the solo pool's main thread):
-        the job then runs where Celery handed it over, instead of being passed to the shared
-        loop thread and back, and a sync tool runs inline, since the thread waits for this
-        job anyway (see :func:`~orchestrator.tools.function_tool.sync_calls_inline`).
+        For the worker pool's threads (or a prefork child, or the solo pool's main thread),
+        for jobs whose tool is a plain sync function: the job then runs where Celery handed
+        it over, instead of being passed to the shared loop thread and back, and the function
+        runs inline, since the thread waits for this job anyway (see
+        :func:`~orchestrator.tools.function_tool.sync_calls_inline`). Anything that may keep
+        loop-bound clients (async tools, toolsets, models) belongs on the shared loop: ``run``.
         """
         loop = getattr(self._here, "loop", None)
         if loop is None:
@@ -151,7 +153,8 @@ class Runtime:
             self._thread_loops.append(cached)
         return cached[1]
 
-    def _apps(self) -> AppRegistry:
+    def apps(self) -> AppRegistry:
+        """The apps this process serves, loaded once (from any thread)."""
         with self._registry_lock:
             if self._registry is None:
                 specs = self.settings.app_specs()
@@ -161,7 +164,7 @@ class Runtime:
     def _build_services(self) -> Services:
         settings = self.settings
         client = aioredis.Redis.from_url(settings.redis_url or "", decode_responses=True)
-        registry = self._apps()
+        registry = self.apps()
         sessions = RedisSessionService(client=client)
         artifacts = RedisArtifactService(client=client)
         store = RedisInvocationStore(client, record_ttl_seconds=settings.record_ttl_seconds)

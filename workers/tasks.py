@@ -11,7 +11,11 @@ from typing import Any
 from celery import Task
 from pydantic import ValidationError
 
-from orchestrator.distributed.executor import execute_agent_job, execute_tool_job
+from orchestrator.distributed.executor import (
+    execute_agent_job,
+    execute_tool_job,
+    is_plain_sync_tool,
+)
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.stores import AnswerRejectedError, SessionKey
 from workers.celery_app import (
@@ -101,7 +105,9 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     runtime = get_runtime()
     # Celery's request context is thread-local: read it here, not on the loop thread.
     reporter = _progress_reporter(self, self.request.id, self.request.hostname, job)
-    return runtime.run_here(_run_tool(reporter, job))
+    if is_plain_sync_tool(job, runtime.apps()):
+        return runtime.run_here(_run_tool(reporter, job))
+    return runtime.run(_run_tool(reporter, job))
 
 
 _dispatcher_lock = threading.Lock()
@@ -195,7 +201,7 @@ def run_agent(self: Task, **kwargs: Any) -> dict[str, Any]:
     except ValidationError as error:
         logger.error("Malformed branch job rejected: %s", error)
         return {"error": f"malformed branch job: {error.error_count()} invalid field(s)"}
-    return get_runtime().run_here(_run_agent(job))
+    return get_runtime().run(_run_agent(job))
 
 
 async def _run_agent(job: AgentJob) -> dict[str, Any]:

@@ -39,6 +39,13 @@ def sync_calls_inline() -> Iterator[None]:
         _sync_inline.reset(token)
 
 
+def is_sync_function(func: Callable[..., Any]) -> bool:
+    """True unless ``func`` (or, for a callable object, its ``__call__``) is a coroutine function."""
+    return not (inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+        getattr(func, "__call__", None)  # noqa: B004  (async callable objects)
+    ))
+
+
 def _union_members(annotation: Any) -> tuple[Any, ...]:
     """``X | None`` and ``Optional[X]`` -> (X, NoneType); anything else -> (annotation,)."""
     if typing.get_origin(annotation) in (typing.Union, types_module.UnionType):
@@ -168,10 +175,13 @@ class FunctionTool(BaseTool):
             kwargs[self._context_param] = tool_context
         return await self._call(kwargs)
 
+    @property
+    def is_sync(self) -> bool:
+        """True if the wrapped function is synchronous (it runs inline or in a thread)."""
+        return is_sync_function(self.func)
+
     async def _call(self, kwargs: dict[str, Any]) -> Any:
-        if inspect.iscoroutinefunction(self.func) or inspect.iscoroutinefunction(
-            getattr(self.func, "__call__", None)  # noqa: B004  (async callable objects)
-        ):
+        if not self.is_sync:
             return await self.func(**kwargs)
         if _sync_inline.get():
             result = self.func(**kwargs)
