@@ -15,18 +15,24 @@ from google.genai import types
 from orchestrator import platform
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.invocation_context import InvocationContext
-from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.agents.run_config import RunConfig
 from orchestrator.apps.app import App
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
 from orchestrator.distributed.transport import Transport
 from orchestrator.errors import InvocationNotFoundError, SessionNotFoundError
-from orchestrator.events.event import Event, call_author
+from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
-from orchestrator.flows.contents import apply_rewinds
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
+from orchestrator.runner_routing import (
+    branch_for,
+    calls_of_invocation,
+    find_agent_to_run,
+    has_invocation,
+    original_user_content,
+    resolve_invocation_from_responses,
+)
 from orchestrator.sessions.base_session_service import BaseSessionService
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from orchestrator.sessions.session import Session
@@ -108,10 +114,10 @@ class Runner:
         ] if new_message else []
         call_event = None
         if responses:
-            invocation_id, call_event = _resolve_invocation_from_responses(
+            invocation_id, call_event = resolve_invocation_from_responses(
                 session, responses, invocation_id
             )
-        resuming = bool(invocation_id) and _has_invocation(session, invocation_id)
+        resuming = bool(invocation_id) and has_invocation(session, invocation_id)
         if invocation_id and not resuming and not responses and new_message is None:
             raise InvocationNotFoundError(
                 f"Invocation {invocation_id!r} not found in session {session_id!r}."
@@ -124,7 +130,7 @@ class Runner:
             )
         ctx = self._new_context(session, invocation_id, new_message, run_config, abort_signal)
         if resuming:
-            original = _original_user_content(session, ctx.invocation_id)
+            original = original_user_content(session, ctx.invocation_id)
             ctx.user_content = original or new_message
             if original is not None and new_message is not None and not responses:
                 new_message = None  # the invocation already has its user message
@@ -159,7 +165,7 @@ class Runner:
         run_config = run_config or RunConfig()
         if session is None:  # callers that just loaded it pass it in
             session = await self._load_session(user_id, session_id, run_config)
-        calls = _calls_of_invocation(session, invocation_id)
+        calls = calls_of_invocation(session, invocation_id)
         call_event: Event | None = None
         for answer in answers:
             # A parallel branch's events come with the answers: their calls count too.
@@ -174,7 +180,7 @@ class Runner:
                 call_event = call_event or found
         ctx = self._new_context(session, invocation_id, None, run_config, None)
         ctx.transport = transport or self.transport
-        ctx.user_content = _original_user_content(session, invocation_id)
+        ctx.user_content = original_user_content(session, invocation_id)
         for answer in answers:
             answer.invocation_id = invocation_id
             if answer.branch is None and call_event is not None:
@@ -220,7 +226,7 @@ class Runner:
         if agent is None:
             return
         ctx.agent = agent
-        ctx.branch = _branch_for(session, agent, self.agent, call_event)
+        ctx.branch = branch_for(session, agent, self.agent, call_event)
         async with contextlib.aclosing(agent.run_async(ctx)) as events:
             async for event in events:
                 if ctx.is_aborted:
@@ -382,111 +388,6 @@ def _validate_new_message(message: types.Content | None) -> None:
         raise ValueError(
             "A message cannot contain both function responses and text; send them separately."
         )
-
-
-def _resolve_invocation_from_responses(
-    session: Session, responses: list[types.FunctionResponse], invocation_id: str | None
-) -> tuple[str | None, Event | None]:
-    """Find the invocation (and call event) that function responses answer."""
-    ids = [r.id for r in responses if r.id]
-    if not ids:
-        return invocation_id, None
-    found: dict[str, Event] = {}
-    for event in reversed(apply_rewinds(session.events)):
-        for call in event.get_function_calls():
-            if call.id in ids and call.id not in found:
-                found[call.id] = event
-    missing = [i for i in ids if i not in found]
-    if missing:
-        raise ValueError(f"Function call not found for function response ids: {missing}")
-    invocations = {e.invocation_id for e in found.values()}
-    if len(invocations) > 1:
-        raise ValueError(
-            "Function responses answer calls of several invocations "
-            f"({sorted(invocations)}); send them separately."
-        )
-    resolved = invocations.pop()
-    if invocation_id and invocation_id != resolved:
-        logger.warning(
-            "invocation_id %s ignored: the function responses belong to %s",
-            invocation_id, resolved,
-        )
-    return resolved, found[ids[0]]
-
-
-def _calls_of_invocation(session: Session, invocation_id: str) -> dict[str, Event]:
-    return {
-        call.id: event
-        for event in session.events if event.invocation_id == invocation_id
-        for call in event.get_function_calls() if call.id
-    }
-
-
-def _has_invocation(session: Session, invocation_id: str | None) -> bool:
-    return any(e.invocation_id == invocation_id for e in session.events)
-
-
-def _original_user_content(session: Session, invocation_id: str) -> types.Content | None:
-    for event in session.events:
-        if event.invocation_id != invocation_id or event.author != "user":
-            continue
-        content = event.content
-        if content and content.parts and any(p.text for p in content.parts) and not any(
-            p.function_response for p in content.parts
-        ):
-            return content
-    return None
-
-
-def find_agent_to_run(session: Session, root: BaseAgent) -> BaseAgent:
-    """Pick the agent for this turn (ADK's routing rules, adk-reference §3.6)."""
-    events = apply_rewinds(session.events)
-    if events and (responses := events[-1].get_function_responses()):
-        owner = call_author(events[:-1], responses[0].id)
-        if owner is not None and (agent := root.find_agent(owner)) is not None:
-            return agent
-    for event in reversed(events):
-        if event.author == "user":
-            continue
-        if (event.actions.end_of_agent or event.actions.agent_state is not None) and not event.content:
-            continue
-        if event.error_code and not event.content:
-            continue
-        target = event.actions.transfer_to_agent
-        if target and (agent := root.find_agent(target)) is not None and _is_transferable(agent):
-            return agent
-        if event.author == root.name:
-            return root
-        agent = root.find_sub_agent(event.author)
-        if agent is None:
-            logger.warning("Event from unknown agent %s skipped while routing", event.author)
-            continue
-        if _is_transferable(agent):
-            return agent
-    return root
-
-
-def _is_transferable(agent: BaseAgent) -> bool:
-    """True if every agent from ``agent`` up to the root is an LlmAgent that allows going up."""
-    current: BaseAgent | None = agent
-    while current is not None:
-        if not isinstance(current, LlmAgent) or current.disallow_transfer_to_parent:
-            return False
-        current = current.parent_agent
-    return True
-
-
-def _branch_for(
-    session: Session, agent: BaseAgent, root: BaseAgent, call_event: Event | None
-) -> str | None:
-    if agent is root:
-        return None
-    if call_event is not None:
-        return call_event.branch
-    for event in reversed(session.events):
-        if event.author == agent.name:
-            return event.branch
-    return None
 
 
 def _toolsets(agent: BaseAgent) -> list[BaseToolset]:
