@@ -22,12 +22,14 @@ def _call(name: str, **args: Any) -> types.Part:
     return types.Part(function_call=types.FunctionCall(name=name, args=args))
 
 
-def _responses(request: LlmRequest) -> list[types.FunctionResponse]:
+def function_responses(request: LlmRequest) -> list[types.FunctionResponse]:
+    """Every function response in the request's history, oldest first."""
     return [p.function_response for c in request.contents for p in c.parts or []
             if p.function_response]
 
 
-def _user_text(request: LlmRequest) -> str:
+def last_user_text(request: LlmRequest) -> str:
+    """The text of the user's latest text message ('' if none)."""
     texts = [p.text for c in request.contents if c.role == "user" for p in c.parts or [] if p.text]
     return texts[-1] if texts else ""
 
@@ -42,9 +44,9 @@ def slow_lookup(city: str, tool_context: ToolContext) -> dict[str, Any]:
 
 
 def _lookup_model(request: LlmRequest) -> Any:
-    answers = _responses(request)
+    answers = function_responses(request)
     if not answers:
-        return _call("slow_lookup", city=_user_text(request).split()[-1])
+        return _call("slow_lookup", city=last_user_text(request).split()[-1])
     return f"{answers[-1].response.get('city')} found by pid {answers[-1].response.get('pid')}"
 
 
@@ -59,7 +61,7 @@ def _one_turn_calls_app(name: str, tool: Any, arg: str, values: tuple[str, ...],
     """An app whose model calls ``tool`` once per value in one turn, then lists the answers."""
 
     def model(request: LlmRequest) -> Any:
-        answers = _responses(request)
+        answers = function_responses(request)
         if not answers:
             return [_call(tool.__name__, **{arg: value}) for value in values]
         return prefix + ", ".join(sorted(str(a.response.get(arg)) for a in answers))
@@ -80,7 +82,7 @@ def request_approval(amount: int) -> None:
 
 
 def _approval_model(request: LlmRequest) -> Any:
-    answers = _responses(request)
+    answers = function_responses(request)
     if not answers:
         return _call("request_approval", amount=100)
     return f"approval: {answers[-1].response}"
@@ -99,7 +101,7 @@ def exploding(x: int) -> dict[str, Any]:
 
 
 def _exploding_model(request: LlmRequest) -> Any:
-    answers = _responses(request)
+    answers = function_responses(request)
     if not answers:
         return _call("exploding", x=7)
     return f"model saw: {answers[-1].response}"
@@ -113,7 +115,7 @@ exploding_app = App(name="exploding", root_agent=LlmAgent(
 # -- chat: plain replies, to check ordering of messages to one session --------------------
 
 def _chat_model(request: LlmRequest) -> Any:
-    return f"reply to {_user_text(request)}"
+    return f"reply to {last_user_text(request)}"
 
 
 chat_app = App(name="chat", root_agent=LlmAgent(name="agent", model=FunctionLlm(record_requests=False, fn=_chat_model)))
@@ -178,9 +180,9 @@ def parked_tool(tag: str) -> dict[str, Any]:
 
 
 def _parked_model(request: LlmRequest) -> Any:
-    answers = _responses(request)
+    answers = function_responses(request)
     if not answers:
-        return _call("parked_tool", tag=_user_text(request))
+        return _call("parked_tool", tag=last_user_text(request))
     return f"ran {answers[-1].response.get('tag')}"
 
 
@@ -241,7 +243,7 @@ def ask_human(question: str) -> None:
 
 
 def _asking_model(request: LlmRequest) -> Any:
-    answers = _responses(request)
+    answers = function_responses(request)
     if not answers:
         return _call("ask_human", question="ok?")
     return f"x heard {answers[-1].response}"

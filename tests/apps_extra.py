@@ -16,6 +16,7 @@ from google.genai import types
 from config import get_settings
 from orchestrator import App, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
 from orchestrator.models.fake import FunctionLlm
+from tests.apps import function_responses, last_user_text
 
 GATE_TIMEOUT_SECONDS = 15
 """The longest a gated tool waits for its release before answering ``released: False``."""
@@ -26,23 +27,27 @@ def gate_key(invocation_id: str) -> str:
     return f"adk-test:gate:{invocation_id}"
 
 
+def wait_at_gate(key: str, timeout: float) -> dict[str, Any]:
+    """Block on the Redis list ``key`` (BLPOP, at most ``timeout`` s): released, and by what."""
+    client = redis.Redis.from_url(get_settings().redis_url or "", decode_responses=True)
+    try:
+        popped = client.blpop([key], timeout=timeout)
+    finally:
+        client.close()
+    return {"released": popped is not None, "gate": popped[1] if popped else None}
+
+
 def gated_step(label: str, tool_context: ToolContext) -> dict[str, Any]:
     """Report progress, then wait until the test releases this invocation's gate."""
     tool_context.report_progress({"step": "waiting for release", "label": label})
-    client = redis.Redis.from_url(get_settings().redis_url or "", decode_responses=True)
-    try:
-        popped = client.blpop([gate_key(tool_context.invocation_id)], timeout=GATE_TIMEOUT_SECONDS)
-    finally:
-        client.close()
-    return {"label": label, "released": popped is not None, "gate": popped[1] if popped else None}
+    return {"label": label, **wait_at_gate(gate_key(tool_context.invocation_id), GATE_TIMEOUT_SECONDS)}
 
 
 def _gated_model(request: LlmRequest) -> Any:
-    answers = [p.function_response for c in request.contents for p in c.parts or []
-               if p.function_response]
+    answers = function_responses(request)
     if not answers:
-        texts = [p.text for c in request.contents if c.role == "user" for p in c.parts or [] if p.text]
-        label = texts[-1].split()[-1] if texts else "none"
+        text = last_user_text(request)
+        label = text.split()[-1] if text else "none"
         return types.Part(function_call=types.FunctionCall(name="gated_step", args={"label": label}))
     response = answers[-1].response or {}
     return f"gated {response.get('label')} released={response.get('released')} by {response.get('gate')}"

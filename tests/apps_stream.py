@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis
 from google.genai import types
 
-from config import get_settings
 from orchestrator import App, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
 from orchestrator.models.fake import Chunks, FunctionLlm
+from tests.apps import function_responses, last_user_text
+from tests.apps_extra import wait_at_gate
 
 GATE_TIMEOUT_SECONDS = 20
 """The longest a gated tool waits for its release before answering ``released: False``."""
@@ -33,26 +33,11 @@ def gate_key(invocation_id: str) -> str:
 
 def gated_step(label: str, tool_context: ToolContext) -> dict[str, Any]:
     """Wait (on a worker) until the test releases this invocation's gate."""
-    client = redis.Redis.from_url(get_settings().redis_url or "", decode_responses=True)
-    try:
-        popped = client.blpop([gate_key(tool_context.invocation_id)], timeout=GATE_TIMEOUT_SECONDS)
-    finally:
-        client.close()
-    return {"label": label, "released": popped is not None, "gate": popped[1] if popped else None}
-
-
-def _answers(request: LlmRequest) -> list[types.FunctionResponse]:
-    return [p.function_response for c in request.contents for p in c.parts or []
-            if p.function_response]
-
-
-def _user_text(request: LlmRequest) -> str:
-    texts = [p.text for c in request.contents if c.role == "user" for p in c.parts or [] if p.text]
-    return texts[-1] if texts else ""
+    return {"label": label, **wait_at_gate(gate_key(tool_context.invocation_id), GATE_TIMEOUT_SECONDS)}
 
 
 def _chat_model(request: LlmRequest) -> Any:
-    text = _user_text(request)
+    text = last_user_text(request)
     return Chunks(["echo: ", text, f"echo: {text}"])
 
 
@@ -61,9 +46,9 @@ stream_chat_app = App(name="stream_chat", root_agent=LlmAgent(
 
 
 def _gated_model(request: LlmRequest) -> Any:
-    answers = _answers(request)
+    answers = function_responses(request)
     if not answers:
-        label = _user_text(request).split()[-1]
+        label = last_user_text(request).split()[-1]
         call = types.Part(function_call=types.FunctionCall(name="gated_step", args={"label": label}))
         return Chunks(["Opening ", "the gate", [types.Part(text="Opening the gate"), call]])
     response = answers[-1].response or {}
@@ -82,7 +67,7 @@ def request_approval(amount: int) -> None:
 
 
 def _approval_model(request: LlmRequest) -> Any:
-    answers = _answers(request)
+    answers = function_responses(request)
     if not answers:
         return types.Part(function_call=types.FunctionCall(name="request_approval", args={"amount": 5}))
     return f"approved: {answers[-1].response}"
