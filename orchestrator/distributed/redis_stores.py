@@ -7,7 +7,6 @@ scripts and reads both need are shared from here.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -46,15 +45,8 @@ STATUS_STREAM_MAXLEN = STREAM_MAXLEN
 """Status entries share the stream with live events: trim it to the same length."""
 
 
-def queue_load(pipe: Any, app_name: str, invocation_id: str) -> None:
-    """Add the reads of :meth:`RedisInvocationStore.load` to a pipeline (3 replies)."""
-    pipe.hget(keys.invocation(app_name, invocation_id), "record")
-    pipe.exists(keys.cancel_flag(app_name, invocation_id))
-    pipe.hgetall(keys.invocation_results(app_name, invocation_id))
-
-
 def loaded_from(raw: str | None, cancelled: int, results: dict[str, str]) -> Loaded:
-    """What :func:`queue_load` read, parsed."""
+    """The record JSON, cancel flag and results hash of an invocation, parsed (no session)."""
     return Loaded(
         InvocationRecord.model_validate_json(raw) if raw else None, bool(cancelled),
         {cid: ToolResult.model_validate_json(value) for cid, value in results.items()},
@@ -88,7 +80,9 @@ class RedisInvocationStore:
     async def load(self, app_name: str, invocation_id: str) -> Loaded:
         """The record, the cancel flag and the results in one round trip."""
         async with self._redis.pipeline(transaction=False) as pipe:
-            queue_load(pipe, app_name, invocation_id)
+            pipe.hget(keys.invocation(app_name, invocation_id), "record")
+            pipe.exists(keys.cancel_flag(app_name, invocation_id))
+            pipe.hgetall(keys.invocation_results(app_name, invocation_id))
             return loaded_from(*await pipe.execute())
 
     async def job_state(
