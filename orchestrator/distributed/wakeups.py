@@ -2,9 +2,10 @@
 
 Whoever queues work for a session (a new message, a worker's result, an answer from outside,
 a cancel) pushes the item on the session's queue and, in the same round trip, adds a wake-up
-entry ``{app, user, session}`` to the wake stream of the invocations queue. Every orchestrator
-reads that stream through one consumer group, so each entry reaches one orchestrator, which
-drains the session (see :meth:`InvocationService.drain`).
+entry ``{app, user, session, inv}`` (``inv``: the item's invocation) to the wake stream of the
+invocations queue. Every orchestrator reads that stream through one consumer group, so each
+entry reaches one orchestrator, which drains the session (see
+:meth:`InvocationService.drain`).
 
 What holds:
 
@@ -29,7 +30,6 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -62,22 +62,17 @@ class RedisWakeups:
         self.stream_key = stream_key
         self._group = group
 
-    def queue_post(self, pipe: Any, key: SessionKey, invocation_id: str = "") -> None:
-        """Add a wake-up for ``key`` to a pipeline (sent with the item it announces).
+    async def post(self, key: SessionKey, invocation_id: str = "") -> None:
+        """Ask an orchestrator to drain ``key``, with no item pushed along.
 
-        ``invocation_id`` names the invocation of that item: the orchestrator reads it in
-        the round trip that takes the session.
+        ``invocation_id`` names the invocation expected first: the orchestrator reads it in
+        the round trip that takes the session. (Pushes post their wake-up in their own script:
+        ``RedisSessionQueue``'s ``_PUSH``, with the same fields.)
         """
         fields = {"app": key[0], "user": key[1], "session": key[2]}
         if invocation_id:
             fields["inv"] = invocation_id
-        pipe.xadd(self.stream_key, fields)
-
-    async def post(self, key: SessionKey, invocation_id: str = "") -> None:
-        """Ask an orchestrator to drain ``key``."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            self.queue_post(pipe, key, invocation_id)
-            await pipe.execute()
+        await self._redis.xadd(self.stream_key, fields)  # type: ignore[arg-type]
 
     async def pending(self) -> int:
         """Entries delivered to an orchestrator and not yet acknowledged."""
