@@ -110,10 +110,9 @@ if redis.call('GET', KEYS[3]) == ARGV[2] then redis.call('DEL', KEYS[3]) end
 return false
 """
 
-# KEYS: lease, queue. ARGV: token. Returns the number of queued items.
+# KEYS: lease. ARGV: token. Deletes the lease if it is still held with that token.
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-return redis.call('LLEN', KEYS[2])
 """
 
 
@@ -228,11 +227,9 @@ class RedisSessionQueue:
         """Extend the lease if still held."""
         return bool(await self._renew(keys=[keys.session_lease(*key)], args=[token, self._ttl_ms]))
 
-    async def release(self, key: SessionKey, token: str) -> int:
-        """Free the lease if still held with ``token``; return the items still queued."""
-        return int(await self._release(
-            keys=[keys.session_lease(*key), keys.session_queue(*key)], args=[token]
-        ))
+    async def release(self, key: SessionKey, token: str) -> None:
+        """Free the lease if still held with ``token``."""
+        await self._release(keys=[keys.session_lease(*key)], args=[token])
 
     async def claim_or_release(
         self,

@@ -123,10 +123,9 @@ class SessionQueue(Protocol):
         """Extend the lease; False if it was lost."""
         ...
 
-    async def release(self, key: SessionKey, token: str) -> int:
-        """Give the lease up (only if still held with ``token``); return the items queued."""
+    async def release(self, key: SessionKey, token: str) -> None:
+        """Give the lease up (only if still held with ``token``)."""
         ...
-
 
     def fencing(self, key: SessionKey, token: str) -> contextlib.AbstractContextManager[None]:
         """A context in which session writes check the lease token."""
@@ -247,11 +246,10 @@ class InMemorySessionQueue:
         """Leases here never expire."""
         return self._leases.get(key) == token
 
-    async def release(self, key: SessionKey, token: str) -> int:
-        """Free the lease; return the items still queued."""
+    async def release(self, key: SessionKey, token: str) -> None:
+        """Free the lease."""
         if self._leases.get(key) == token:
             del self._leases[key]
-        return len(self._queues.get(key, ()))
 
     async def claim_or_release(
         self,
