@@ -10,11 +10,11 @@ import contextlib
 from collections.abc import AsyncIterator, Collection, Iterator
 from typing import Any, TypeVar
 
-import redis.asyncio as aioredis
 from google.genai import types
 
 from config import Settings, get_settings
 from orchestrator import platform
+from orchestrator._redis_support import connect
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.streams import RedisEventStream, StreamItem
 from orchestrator.events.event import Event
@@ -133,7 +133,7 @@ class Client:
         from_start: bool = True,
     ) -> AsyncIterator[StreamItem]:
         """``follow`` as an async iterator, on the caller's own event loop (see ``follow``)."""
-        redis_client = aioredis.Redis.from_url(self._settings.redis_url or "", decode_responses=True)
+        redis_client = connect(self._settings.redis_url or "")
         stream = RedisEventStream(redis_client, ttl_seconds=self._settings.record_ttl_seconds)
         try:
             async for item in stream.follow(

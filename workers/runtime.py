@@ -18,6 +18,7 @@ from redis.exceptions import NoScriptError
 from config import Settings, get_settings
 from orchestrator import platform
 from orchestrator import redis_keys as keys
+from orchestrator._redis_support import connect
 from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
 from orchestrator.distributed.redis_queue import RedisSessionQueue
@@ -163,7 +164,7 @@ class Runtime:
 
     def _build_services(self) -> Services:
         settings = self.settings
-        client = aioredis.Redis.from_url(settings.redis_url or "", decode_responses=True)
+        client = connect(settings.redis_url or "")
         registry = self.apps()
         sessions = RedisSessionService(client=client)
         artifacts = RedisArtifactService(client=client)
