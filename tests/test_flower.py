@@ -174,3 +174,30 @@ def test_flower_shows_the_remote_tool_with_progress_then_success(flower_stack):
     finally:
         if not released:  # never leave the worker blocked on the gate
             gate.lpush(gate_key(inv), "cleanup")
+
+
+def test_flower_shows_a_tool_job_still_waiting_in_its_queue(flower_stack):
+    """The orchestrator's task-sent event: a job no worker has picked up yet is visible.
+
+    The ``parked`` app's tool goes to a queue this stack's worker does not consume, so the
+    job stays queued; Flower knows of it only from the event sent with the job.
+    """
+    client, api = flower_stack["client"], flower_stack["api"]
+    _wait_until_flower_listens(flower_stack)
+    inv = client.enqueue("parked", "u", "waiting")
+    try:
+        record = client.wait("parked", inv, timeout=10)
+        assert record.status is InvocationStatus.PAUSED, (record.status, record.error)
+        [call_id] = record.pending_calls
+        task = poll(
+            "the queued tool task", lambda: find_task(api, "adk_celery.run_tool", inv), 10.0,
+            lambda: str(flower_tasks(api))[:2000],
+        )
+        # Celery's task-sent event names the task itself; the tool shows in its arguments.
+        assert task["name"] == "adk_celery.run_tool"
+        assert task["uuid"] == f"{inv}:{call_id}"
+        assert task["state"] == "PENDING" and not task.get("worker")  # sent, never received
+        assert task["routing_key"] == "parked"
+        assert "parked_tool" in str(task["kwargs"]) and call_id in str(task["kwargs"])
+    finally:
+        client.cancel("parked", inv)

@@ -178,7 +178,7 @@ class Runtime:
             session_service=sessions,
             store=store,
             queue=queue,
-            transport=CeleryTransport(self.celery_app, settings),
+            transport=CeleryTransport(self.celery_app, settings, client),
             artifact_service=artifacts,
             lease_renew_seconds=settings.lease_ttl_seconds / 3,
             # Committed events reach the stream inside their append; the sink sends chunks.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import redis.asyncio as aioredis
 from celery import Celery
 
 from config import Settings
@@ -12,15 +13,27 @@ from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.distributed.models import AgentJob, ToolJob
 from orchestrator.distributed.transport import default_route
 from orchestrator.tools.base_tool import BaseTool
+from workers.broker import collect_publishes, collects_publishes
 from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL, kwargs_repr
 
 
 class CeleryTransport:
-    """Sends tool jobs to workers; Flower shows them as ``adk_celery.run_tool:<tool>``."""
+    """Sends tool jobs to workers; Flower shows them as ``adk_celery.run_tool:<tool>``.
 
-    def __init__(self, celery_app: Celery, settings: Settings) -> None:
+    With ``redis`` (the caller's asyncio client on the broker's Redis) and the app on
+    :mod:`workers.broker`'s transport, a job's message and its task-sent event are built by
+    Celery and kombu as usual and sent on that client, from the event loop: one round trip,
+    no thread. Otherwise ``send_task`` runs in a thread (publishing is blocking I/O).
+    """
+
+    def __init__(
+        self, celery_app: Celery, settings: Settings, redis: aioredis.Redis | None = None
+    ) -> None:
         self._app = celery_app
         self._settings = settings
+        self._redis = redis if redis is not None and collects_publishes(celery_app) else None
+        self._declared: set[str] = set()
+        """Queues published to once already: kombu declared them on its first publish."""
 
     def route(self, tool: BaseTool) -> str | None:
         """Long-running tools and tools listed in ``tool_queues`` run on workers."""
@@ -45,17 +58,33 @@ class CeleryTransport:
     async def _publish(
         self, task: str, job: ToolJob | AgentJob, queue: str, shown_as: str, fields: dict[str, Any]
     ) -> None:
-        """Send ``job`` as ``task`` (off the event loop: publishing is blocking I/O)."""
-        await asyncio.to_thread(
-            self._app.send_task,
-            task,
-            kwargs=job.model_dump(mode="json"),
-            queue=queue,
-            shadow=f"{task}:{shown_as}",
-            task_id=f"{job.invocation_id}:{job.function_call_id}",
-            argsrepr="()",
-            kwargsrepr=kwargs_repr({
+        """Send ``job`` as ``task`` on ``queue``."""
+        options: dict[str, Any] = {
+            "kwargs": job.model_dump(mode="json"),
+            "queue": queue,
+            "shadow": f"{task}:{shown_as}",
+            "task_id": f"{job.invocation_id}:{job.function_call_id}",
+            # The worker stores the result itself: no result-backend subscription per job.
+            "ignore_result": True,
+            "argsrepr": "()",
+            "kwargsrepr": kwargs_repr({
                 "app_name": job.app_name, "invocation_id": job.invocation_id,
                 "function_call_id": job.function_call_id, **fields,
             }),
-        )
+        }
+        if self._redis is None:
+            await asyncio.to_thread(self._app.send_task, task, **options)
+            return
+
+        def send(producer: Any) -> object:
+            return self._app.send_task(task, producer=producer, **options)
+
+        if queue in self._declared:
+            commands = collect_publishes(self._app, send)
+        else:  # kombu declares the queue with a blocking call on its first publish there
+            commands = await asyncio.to_thread(collect_publishes, self._app, send)
+            self._declared.add(queue)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for name, args in commands:
+                getattr(pipe, name)(*args)
+            await pipe.execute()
