@@ -21,6 +21,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from celery import Celery
+from kombu import Producer
 from kombu.transport import redis as kombu_redis
 
 RedisCommand = tuple[str, tuple[Any, ...]]
@@ -95,8 +96,11 @@ class Transport(kombu_redis.Transport):
 
 
 def collects_publishes(app: Celery) -> bool:
-    """True if ``app``'s broker transport is this module's (so :func:`collect_publishes` works)."""
-    return app.conf.broker_transport == f"{__name__}:Transport"
+    """True if :func:`collect_publishes` works for ``app``.
+
+    It needs this module's transport and kombu's publish batches (kombu 5.7 and later).
+    """
+    return app.conf.broker_transport == f"{__name__}:Transport" and hasattr(Producer, "batch")
 
 
 def collect_publishes(app: Celery, send: Callable[[Any], object]) -> list[RedisCommand]:
