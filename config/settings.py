@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     """Largest message, tool argument set or tool result accepted (JSON bytes)."""
     worker_concurrency: int = 8
     """Default concurrency of ``adk-celery orchestrator`` / ``worker`` (threads)."""
+    worker_head_start_ms: float = 5.0
+    """How long a worker's consumer waits for a job it just handed to a pool thread before
+    taking the next one (``adk-celery worker``'s threads pool); 0 = no wait."""
     flower_basic_auth: SecretStr | None = None
     """``user:password`` for Flower's basic auth (``adk-celery flower``)."""
     flower_port: int = 5555

@@ -1,10 +1,14 @@
-"""The tool workers' thread pool: Celery's, except that a handed-over job starts at once.
+"""The tool workers' thread pool: Celery's, except that a handed-over job gets a head start.
 
 With Celery's own threads pool, the consumer thread goes on after handing a job to a pool
-thread (it publishes the task-received event, polls the broker) while the woken pool thread
-waits for the GIL; the job starts only when the consumer next blocks. Yielding the GIL right
-after the hand-over lets the job run first, as the solo pool would, and the bookkeeping
-follows. ``adk-celery worker`` selects it for ``--pool threads`` (its default).
+thread (it publishes task events, acknowledges, polls the broker) while the pool thread
+runs the job. In one process both need the GIL: each time the job's Redis reply arrives it
+waits for the consumer's next blocking call. Most tool jobs are short (a check, the tool, the
+result script: about a millisecond), so the consumer here first waits for the job it handed
+over, for up to ``ADK_CELERY_WORKER_HEAD_START_MS``, with the GIL released: a short job
+runs as on the solo pool, and a long one runs alongside the next ones, as on Celery's pool,
+which then start at most that much later. ``adk-celery worker`` selects this pool for
+``--pool threads`` (its default).
 """
 
 from __future__ import annotations
@@ -14,12 +18,21 @@ from typing import Any
 
 from celery.concurrency import thread
 
+from config import get_settings
+
 
 class TaskPool(thread.TaskPool):
-    """Celery's threads pool, yielding the GIL to the pool thread that just got a job."""
+    """Celery's threads pool; the consumer gives each job a head start before going on."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.head_start = max(get_settings().worker_head_start_ms, 0.0) / 1000
 
     def on_apply(self, *args: Any, **kwargs: Any) -> Any:
-        """Hand the job to a pool thread, then let that thread take the GIL."""
+        """Hand the job to a pool thread, then wait for it to finish, up to the head start."""
         result = super().on_apply(*args, **kwargs)
-        time.sleep(0)  # releases the GIL; the woken pool thread is waiting for it
+        if self.head_start:
+            result.wait(self.head_start)  # blocks without the GIL: the job has it to itself
+        else:
+            time.sleep(0)  # at least let the woken pool thread take the GIL first
         return result
