@@ -6,10 +6,10 @@ table of several hundred response callbacks, which costs more than the Redis com
 The clients are interchangeable (they share the channel's connection pool and are
 thread-safe), so this channel builds one and reuses it until the pool is replaced.
 
-:func:`collect_publishes` runs a Celery send with kombu's own message building and routing,
-but keeps the final Redis commands (``LPUSH`` of the task, ``PUBLISH`` of its task-sent
-event) instead of running them, so an asyncio caller can send them on its own client without
-a blocking call or a thread hop. Selected with ``broker_transport`` in
+:class:`CommandProducer` lets Celery's ``send_task`` build a task message and its task-sent
+event as usual, and returns the final Redis commands (``LPUSH`` of the task, ``PUBLISH`` of
+the event) instead of running them, so an asyncio caller can send them on its own client
+without a blocking call or a thread hop. Selected with ``broker_transport`` in
 :mod:`workers.celery_app`; messages and queues are exactly kombu's, so plain Celery clients,
 workers and Flower interoperate unchanged.
 """
@@ -27,43 +27,24 @@ from kombu.transport import redis as kombu_redis
 RedisCommand = tuple[str, tuple[Any, ...]]
 """A Redis command as ``(redis-py method name, arguments)``, e.g. ``("lpush", (key, data))``."""
 
-_collecting: ContextVar[list[RedisCommand] | None] = ContextVar(
-    "adk_celery_collecting_publishes", default=None
-)
 
+class _Collected:
+    """What kombu's Redis channel hands a publish's final commands to (``_publish_batch``).
 
-class CollectedBatch:
-    """A kombu publish batch that keeps the Redis commands of each publish and runs none.
-
-    It has the interface of kombu's ``PublishBatch``: kombu routes each message through the
-    channel as for a real publish and hands the final commands to :meth:`add`.
+    kombu routes the message as for a real publish and calls :meth:`add` with each Redis
+    command instead of running it (the hook of its publish batches).
     """
 
-    def __init__(self, channel: Channel, sink: list[RedisCommand]) -> None:
-        self.channel = channel
+    def __init__(self, sink: list[RedisCommand]) -> None:
         self._sink = sink
-
-    def publish(self, message: dict[str, Any], **kwargs: Any) -> None:
-        """Route one prepared message; its commands land in the sink."""
-        self.channel.basic_publish(message, _publish_batch=self, **kwargs)
 
     def add(self, name: str, *args: Any) -> None:
         """Keep one final Redis command of the message being routed."""
         self._sink.append((name, args))
 
-    def flush(self) -> None:
-        """Nothing to run: the caller sends the collected commands."""
-
-    def discard(self) -> None:
-        """Forget what was collected (the send failed part way)."""
-        self._sink.clear()
-
-    def close(self) -> None:
-        """Nothing to release."""
-
 
 class Channel(kombu_redis.Channel):
-    """kombu's Redis channel: one synchronous client per connection pool; collectable publishes."""
+    """kombu's Redis channel with its synchronous client built once per connection pool."""
 
     _adk_client: tuple[Any, Any] | None = None
 
@@ -76,18 +57,6 @@ class Channel(kombu_redis.Channel):
             cached = self._adk_client = (pool, super()._create_client())
         return cached[1]
 
-    @property
-    def supports_batch_publish(self) -> bool:
-        """Collected batches run nothing, so they are safe whatever the retry settings."""
-        return _collecting.get() is not None or bool(super().supports_batch_publish)
-
-    def create_publish_batch(self, max_size: int) -> Any:
-        """A collected batch inside :func:`collect_publishes`, else kombu's own."""
-        sink = _collecting.get()
-        if sink is None:
-            return super().create_publish_batch(max_size)
-        return CollectedBatch(self, sink)
-
 
 class Transport(kombu_redis.Transport):
     """kombu's Redis transport using :class:`Channel`."""
@@ -96,28 +65,71 @@ class Transport(kombu_redis.Transport):
 
 
 def collects_publishes(app: Celery) -> bool:
-    """True if :func:`collect_publishes` works for ``app``.
+    """True if :class:`CommandProducer` works for ``app``.
 
     It needs this module's transport and kombu's publish batches (kombu 5.7 and later).
     """
     return app.conf.broker_transport == f"{__name__}:Transport" and hasattr(Producer, "batch")
 
 
-def collect_publishes(app: Celery, send: Callable[[Any], object]) -> list[RedisCommand]:
-    """Run ``send(producer)`` and return the Redis commands its publishes would have run.
+_sink: ContextVar[list[RedisCommand] | None] = ContextVar("adk_celery_publish_sink", default=None)
 
-    ``send`` publishes through the given producer (``app.send_task(..., producer=producer)``).
-    Nothing is sent to the broker except, the first time a producer's connection sees a
-    queue, kombu's declaration of it. Raises RuntimeError if a publish ran without being
-    collected (the app does not use this module's transport).
+
+class CommandProducer(Producer):
+    """A kombu Producer whose publishes become Redis commands, returned instead of sent.
+
+    Celery's ``send_task`` takes it as its ``producer``: Celery builds the task message and
+    its task-sent event as usual, and each ``publish`` serialises, wraps and routes the
+    message with kombu's own producer and channel steps (``_prepare``, ``prepare_message``,
+    ``basic_publish``), skipping only what a publish that sends nothing does not need: the
+    connection retry wrapper, and declaring again what this producer declared once. Building
+    one connects to the broker; so does the first publish to a queue (kombu declares it).
+    Those calls block: make them off the event loop.
     """
-    sink: list[RedisCommand] = []
-    token = _collecting.set(sink)
-    try:
-        with app.producer_or_acquire() as producer, producer.batch():
-            send(producer)
-    finally:
-        _collecting.reset(token)
-    if not sink:
-        raise RuntimeError("No publish was collected: the broker transport is not workers.broker's.")
-    return sink
+
+    def __init__(self, app: Celery) -> None:
+        self._connection = app.connection_for_write()
+        super().__init__(self._connection.default_channel, auto_declare=False)
+        self._declared: set[tuple[str, str]] = set()
+
+    def commands(self, send: Callable[[Producer], object]) -> list[RedisCommand]:
+        """Run ``send(self)``; return the Redis commands of what it published, in order."""
+        sink: list[RedisCommand] = []
+        token = _sink.set(sink)
+        try:
+            send(self)
+        finally:
+            _sink.reset(token)
+        return sink
+
+    def publish(  # type: ignore[override]  # kombu's signature, as Celery calls it
+        self, body: Any, routing_key: str | None = None, delivery_mode: Any = None,
+        mandatory: bool = False, immediate: bool = False, priority: int = 0,
+        content_type: str | None = None, content_encoding: str | None = None,
+        serializer: str | None = None, headers: dict[str, Any] | None = None,
+        compression: str | None = None, exchange: Any = None, retry: bool = False,
+        retry_policy: dict[str, Any] | None = None, declare: list[Any] | None = None,
+        expiration: float | None = None, timeout: float | None = None,
+        confirm_timeout: float | None = None, **properties: Any,
+    ) -> None:
+        """Collect the Redis commands that publishing this message takes."""
+        sink = _sink.get()
+        if sink is None:
+            raise RuntimeError("CommandProducer.publish runs only inside commands().")
+        headers = {} if headers is None else headers
+        routing_key = self.routing_key if routing_key is None else routing_key
+        exchange_name, properties["delivery_mode"] = self._delivery_details(
+            exchange or self.exchange, delivery_mode)
+        if expiration is not None:
+            properties["expiration"] = str(int(expiration * 1000))
+        body, content_type, content_encoding = self._prepare(
+            body, serializer, content_type, content_encoding, compression, headers)
+        for entity in declare or ():
+            key = (type(entity).__name__, entity.name)
+            if key not in self._declared:
+                self.maybe_declare(entity)
+                self._declared.add(key)
+        message = self.channel.prepare_message(
+            body, priority, content_type, content_encoding, headers, properties)
+        self.channel.basic_publish(message, exchange=exchange_name, routing_key=routing_key,
+                                   _publish_batch=_Collected(sink))

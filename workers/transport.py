@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -13,7 +14,7 @@ from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.distributed.models import AgentJob, ToolJob
 from orchestrator.distributed.transport import default_route
 from orchestrator.tools.base_tool import BaseTool
-from workers.broker import collect_publishes, collects_publishes
+from workers.broker import CommandProducer, RedisCommand, collects_publishes
 from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL, kwargs_repr
 
 
@@ -22,8 +23,9 @@ class CeleryTransport:
 
     With ``redis`` (the caller's asyncio client on the broker's Redis) and the app on
     :mod:`workers.broker`'s transport, a job's message and its task-sent event are built by
-    Celery and kombu as usual and sent on that client, from the event loop: one round trip,
-    no thread. Otherwise ``send_task`` runs in a thread (publishing is blocking I/O).
+    Celery and kombu as usual (:class:`~workers.broker.CommandProducer`) and sent on that
+    client, from the event loop: one round trip, no thread. Otherwise ``send_task`` runs in
+    a thread (publishing is blocking I/O).
     """
 
     def __init__(
@@ -32,8 +34,10 @@ class CeleryTransport:
         self._app = celery_app
         self._settings = settings
         self._redis = redis if redis is not None and collects_publishes(celery_app) else None
+        self._producer: CommandProducer | None = None
+        self._producer_lock = threading.Lock()
         self._declared: set[str] = set()
-        """Queues published to once already: kombu declared them on its first publish."""
+        """Queues published to once already: the producer declared them then."""
 
     def route(self, tool: BaseTool) -> str | None:
         """Long-running tools and tools listed in ``tool_queues`` run on workers."""
@@ -80,11 +84,18 @@ class CeleryTransport:
             return self._app.send_task(task, producer=producer, **options)
 
         if queue in self._declared:
-            commands = collect_publishes(self._app, send)
-        else:  # kombu declares the queue with a blocking call on its first publish there
-            commands = await asyncio.to_thread(collect_publishes, self._app, send)
+            commands = self._commands(send)
+        else:  # connecting and declaring the queue are blocking calls: once, in a thread
+            commands = await asyncio.to_thread(self._commands, send)
             self._declared.add(queue)
         async with self._redis.pipeline(transaction=False) as pipe:
             for name, args in commands:
                 getattr(pipe, name)(*args)
             await pipe.execute()
+
+    def _commands(self, send: Any) -> list[RedisCommand]:
+        producer = self._producer
+        if producer is None:
+            with self._producer_lock:
+                producer = self._producer = self._producer or CommandProducer(self._app)
+        return producer.commands(send)
