@@ -158,3 +158,37 @@ def test_an_enqueue_creates_the_session_records_and_queues_in_one_go(redis_url):
     finally:
         check.close()
         runtime.close()
+
+
+def test_the_client_enqueues_from_its_own_thread_the_same_way(redis_url):
+    import redis as sync_redis
+
+    from config import Settings
+    from orchestrator import redis_keys
+    from orchestrator.distributed.models import InvocationStatus, WorkItem
+    from workers.client import Client
+
+    client = Client(Settings(redis_url=redis_url))
+    check = sync_redis.Redis.from_url(redis_url, decode_responses=True)
+    check.flushdb()
+    try:
+        check.script_flush()  # a Redis that restarted: the scripts are loaded on the way
+        inv = client.enqueue("chat", "u", "hi", invocation_id="e-10")
+        record = client.status("chat", inv)
+        key = ("chat", "u", record.session_id)
+        assert inv == "e-10" and record.status is InvocationStatus.QUEUED
+        assert check.exists(redis_keys.session(*key)) == 1  # the new session exists
+        assert client.enqueue("chat", "u", "hi again", session_id=key[2], invocation_id=inv) == inv
+        assert client.status("chat", inv).new_message == record.new_message  # the first one
+        queued = [WorkItem.model_validate_json(raw)
+                  for raw in check.lrange(redis_keys.session_queue(*key), 0, -1)]
+        assert [(item.kind, item.invocation_id) for item in queued] == [("start", "e-10")]
+        wake = redis_keys.wake_stream(client._settings.invocations_queue)
+        assert [fields["inv"] for _, fields in check.xrange(wake)] == ["e-10"]
+        # Bad input still becomes a failed invocation, stored, that says what was wrong.
+        bad = client.enqueue("chat", "u", {"role": "user", "parts": "nope"})  # type: ignore[arg-type]
+        failed = client.status("chat", bad)
+        assert failed.status is InvocationStatus.FAILED and "new_message" in failed.error
+    finally:
+        check.close()
+        client.close()

@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator, Collection, Iterator
 from typing import Any, TypeVar
 
+import redis
 from google.genai import types
 
 from config import Settings, get_settings
@@ -20,6 +21,7 @@ from orchestrator.distributed.streams import RedisEventStream, StreamItem
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app, kwargs_repr
+from workers.enqueue import enqueue_scripts, prepare_invocation, queue_invocation, scripts_missing, was_queued
 from workers.runtime import Runtime
 
 SETTLED = frozenset({InvocationStatus.PAUSED, InvocationStatus.COMPLETED,
@@ -33,9 +35,10 @@ class Client:
 
     By default :meth:`enqueue` records the invocation and queues its start directly in Redis,
     where orchestrators take their work from (the same path a worker's result takes to
-    resume an invocation): one Redis round trip instead of a Celery hop. With
-    ``enqueue_via_celery`` it sends the documented ``adk_celery.invoke`` task instead, so
-    each invocation's start also shows in Flower, at the cost of that hop.
+    resume an invocation): one Redis round trip instead of a Celery hop, sent from the
+    caller's own thread. With ``enqueue_via_celery`` it sends the documented
+    ``adk_celery.invoke`` task instead, so each invocation's start also shows in Flower, at
+    the cost of that hop.
     """
 
     def __init__(self, settings: Settings | None = None, *, enqueue_via_celery: bool = False) -> None:
@@ -43,9 +46,14 @@ class Client:
         self._via_celery = enqueue_via_celery
         self._celery = create_celery_app(self._settings)
         self._runtime = Runtime(self._settings, load_apps=False, celery_app=self._celery)
+        self._built: Any = None
+        self._redis: redis.Redis | None = None
 
     def _services(self) -> Any:
-        return self._runtime.run(self._runtime.services())
+        """The runtime's services (built on its loop once; later calls cost no thread hop)."""
+        if self._built is None:
+            self._built = self._runtime.run(self._runtime.services())
+        return self._built
 
     def create_session(
         self, app_name: str, user_id: str, *, state: dict[str, Any] | None = None,
@@ -93,10 +101,32 @@ class Client:
             self._celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=self._settings.invocations_queue,
                                    argsrepr="()", kwargsrepr=kwargs_repr(kwargs))
             return invocation_id
-        record, _ = self._runtime.run(self._runtime.submit_invocation(kwargs))
+        record, new_session = prepare_invocation(kwargs, self._settings.max_payload_bytes)
         if record is None:
             raise ValueError("app_name and user_id are required, as non-empty strings.")
-        return str(record.invocation_id)
+        services = self._services()
+        if record.status is InvocationStatus.FAILED:
+            self._runtime.run(services.store.create(record))
+        else:
+            self._record_and_queue(services, record, new_session)
+        return invocation_id
+
+    def _record_and_queue(self, services: Any, record: InvocationRecord, new_session: bool) -> None:
+        """The enqueue transaction, on a synchronous connection in the caller's thread.
+
+        A repeated invocation id changes nothing. Raises what a script refused with.
+        """
+        if self._redis is None:
+            self._redis = redis.Redis.from_url(self._settings.redis_url or "", decode_responses=True)
+        for _ in range(2):
+            with self._redis.pipeline(transaction=True) as pipe:
+                queue_invocation(pipe, services.sessions, services.queue, record, new_session)
+                replies = pipe.execute(raise_on_error=False)
+            if not scripts_missing(replies):
+                break
+            for source in enqueue_scripts(services.sessions, services.queue):
+                self._redis.script_load(source)
+        was_queued(replies, new_session)
 
     def status(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
         """The invocation's record (status, pending calls, error), or None if unknown."""
@@ -195,6 +225,10 @@ class Client:
 
     def close(self) -> None:
         """Close the client's Redis and broker connections and stop its background loop."""
+        self._built = None
+        if self._redis is not None:
+            self._redis.close()
+            self._redis = None
         self._runtime.close()
         self._celery.close()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -12,15 +11,12 @@ from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
 from celery import Celery
-from google.genai import types
-from redis.exceptions import NoScriptError
 
 from config import Settings, get_settings
-from orchestrator import platform
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import connect
 from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
-from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.redis_queue import RedisSessionQueue
 from orchestrator.distributed.redis_stores import RedisInvocationStore
 from orchestrator.distributed.registry import AppRegistry
@@ -28,18 +24,20 @@ from orchestrator.distributed.service import InvocationService, session_key
 from orchestrator.distributed.stores import SessionKey
 from orchestrator.distributed.streams import RedisEventStream
 from orchestrator.distributed.wakeups import RedisWakeups, WakeConsumer
-from orchestrator.sessions.redis_session_scripts import check_created_if_absent
 from orchestrator.sessions.redis_session_service import RedisSessionService
 from orchestrator.tools.function_tool import sync_calls_inline
 from workers.celery_app import app as default_celery_app
+from workers.enqueue import (
+    enqueue_scripts,
+    prepare_invocation,
+    queue_invocation,
+    scripts_missing,
+    was_queued,
+)
 from workers.loop import LoopThread
 from workers.transport import CeleryTransport
 
 T = TypeVar("T")
-
-
-class PayloadError(ValueError):
-    """A message or result is malformed or too large."""
 
 
 @dataclass
@@ -219,101 +217,27 @@ class Runtime:
         """Validate an enqueue request, record it, and queue its start.
 
         Bad input never raises here: it becomes a failed invocation whose error says what was
-        wrong (or, without an app/user to file it under, a ``(None, None)`` return).
+        wrong (or, without an app/user to file it under, a ``(None, None)`` return). A
+        repeated invocation id changes nothing and returns the record stored first.
         """
         services = await self.services()
-        app_name, user_id = kwargs.get("app_name"), kwargs.get("user_id")
-        if not isinstance(app_name, str) or not app_name or not isinstance(user_id, str) or not user_id:
+        record, new_session = prepare_invocation(kwargs, self.settings.max_payload_bytes)
+        if record is None:
             return None, None
-        record = InvocationRecord(
-            invocation_id=kwargs.get("invocation_id") or platform.new_invocation_id(),
-            app_name=app_name,
-            user_id=user_id,
-            session_id=kwargs.get("session_id") or platform.new_uuid(),
-        )
-        try:
-            message = parse_message(kwargs.get("new_message"))
-            record.new_message = (
-                message.model_dump(mode="json", exclude_none=True) if message else None
-            )
-            delta = kwargs.get("state_delta")
-            if delta is not None and not isinstance(delta, dict):
-                raise PayloadError("state_delta must be a JSON object.")
-            record.state_delta = delta
-            streaming = kwargs.get("streaming")
-            if streaming is not None and not isinstance(streaming, bool):
-                raise PayloadError("streaming must be true or false.")
-            record.streaming = bool(streaming)
-            check_size(
-                {"new_message": record.new_message, "state_delta": delta},
-                self.settings.max_payload_bytes, "the message",
-            )
-        except (PayloadError, ValueError) as error:
-            record.status = InvocationStatus.FAILED
-            record.error = f"{type(error).__name__}: {error}"
+        if record.status is InvocationStatus.FAILED:
             await services.store.create(record)
             return record, None
-        new_session = bool(kwargs.get("create_session") or not kwargs.get("session_id"))
-        return await _record_and_queue(services, record, new_session), session_key(record)
-
-
-async def _record_and_queue(
-    services: Services, record: InvocationRecord, new_session: bool
-) -> InvocationRecord:
-    """Create the session (if asked and absent), record the invocation and queue its start.
-
-    One transaction, so one round trip: the orchestrator woken by the start finds the
-    session. A repeated enqueue (same invocation id) changes nothing and returns the record
-    stored first.
-    """
-    start = WorkItem(kind="start", invocation_id=record.invocation_id)
-    for _ in range(2):
-        async with services.redis.pipeline(transaction=True) as pipe:
-            if new_session:
-                services.sessions.queue_create_if_absent(
-                    pipe, record.app_name, record.user_id, record.session_id)
-            services.queue.queue_create_and_push(pipe, record, start)
-            replies = await pipe.execute(raise_on_error=False)
-        if not any(isinstance(reply, NoScriptError) for reply in replies):
-            break
-        # Redis forgot the scripts (a restart): none of them ran; load them and go again.
-        await services.sessions.load_scripts()
-        await services.queue.load_scripts()
-    if new_session:
-        check_created_if_absent(replies[0])
-    if isinstance(replies[-1], Exception):
-        raise replies[-1]
-    if replies[-1]:
-        return record
-    existing = await services.store.get(record.app_name, record.invocation_id)
-    return existing or record
-
-
-def parse_message(value: Any) -> types.Content | None:
-    """A message as text or genai Content JSON; anything else is a PayloadError."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return types.Content(role="user", parts=[types.Part(text=value)])
-    if isinstance(value, dict):
-        try:
-            content = types.Content.model_validate(value)
-        except Exception as error:
-            raise PayloadError(f"new_message is not a valid Content: {error}") from None
-        if not content.parts:
-            raise PayloadError("new_message has no parts.")
-        return content
-    raise PayloadError(f"new_message must be text or a Content object, not {type(value).__name__}.")
-
-
-def check_size(payload: Any, limit: int, what: str) -> None:
-    """Raise PayloadError if ``payload`` is more than ``limit`` bytes of JSON."""
-    size = len(json.dumps(payload, default=str).encode())
-    if size > limit:
-        raise PayloadError(
-            f"{what} is {size} bytes of JSON, over the limit of {limit} bytes "
-            "(ADK_CELERY_MAX_PAYLOAD_BYTES)."
-        )
+        for _ in range(2):
+            async with services.redis.pipeline(transaction=True) as pipe:
+                queue_invocation(pipe, services.sessions, services.queue, record, new_session)
+                replies = await pipe.execute(raise_on_error=False)
+            if not scripts_missing(replies):
+                break
+            for source in enqueue_scripts(services.sessions, services.queue):
+                await services.redis.script_load(source)
+        if not was_queued(replies, new_session):
+            record = await services.store.get(record.app_name, record.invocation_id) or record
+        return record, session_key(record)
 
 
 _runtime: Runtime | None = None

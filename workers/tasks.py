@@ -27,7 +27,8 @@ from workers.celery_app import (
     TASK_RUN_TOOL,
 )
 from workers.celery_app import app as celery_app
-from workers.runtime import PayloadError, Services, check_size, get_runtime
+from workers.enqueue import PayloadError, check_size
+from workers.runtime import Services, get_runtime
 
 logger = logging.getLogger(__name__)
 

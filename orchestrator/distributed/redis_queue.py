@@ -162,7 +162,7 @@ class RedisSessionQueue:
         """Add to a pipeline: store ``record`` unless it exists and, if stored, push ``item``.
 
         Its reply is 1 if the record was new (the item is queued), else 0. The script is
-        called by its sha: call :meth:`load_scripts` after Redis forgot it.
+        called by its sha: load :attr:`create_and_push_script_source` after Redis forgot it.
         """
         key = (record.app_name, record.user_id, record.session_id)
         push_keys, push_args = self._push_operands(key, item)
@@ -174,9 +174,10 @@ class RedisSessionQueue:
             STATUS_STREAM_MAXLEN, *push_args,
         )
 
-    async def load_scripts(self) -> None:
-        """Load the script that pipelines call by sha (after a Redis restart, for instance)."""
-        await self._redis.script_load(self._create_and_push.script)
+    @property
+    def create_and_push_script_source(self) -> str:
+        """The Lua source :meth:`queue_create_and_push` calls by sha (to ``SCRIPT LOAD`` it)."""
+        return str(self._create_and_push.script)
 
     def _push_operands(self, key: SessionKey, item: WorkItem) -> tuple[list[str], list[Any]]:
         """KEYS and ARGV of the _PUSH fragment for ``item`` on ``key``'s queue."""

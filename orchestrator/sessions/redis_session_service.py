@@ -156,16 +156,17 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
     def queue_create_if_absent(self, pipe: Any, app_name: str, user_id: str, session_id: str) -> None:
         """Add the creation of an empty session (unless it exists) to a pipeline.
 
-        The script is called by its sha (call :meth:`load_scripts` once per Redis start).
+        The script is called by its sha (load :attr:`create_script_source` after a Redis restart).
         Check its reply with :func:`check_created_if_absent`.
         """
         now = score(platform.get_time(), what="the creation time")
         pipe.evalsha(self._create_script.sha, 9, *create_keys(app_name, user_id, session_id),
                      *create_args(app_name, user_id, session_id, now, {}))
 
-    async def load_scripts(self) -> None:
-        """Load the scripts that pipelines call by sha (after a Redis restart, for instance)."""
-        await self._client.script_load(self._create_script.script)
+    @property
+    def create_script_source(self) -> str:
+        """The Lua source :meth:`queue_create_if_absent` calls by sha (to ``SCRIPT LOAD`` it)."""
+        return str(self._create_script.script)
 
     async def get_session(
         self,
