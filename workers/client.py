@@ -17,6 +17,7 @@ from config import Settings, get_settings
 from orchestrator import platform
 from orchestrator._redis_support import connect
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.redis_stores import READ_RECORD, StatusWait
 from orchestrator.distributed.streams import RedisEventStream, StreamItem
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
@@ -36,9 +37,9 @@ class Client:
     By default :meth:`enqueue` records the invocation and queues its start directly in Redis,
     where orchestrators take their work from (the same path a worker's result takes to
     resume an invocation): one Redis round trip instead of a Celery hop, sent from the
-    caller's own thread. With ``enqueue_via_celery`` it sends the documented
-    ``adk_celery.invoke`` task instead, so each invocation's start also shows in Flower, at
-    the cost of that hop.
+    caller's own thread (:meth:`wait` follows the invocation's status entries there too).
+    With ``enqueue_via_celery`` it sends the documented ``adk_celery.invoke`` task instead,
+    so each invocation's start also shows in Flower, at the cost of that hop.
     """
 
     def __init__(self, settings: Settings | None = None, *, enqueue_via_celery: bool = False) -> None:
@@ -111,21 +112,42 @@ class Client:
             self._record_and_queue(services, record, new_session)
         return invocation_id
 
+    def _wait_here(
+        self, app_name: str, invocation_id: str, statuses: set[InvocationStatus],
+        timeout: float | None,
+    ) -> InvocationRecord | None:
+        """Follow the invocation's status entries on a synchronous connection, in this thread."""
+        redis_client = self._sync_redis()
+        wait = StatusWait(app_name, invocation_id, statuses, timeout)
+        with redis_client.pipeline(transaction=True) as pipe:
+            wait.queue_start(pipe)
+            found = wait.started(pipe.execute())
+        while found is None and (block_ms := wait.block_ms()) is not None:
+            found = wait.feed(redis_client.xread({wait.stream: wait.last_id}, block=block_ms))
+        if found is READ_RECORD:
+            return self.status(app_name, invocation_id)
+        return found if isinstance(found, InvocationRecord) else None
+
+    def _sync_redis(self) -> redis.Redis:
+        """A synchronous connection for calls made in the caller's thread (no loop hop)."""
+        if self._redis is None:
+            self._redis = redis.Redis.from_url(self._settings.redis_url or "", decode_responses=True)
+        return self._redis
+
     def _record_and_queue(self, services: Any, record: InvocationRecord, new_session: bool) -> None:
         """The enqueue transaction, on a synchronous connection in the caller's thread.
 
         A repeated invocation id changes nothing. Raises what a script refused with.
         """
-        if self._redis is None:
-            self._redis = redis.Redis.from_url(self._settings.redis_url or "", decode_responses=True)
+        redis_client = self._sync_redis()
         for _ in range(2):
-            with self._redis.pipeline(transaction=True) as pipe:
+            with redis_client.pipeline(transaction=True) as pipe:
                 queue_invocation(pipe, services.sessions, services.queue, record, new_session)
                 replies = pipe.execute(raise_on_error=False)
             if not scripts_missing(replies):
                 break
             for source in enqueue_scripts(services.sessions, services.queue):
-                self._redis.script_load(source)
+                redis_client.script_load(source)
         was_queued(replies, new_session)
 
     def status(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
@@ -142,10 +164,7 @@ class Client:
         until: frozenset[InvocationStatus] = SETTLED,
     ) -> InvocationRecord:
         """Block until the invocation is paused or finished; TimeoutError after ``timeout``."""
-        store = self._services().store
-        record = self._runtime.run(
-            store.wait_for(app_name, invocation_id, set(until), timeout=timeout)
-        )
+        record = self._wait_here(app_name, invocation_id, set(until), timeout)
         if record is None:
             raise TimeoutError(
                 f"Invocation {invocation_id!r} did not reach {sorted(s.value for s in until)} "

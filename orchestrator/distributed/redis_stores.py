@@ -7,6 +7,7 @@ scripts and reads both need are shared from here.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -43,6 +44,62 @@ return 1
 
 STATUS_STREAM_MAXLEN = STREAM_MAXLEN
 """Status entries share the stream with live events: trim it to the same length."""
+
+
+READ_RECORD = object()
+"""What :meth:`StatusWait.feed` returns for a status entry without its record: read it."""
+
+
+class StatusWait:
+    """Waiting for an invocation to reach a status, without the I/O (asyncio or sync callers).
+
+    Queue :meth:`queue_start` on a transaction and hand its replies to :meth:`started`; then,
+    while nothing was found and :meth:`block_ms` is not None (the timeout), ``XREAD`` the
+    :attr:`stream` after :attr:`last_id`, blocking that long, and hand the reply to
+    :meth:`feed`. A found record is returned; :data:`READ_RECORD` asks for a plain read.
+    """
+
+    def __init__(self, app_name: str, invocation_id: str, statuses: set[InvocationStatus],
+                 timeout: float | None) -> None:
+        self.stream = keys.invocation_stream(app_name, invocation_id)
+        self.record_key = keys.invocation(app_name, invocation_id)
+        self.last_id = "0-0"
+        self._statuses = statuses
+        self._wanted = {status.value for status in statuses}
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+
+    def queue_start(self, pipe: Any) -> None:
+        """The record as it is now, and the stream's newest entry id."""
+        pipe.hget(self.record_key, "record")
+        pipe.xrevrange(self.stream, count=1)
+
+    def started(self, replies: list[Any]) -> InvocationRecord | None:
+        """The record if it is already in a wanted status; else follow from the newest entry."""
+        raw, latest = replies
+        record = InvocationRecord.model_validate_json(raw) if raw else None
+        if record is not None and record.status in self._statuses:
+            return record
+        self.last_id = latest[0][0] if latest else "0-0"
+        return None
+
+    def block_ms(self) -> int | None:
+        """How long the next read may block (at most a second); None once timed out."""
+        if self._deadline is None:
+            return 1000
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        return max(1, min(1000, int(remaining * 1000)))
+
+    def feed(self, reply: Any) -> InvocationRecord | object | None:
+        """The record of the first wanted status entry of an ``XREAD`` reply, if any."""
+        for _, entries in reply or []:
+            for entry_id, fields in entries:
+                self.last_id = entry_id
+                if fields.get("kind") == "status" and fields.get("status") in self._wanted:
+                    saved = fields.get("record")
+                    return InvocationRecord.model_validate_json(saved) if saved else READ_RECORD
+        return None
 
 
 def loaded_from(raw: str | None, cancelled: int, results: dict[str, str]) -> Loaded:
@@ -135,32 +192,14 @@ class RedisInvocationStore:
         """Block until the record reaches one of ``statuses`` (None on timeout).
 
         Reads the record once, then follows the status entries of the invocation's stream,
-        which carry the record as saved (no read per change).
+        which carry the record as saved (no read per change). See :class:`StatusWait`.
         """
-        stream = keys.invocation_stream(app_name, invocation_id)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        wait = StatusWait(app_name, invocation_id, statuses, timeout)
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hget(keys.invocation(app_name, invocation_id), "record")
-            pipe.xrevrange(stream, count=1)
-            raw, latest = await pipe.execute()
-        record = InvocationRecord.model_validate_json(raw) if raw else None
-        if record is not None and record.status in statuses:
-            return record
-        last_id = latest[0][0] if latest else "0-0"
-        wanted = {status.value for status in statuses}
-        while True:
-            block_ms = 1000
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return None
-                block_ms = max(1, min(block_ms, int(remaining * 1000)))
-            reply = await self._redis.xread({stream: last_id}, block=block_ms)
-            for _, entries in reply or []:
-                for entry_id, fields in entries:
-                    last_id = entry_id
-                    if fields.get("kind") == "status" and fields.get("status") in wanted:
-                        saved = fields.get("record")
-                        if saved:
-                            return InvocationRecord.model_validate_json(saved)
-                        return await self.get(app_name, invocation_id)
+            wait.queue_start(pipe)
+            found = wait.started(await pipe.execute())
+        while found is None and (block_ms := wait.block_ms()) is not None:
+            found = wait.feed(await self._redis.xread({wait.stream: wait.last_id}, block=block_ms))
+        if found is READ_RECORD:
+            return await self.get(app_name, invocation_id)
+        return found if isinstance(found, InvocationRecord) else None

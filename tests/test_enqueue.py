@@ -1,0 +1,63 @@
+"""Enqueueing on real Redis: the invoke task's path and the Client's, one transaction each."""
+
+from __future__ import annotations
+
+import pytest
+import redis as sync_redis
+
+from config import Settings
+from orchestrator import redis_keys
+from orchestrator.distributed.models import InvocationStatus, WorkItem
+from workers.client import Client
+from workers.runtime import Runtime
+
+
+def test_an_enqueue_creates_the_session_records_and_queues_in_one_go(redis_url):
+    runtime = Runtime(Settings(redis_url=redis_url), load_apps=False)
+    check = sync_redis.Redis.from_url(redis_url, decode_responses=True)
+    check.flushdb()
+    try:
+        check.script_flush()  # a Redis that restarted: the scripts are loaded on the way
+        request = {"app_name": "chat", "user_id": "u", "new_message": "hi", "invocation_id": "e-9"}
+        record, key = runtime.run(runtime.submit_invocation(request))
+        assert record.status.value == "queued" and key == ("chat", "u", record.session_id)
+        assert check.exists(redis_keys.session(*key)) == 1  # the new session exists
+        again, _ = runtime.run(runtime.submit_invocation({**request, "session_id": key[2]}))
+        assert again.model_dump() == record.model_dump()  # the same invocation, not a second
+        assert check.llen(redis_keys.session_queue(*key)) == 1
+        wake = redis_keys.wake_stream(runtime.settings.invocations_queue)
+        assert [fields["inv"] for _, fields in check.xrange(wake)] == ["e-9"]
+    finally:
+        check.close()
+        runtime.close()
+
+
+def test_the_client_enqueues_from_its_own_thread_the_same_way(redis_url):
+    client = Client(Settings(redis_url=redis_url))
+    check = sync_redis.Redis.from_url(redis_url, decode_responses=True)
+    check.flushdb()
+    try:
+        check.script_flush()  # a Redis that restarted: the scripts are loaded on the way
+        inv = client.enqueue("chat", "u", "hi", invocation_id="e-10")
+        record = client.status("chat", inv)
+        key = ("chat", "u", record.session_id)
+        assert inv == "e-10" and record.status is InvocationStatus.QUEUED
+        assert check.exists(redis_keys.session(*key)) == 1  # the new session exists
+        assert client.enqueue("chat", "u", "hi again", session_id=key[2], invocation_id=inv) == inv
+        assert client.status("chat", inv).new_message == record.new_message  # the first one
+        queued = [WorkItem.model_validate_json(raw)
+                  for raw in check.lrange(redis_keys.session_queue(*key), 0, -1)]
+        assert [(item.kind, item.invocation_id) for item in queued] == [("start", "e-10")]
+        wake = redis_keys.wake_stream(client._settings.invocations_queue)
+        assert [fields["inv"] for _, fields in check.xrange(wake)] == ["e-10"]
+        # No orchestrator runs here: waiting for it to settle times out; queued is its state.
+        with pytest.raises(TimeoutError):
+            client.wait("chat", inv, timeout=0.2)
+        assert client.wait("chat", inv, until=frozenset({InvocationStatus.QUEUED})) == record
+        # Bad input still becomes a failed invocation, stored, that says what was wrong.
+        bad = client.enqueue("chat", "u", {"role": "user", "parts": "nope"})  # type: ignore[arg-type]
+        failed = client.status("chat", bad)
+        assert failed.status is InvocationStatus.FAILED and "new_message" in failed.error
+    finally:
+        check.close()
+        client.close()
