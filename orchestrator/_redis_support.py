@@ -32,8 +32,12 @@ end
 """``wrong_type(types)``: an error reply if ``KEYS[i]`` exists with another type than
 ``types[i]``, else nil."""
 
-LUA_SAVE_RECORD = """
-local function save_record(record_key, stream_key, record, status, ttl, maxlen, only_if_new)
+STATUSES_MAXLEN = 32
+"""Entries kept (at least) in an invocation's status-only stream: a waiter reads only new ones."""
+
+LUA_SAVE_RECORD = f"""
+local function save_record(record_key, stream_key, statuses_key, record, status, ttl, maxlen,
+                           only_if_new)
   if only_if_new then
     if redis.call('HSETNX', record_key, 'record', record) == 0 then return false end
   else
@@ -43,11 +47,15 @@ local function save_record(record_key, stream_key, record, status, ttl, maxlen, 
   redis.call('XADD', stream_key, 'MAXLEN', '~', maxlen, '*',
     'kind', 'status', 'status', status, 'record', record)
   redis.call('EXPIRE', stream_key, ttl)
+  redis.call('XADD', statuses_key, 'MAXLEN', '~', {STATUSES_MAXLEN}, '*',
+    'kind', 'status', 'status', status, 'record', record)
+  redis.call('EXPIRE', statuses_key, ttl)
   return true
 end
 """
 """``save_record(...)``: store an invocation record (``only_if_new``: unless one exists, then
-false and nothing written) and add its status entry to the invocation's live stream."""
+false and nothing written) and add its status entry to the invocation's live stream and to
+its status-only stream (``redis_keys.invocation_record_keys`` names the three keys)."""
 
 
 def dumps(value: Any) -> str:

@@ -162,6 +162,17 @@ def invocation_stream(app: str, invocation_id: str) -> str:
     return f"{invocation(app, invocation_id)}:stream"
 
 
+def invocation_statuses(app: str, invocation_id: str) -> str:
+    """Stream of an invocation's status changes only (what a waiting client reads)."""
+    return f"{invocation(app, invocation_id)}:statuses"
+
+
+def invocation_record_keys(app: str, invocation_id: str) -> list[str]:
+    """The keys saving an invocation's record writes: the record hash, then its two streams."""
+    return [invocation(app, invocation_id), invocation_stream(app, invocation_id),
+            invocation_statuses(app, invocation_id)]
+
+
 def wake_stream(invocations_queue: str) -> str:
     """Stream of wake-ups (sessions with new work) read by the orchestrators of a queue."""
     return f"{PREFIX}wake:{_tag(invocations_queue)}"

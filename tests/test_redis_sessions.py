@@ -338,13 +338,13 @@ async def test_fencing_token_is_checked_at_append(service, redis_client):
 async def test_a_status_handed_to_the_mirror_lands_with_the_next_append_only(service, redis_client):
     session = await service.create_session(app_name=APP, user_id=USER, session_id="s")
     lease, stream = redis_keys.session_lease(APP, USER, "s"), "adk:test:stream"
-    record_key = "adk:test:record"
+    record_key, statuses = "adk:test:record", "adk:test:statuses"
     await redis_client.set(lease, "8")
     with scopes.mirrored(stream, 100, 60) as mirror:
-        mirror.with_next_append(record_key, '{"status": "running"}', "running")
+        mirror.with_next_append(record_key, statuses, '{"status": "running"}', "running")
         with scopes.fenced(lease, "7"), pytest.raises(StaleSessionError):
             await service.append_event(session, delta_event({"k": 1}))
-        assert await redis_client.exists(record_key, stream) == 0  # refused: nothing written
+        assert await redis_client.exists(record_key, stream, statuses) == 0  # refused: nothing
         with scopes.fenced(lease, "8"):
             await service.append_event(session, delta_event({"k": 2}))
             await service.append_event(session, delta_event({"k": 3}))
@@ -352,7 +352,10 @@ async def test_a_status_handed_to_the_mirror_lands_with_the_next_append_only(ser
     entries = [fields for _, fields in await redis_client.xrange(stream)]
     assert [(f["kind"], f.get("status")) for f in entries] == [
         ("status", "running"), ("event", None), ("event", None)]  # written once, and first
+    # The status-only stream (what waiting clients read) has the status and nothing else.
+    assert [f["status"] for _, f in await redis_client.xrange(statuses)] == ["running"]
     assert 0 < await redis_client.ttl(record_key) <= 60
+    assert 0 < await redis_client.ttl(statuses) <= 60
 
 
 async def test_fence_is_per_context(service, redis_client):

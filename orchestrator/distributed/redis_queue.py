@@ -40,8 +40,8 @@ end
 return 1
 """
 
-# CREATE_SCRIPT, then (if created) _PUSH: KEYS 3-4 and ARGV 5-9 as _PUSH's.
-_CREATE_AND_PUSH = CREATE_SCRIPT + "local push_keys, push_args = 3, 5\n" + _PUSH
+# CREATE_SCRIPT, then (if created) _PUSH: KEYS 4-5 and ARGV 5-9 as _PUSH's.
+_CREATE_AND_PUSH = CREATE_SCRIPT + "local push_keys, push_args = 4, 5\n" + _PUSH
 
 # _PUSH alone: KEYS 1-2 and ARGV 1-5 as _PUSH's.
 _PUSH_ONLY = "local push_keys, push_args = 1, 1\n" + _PUSH
@@ -95,13 +95,14 @@ end
 return 0
 """
 
-# KEYS: processing, queue, lease, record hash, record stream. ARGV: finished item JSON or '',
+# KEYS: processing, queue, lease, then the record's (redis_keys.invocation_record_keys).
+# ARGV: finished item JSON or '',
 # token, record JSON or '' (nothing to save), status, ttl seconds, stream maxlen. Saves the
 # record (as RedisInvocationStore.save does), then returns the next item, or releases the
 # lease (if still ours) when the queue is empty and returns false.
 _CLAIM_OR_RELEASE = LUA_SAVE_RECORD + """
 if ARGV[3] ~= '' then
-  save_record(KEYS[4], KEYS[5], ARGV[3], ARGV[4], ARGV[5], ARGV[6], false)
+  save_record(KEYS[4], KEYS[5], KEYS[6], ARGV[3], ARGV[4], ARGV[5], ARGV[6], false)
 end
 if ARGV[1] ~= '' then redis.call('LREM', KEYS[1], 1, ARGV[1]) end
 local item = redis.call('LMOVE', KEYS[2], KEYS[1], 'LEFT', 'RIGHT')
@@ -167,9 +168,8 @@ class RedisSessionQueue:
         key = (record.app_name, record.user_id, record.session_id)
         push_keys, push_args = self._push_operands(key, item)
         pipe.evalsha(
-            self._create_and_push.sha, 4,
-            keys.invocation(record.app_name, record.invocation_id),
-            keys.invocation_stream(record.app_name, record.invocation_id), *push_keys,
+            self._create_and_push.sha, 5,
+            *keys.invocation_record_keys(record.app_name, record.invocation_id), *push_keys,
             record.model_dump_json(), record.status.value, self._record_ttl,
             STATUS_STREAM_MAXLEN, *push_args,
         )
@@ -241,11 +241,10 @@ class RedisSessionQueue:
     ) -> WorkItem | None:
         """Save ``save``, then the next item, or (atomically) release the lease: one script."""
         processing = keys.session_processing(*key)
-        record_keys = [processing, processing]
+        record_keys = [processing, processing, processing]
         record_args: list[Any] = ["", "", 0, 0]
         if save is not None:
-            record_keys = [keys.invocation(save.app_name, save.invocation_id),
-                           keys.invocation_stream(save.app_name, save.invocation_id)]
+            record_keys = keys.invocation_record_keys(save.app_name, save.invocation_id)
             record_args = [save.model_dump_json(), save.status.value, self._record_ttl,
                            STATUS_STREAM_MAXLEN]
         raw = await self._claim_or_release(

@@ -30,15 +30,18 @@ redis.call('EXPIRE', KEYS[1], ARGV[3])
 """
 
 
-# KEYS: record hash, stream. ARGV: record JSON, status, ttl seconds, stream maxlen.
-# Stores a new record and publishes its status; 0 (and nothing written) if one exists.
+# KEYS: record hash, stream, status stream (redis_keys.invocation_record_keys). ARGV: record
+# JSON, status, ttl seconds, stream maxlen. Stores a new record and publishes its status; 0
+# (and nothing written) if one exists.
 CREATE_SCRIPT = LUA_SAVE_RECORD + """
-if not save_record(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], true) then return 0 end
+if not save_record(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], true) then
+  return 0
+end
 """
 
 # The same, overwriting an existing record.
 _SAVE = LUA_SAVE_RECORD + """
-save_record(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], false)
+save_record(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], false)
 return 1
 """
 
@@ -61,7 +64,7 @@ class StatusWait:
 
     def __init__(self, app_name: str, invocation_id: str, statuses: set[InvocationStatus],
                  timeout: float | None) -> None:
-        self.stream = keys.invocation_stream(app_name, invocation_id)
+        self.stream = keys.invocation_statuses(app_name, invocation_id)
         self.record_key = keys.invocation(app_name, invocation_id)
         self.last_id = "0-0"
         self._statuses = statuses
@@ -122,9 +125,8 @@ class RedisInvocationStore:
 
     async def create(self, record: InvocationRecord) -> bool:
         """Store a new record unless one exists."""
-        key = keys.invocation(record.app_name, record.invocation_id)
         created = await self._create(
-            keys=[key, keys.invocation_stream(record.app_name, record.invocation_id)],
+            keys=keys.invocation_record_keys(record.app_name, record.invocation_id),
             args=[record.model_dump_json(), record.status.value, self._ttl, STATUS_STREAM_MAXLEN],
         )
         return bool(created)
@@ -155,8 +157,7 @@ class RedisInvocationStore:
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite the record and publish its status on the invocation's stream."""
         await self._save(
-            keys=[keys.invocation(record.app_name, record.invocation_id),
-                  keys.invocation_stream(record.app_name, record.invocation_id)],
+            keys=keys.invocation_record_keys(record.app_name, record.invocation_id),
             args=[record.model_dump_json(), record.status.value, self._ttl, STATUS_STREAM_MAXLEN],
         )
 

@@ -216,6 +216,7 @@ class RedisEventStream:
             def save_with_next_append(changed: InvocationRecord) -> None:
                 mirror.with_next_append(
                     keys.invocation(changed.app_name, changed.invocation_id),
+                    keys.invocation_statuses(changed.app_name, changed.invocation_id),
                     changed.model_dump_json(), changed.status.value,
                 )
 

@@ -36,12 +36,14 @@ class Mirror:
     stream_key: str
     maxlen: int
     ttl_seconds: int
-    status: tuple[str, str, str] | None = None
-    """``(record key, record JSON, status)`` the next append writes first, or None."""
+    status: tuple[str, str, str, str] | None = None
+    """``(record key, status stream, record JSON, status)`` the next append writes first."""
 
-    def with_next_append(self, record_key: str, record_json: str, status: str) -> None:
-        """Have the next append also store this record and add its status to the stream."""
-        self.status = (record_key, record_json, status)
+    def with_next_append(
+        self, record_key: str, statuses_key: str, record_json: str, status: str
+    ) -> None:
+        """Have the next append also store this record and add its status to the streams."""
+        self.status = (record_key, statuses_key, record_json, status)
 
 
 current_mirror: ContextVar[Mirror | None] = ContextVar("adk_celery_current_mirror", default=None)

@@ -66,7 +66,8 @@ return {{redis.call('HGETALL', KEYS[7]), redis.call('HGETALL', KEYS[8])}}
 APPEND_LUA = _LUA_HELPERS + LUA_SAVE_RECORD + f"""
 -- KEYS: 1 meta, 2 state, 3 events, 4 event ids, 5 user index, 6 app index, 7 app state,
 --       8 user state, 9 lease (fencing) or KEYS[1], 10 live stream (mirroring) or KEYS[1],
---       11 invocation record hash (a status to write first) or KEYS[1]
+--       11 invocation record hash (a status to write first) or KEYS[1], 12 its status stream
+--       or KEYS[1]
 -- ARGV: 1 event id, 2 event JSON, 3 timestamp, 4 session id, 5 app-index member,
 --       6 fencing token or '', 7 stream maxlen or '', 8 stream ttl,
 --       9 #session pairs, 10 #app pairs, 11 #user pairs, 12 record JSON or '', 13 status,
@@ -86,7 +87,7 @@ if ARGV[6] ~= '' then
   end
 end
 if ARGV[12] ~= '' then
-  save_record(KEYS[11], KEYS[10], ARGV[12], ARGV[13], ARGV[8], ARGV[7], false)
+  save_record(KEYS[11], KEYS[10], KEYS[12], ARGV[12], ARGV[13], ARGV[8], ARGV[7], false)
 end
 if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then
   return 0

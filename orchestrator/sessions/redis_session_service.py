@@ -279,8 +279,8 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             stream_key, maxlen, stream_ttl = mirror.stream_key, mirror.maxlen, mirror.ttl_seconds
             # Taken now: a concurrent append (a parallel branch) must not write it twice.
             status, mirror.status = mirror.status, None
-        record_key, record_json, status_value = status or (meta_key, "", "")
-        script_keys += [lease_key, stream_key, record_key]
+        record_key, statuses_key, record_json, status_value = status or (meta_key, meta_key, "", "")
+        script_keys += [lease_key, stream_key, record_key, statuses_key]
         args: list[Any] = [
             event.id, event_json, score(event.timestamp, what="the event timestamp"),
             session.id, app_member(session.user_id, session.id), token, maxlen, stream_ttl,
