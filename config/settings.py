@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -48,6 +49,9 @@ class Settings(BaseSettings):
     """Sessions one orchestrator process drains at once (Runner loops on its event loop)."""
     visibility_timeout_seconds: int = 3600
     """Redis broker visibility timeout: keep it above your longest tool call."""
+    broker_transport_options: dict[str, Any] = Field(default_factory=dict)
+    """More kombu Redis transport options, JSON (e.g. ``{"unacked_restore_interval": 1}``);
+    they override the ones set from other settings."""
     record_ttl_seconds: int = 7 * 24 * 3600
     """How long invocation records and results are kept in Redis."""
     max_payload_bytes: int = 1_048_576

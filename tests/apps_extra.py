@@ -2,6 +2,8 @@
 
 ``gated``: one remote long-running tool that reports progress and then blocks until the test
 releases it (or a bounded timeout passes), so a test can watch the call while it is running.
+``fragile``: the same wait, after recording which worker process started it, so a test can
+kill that worker mid-call and see the job run again elsewhere.
 The gate is a Redis list: the test pushes to :func:`gate_key` of the invocation, the tool
 pops it with BLPOP. The model is a stateless function of the request, like tests/apps.py.
 """
@@ -29,7 +31,9 @@ def gate_key(invocation_id: str) -> str:
 
 def wait_at_gate(key: str, timeout: float) -> dict[str, Any]:
     """Block on the Redis list ``key`` (BLPOP, at most ``timeout`` s): released, and by what."""
-    client = redis.Redis.from_url(get_settings().redis_url or "", decode_responses=True)
+    # redis-py's 5 s default socket timeout would cut a longer BLPOP short.
+    client = redis.Redis.from_url(get_settings().redis_url or "", decode_responses=True,
+                                  socket_timeout=timeout + 5)
     try:
         popped = client.blpop([key], timeout=timeout)
     finally:
@@ -57,4 +61,34 @@ gated_app = App(name="gated", root_agent=LlmAgent(
     name="agent", model=FunctionLlm(record_requests=False, fn=_gated_model),
     tools=[LongRunningFunctionTool(gated_step)]))
 
-APP_SPECS = "tests.apps_extra:gated_app"
+def runs_key(invocation_id: str) -> str:
+    """The Redis list where each start of the fragile tool records ``pid call_id``."""
+    return f"adk-test:runs:{invocation_id}"
+
+
+def fragile_step(label: str, tool_context: ToolContext) -> dict[str, Any]:
+    """Record this start (worker pid, call id), then wait until the test releases the gate."""
+    import os
+
+    client = redis.Redis.from_url(get_settings().redis_url or "", decode_responses=True)
+    try:
+        client.rpush(runs_key(tool_context.invocation_id), f"{os.getpid()} {tool_context.function_call_id}")
+    finally:
+        client.close()
+    return {"label": label, "pid": os.getpid(),
+            **wait_at_gate(gate_key(tool_context.invocation_id), GATE_TIMEOUT_SECONDS)}
+
+
+def _fragile_model(request: LlmRequest) -> Any:
+    answers = function_responses(request)
+    if not answers:
+        return types.Part(function_call=types.FunctionCall(name="fragile_step", args={"label": "x"}))
+    response = answers[-1].response or {}
+    return f"done on {response.get('pid')} released={response.get('released')}"
+
+
+fragile_app = App(name="fragile", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_fragile_model),
+    tools=[LongRunningFunctionTool(fragile_step)]))
+
+APP_SPECS = "tests.apps_extra:gated_app,tests.apps_extra:fragile_app"

@@ -49,7 +49,8 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
     app = Celery("adk_celery", broker=url, backend=url if settings.redis_url else None)
     if url.startswith("redis://"):  # TLS, sockets and Sentinel keep kombu's own transport
         app.conf.broker_transport = "workers.broker:Transport"
-    transport_options = {"visibility_timeout": settings.visibility_timeout_seconds}
+    transport_options = {"visibility_timeout": settings.visibility_timeout_seconds,
+                         **settings.broker_transport_options}
     routes = {name: {"queue": settings.invocations_queue} for name in ORCHESTRATOR_TASKS}
     routes[TASK_RUN_TOOL] = {"queue": settings.tools_queue}
     routes[TASK_RUN_AGENT] = {"queue": settings.agents_queue or settings.tools_queue}
