@@ -92,6 +92,10 @@ class CommandProducer(Producer):
         super().__init__(self._connection.default_channel, auto_declare=False)
         self._declared: set[tuple[str, str]] = set()
 
+    def has_declared(self, queue: str) -> bool:
+        """True once a publish to ``queue`` declared it (later publishes to it never block)."""
+        return ("Queue", queue) in self._declared
+
     def commands(self, send: Callable[[Producer], object]) -> list[RedisCommand]:
         """Run ``send(self)``; return the Redis commands of what it published, in order."""
         sink: list[RedisCommand] = []

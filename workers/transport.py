@@ -36,8 +36,6 @@ class CeleryTransport:
         self._redis = redis if redis is not None and collects_publishes(celery_app) else None
         self._producer: CommandProducer | None = None
         self._producer_lock = threading.Lock()
-        self._declared: set[str] = set()
-        """Queues published to once already: the producer declared them then."""
 
     def route(self, tool: BaseTool) -> str | None:
         """Long-running tools and tools listed in ``tool_queues`` run on workers."""
@@ -83,11 +81,11 @@ class CeleryTransport:
         def send(producer: Any) -> object:
             return self._app.send_task(task, producer=producer, **options)
 
-        if queue in self._declared:
-            commands = self._commands(send)
+        producer = self._producer
+        if producer is not None and producer.has_declared(queue):
+            commands = producer.commands(send)
         else:  # connecting and declaring the queue are blocking calls: once, in a thread
             commands = await asyncio.to_thread(self._commands, send)
-            self._declared.add(queue)
         async with self._redis.pipeline(transaction=False) as pipe:
             for name, args in commands:
                 getattr(pipe, name)(*args)
