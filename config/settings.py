@@ -65,6 +65,8 @@ class Settings(BaseSettings):
     """``user:password`` for Flower's basic auth (``adk-celery flower``)."""
     flower_port: int = 5555
     """Port of ``adk-celery flower``."""
+    failpoints: str = ""
+    """Fault tests only: ``name=action,...`` (see :mod:`orchestrator.failpoints`)."""
 
     def app_specs(self) -> list[str]:
         """Return the ``module:attribute`` strings of ``apps``."""

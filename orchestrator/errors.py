@@ -29,3 +29,29 @@ class InvocationNotFoundError(AdkCeleryError, ValueError):
 
 class StaleSessionError(AdkCeleryError, ValueError):
     """The session's lease was lost (expired or taken over): appending to it is refused."""
+
+
+_INFRASTRUCTURE_ERRORS: list[type[BaseException]] = [StaleSessionError]
+
+
+def register_infrastructure_errors(*types: type[BaseException]) -> None:
+    """Declare exception types raised by our own infrastructure (a Redis client, a broker).
+
+    Such an error is never an outcome of the invocation: it is not shown to the model, not
+    committed as an error event, and the work is retried instead of failed.
+    """
+    for kind in types:
+        if kind not in _INFRASTRUCTURE_ERRORS:
+            _INFRASTRUCTURE_ERRORS.append(kind)
+
+
+def is_infrastructure_error(error: BaseException) -> bool:
+    """True if ``error`` (or what it was raised from) is an infrastructure error."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, tuple(_INFRASTRUCTURE_ERRORS)):
+            return True
+        seen.add(id(current))
+        current = current.__cause__
+    return False

@@ -31,6 +31,7 @@ Layout (``A``, ``U``, ``S``, ``I``, ``F`` = escaped app, user, session, invocati
     adk:invocation:{A:I}:results        hash   function-call id -> result (first writer wins)
     adk:invocation:{A:I}:cancel         string cancellation flag
     adk:invocation:{A:I}:stream         stream live events of the invocation
+    adk:invocation:{A:I}:jobs           hash   function-call id -> its job's dispatch entry
     adk:wake:{Q}                        stream wake-ups for orchestrators of invocations queue Q
 """
 
@@ -165,6 +166,11 @@ def invocation_stream(app: str, invocation_id: str) -> str:
 def invocation_statuses(app: str, invocation_id: str) -> str:
     """Stream of an invocation's status changes only (what a waiting client reads)."""
     return f"{invocation(app, invocation_id)}:statuses"
+
+
+def invocation_jobs(app: str, invocation_id: str) -> str:
+    """Hash of the jobs sent for an invocation's remote calls: call id -> dispatch entry."""
+    return f"{invocation(app, invocation_id)}:jobs"
 
 
 def invocation_record_keys(app: str, invocation_id: str) -> list[str]:

@@ -12,9 +12,10 @@ from typing import Any
 
 from google.genai import types
 
-from orchestrator import platform
+from orchestrator import failpoints, platform
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.invocation_context import InvocationContext
+from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.agents.run_config import RunConfig
 from orchestrator.apps.app import App
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
@@ -188,7 +189,45 @@ class Runner:
             await self.session_service.append_event(session, answer)
             if yield_answers:  # after the commit, like every event the Runner yields
                 yield answer
+        failpoints.hit("runner.answers_committed")
         async for event in self._run_agent(ctx, session, True, call_event):
+            yield event
+
+    async def recover_async(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        invocation_id: str,
+        run_config: RunConfig | None = None,
+        session: Session | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        """Continue an invocation from its committed log after its runner stopped mid-run.
+
+        Resumable apps continue from their agents' checkpoints. Other apps can be continued
+        when the agent that was running is an LlmAgent reached by transfers only: its step
+        is rebuilt from the log (open calls pause it again, calls left unanswered run
+        again, a final answer already committed ends it). A workflow agent without
+        checkpoints cannot be continued: that raises, naming the setting that would.
+        """
+        run_config = run_config or RunConfig()
+        if session is None:
+            session = await self._load_session(user_id, session_id, run_config)
+        if not has_invocation(session, invocation_id):
+            raise InvocationNotFoundError(
+                f"Invocation {invocation_id!r} not found in session {session_id!r}."
+            )
+        ctx = self._new_context(session, invocation_id, None, run_config, None)
+        ctx.user_content = original_user_content(session, invocation_id)
+        ctx.start_recovery()
+        if not self._is_resumable and not isinstance(find_agent_to_run(session, self.agent), LlmAgent):
+            raise RuntimeError(
+                f"Invocation {invocation_id!r} stopped mid-run inside a workflow agent and app "
+                f"{self.app_name!r} is not resumable: make it resumable "
+                "(App(resumability_config=ResumabilityConfig(is_resumable=True))) to continue "
+                "such invocations."
+            )
+        async for event in self._run_agent(ctx, session, True, None):
             yield event
 
     def _new_context(

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from celery import Celery
 
 from config import Settings, get_settings
+from orchestrator import failpoints
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import connect
 from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
@@ -80,6 +81,7 @@ class Runtime:
                 "ADK_CELERY_REDIS_URL is not set: orchestrators, workers and clients need Redis "
                 "(the embedded mode runs in one process: see examples/demo.py)."
             )
+        failpoints.arm(self.settings.failpoints)  # fault tests only; empty otherwise
         self._load_apps = load_apps
         self._loop = LoopThread()
         self._services: Services | None = None

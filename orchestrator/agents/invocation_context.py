@@ -30,6 +30,9 @@ class _Counters:
 
     llm_calls: int = 0
     paused_agents: set[str] = field(default_factory=set)
+    recovering: bool = False
+    """Set when a run continues an invocation whose orchestrator stopped mid-run; the first
+    model step reads it (once) to find out where the log stands."""
 
 
 @dataclass
@@ -120,6 +123,15 @@ class InvocationContext:
     def is_paused(self, agent_name: str) -> bool:
         """True if ``agent_name`` paused in this run."""
         return agent_name in self._counters.paused_agents
+
+    def start_recovery(self) -> None:
+        """Mark this run as continuing, from its log, an invocation interrupted mid-run."""
+        self._counters.recovering = True
+
+    def take_recovery(self) -> bool:
+        """True (once) if this run recovers an interrupted invocation."""
+        recovering, self._counters.recovering = self._counters.recovering, False
+        return recovering
 
     def populate_invocation_agent_states(self) -> None:
         """Rebuild agent checkpoints and end flags from this invocation's events."""

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.context import ReadonlyContext
+from orchestrator.errors import is_infrastructure_error
 from orchestrator.events.event import Event, call_author
 from orchestrator.models.base_llm import BaseLlm
 from orchestrator.models.registry import LLMRegistry
@@ -143,7 +144,9 @@ class LlmAgent(BaseAgent):
                 yield event
         except Exception as error:
             # Commit an error event (as ADK 2.x does) before the exception leaves the run.
-            if not getattr(error, _REPORTED, False):
+            # An infrastructure error (Redis, a lost lease) is not the agent's: the work is
+            # retried, so nothing of it may reach the log.
+            if not getattr(error, _REPORTED, False) and not is_infrastructure_error(error):
                 setattr(error, _REPORTED, True)
                 yield Event(
                     invocation_id=ctx.invocation_id,

@@ -10,11 +10,11 @@ been answered is continued here; once every call is answered, the agent ends as 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
-from orchestrator import platform
+from orchestrator import failpoints, platform
 from orchestrator.agents.parallel_agent import branch_for
 from orchestrator.distributed.models import AgentJob
 from orchestrator.events.event import Event
@@ -24,6 +24,7 @@ from orchestrator.flows.remote_calls import json_snapshot
 if TYPE_CHECKING:
     from orchestrator.agents.base_agent import BaseAgent
     from orchestrator.agents.invocation_context import InvocationContext
+    from orchestrator.sessions.session import Session
 
 
 class RemoteBranchError(RuntimeError):
@@ -77,28 +78,54 @@ async def _dispatch(
     )
     # The dispatch event is committed now: only then do the jobs go out.
     assert ctx.transport is not None
-    history = [e.to_wire() for e in ctx.session.events]
-    state = json_snapshot(ctx.session.state)
-    user_content = (
-        ctx.user_content.model_dump(mode="json", exclude_none=True) if ctx.user_content else None
-    )
+    failpoints.hit("dispatch.before_publish")
     for sub, call in zip(subs, calls, strict=True):
-        branch = str((call.args or {})["branch"])
-        await ctx.transport.submit_agent(AgentJob(
-            app_name=ctx.app_name,
-            user_id=ctx.user_id,
-            session_id=ctx.session.id,
-            invocation_id=ctx.invocation_id,
-            function_call_id=call.id or "",
-            parallel_agent=agent.name,
-            agent_name=sub.name,
-            branch=branch,
-            state=state,
-            events=[e for e in history if belongs_to_branch(e.get("branch"), branch)],
-            user_content=user_content,
-            queue=ctx.transport.route_agent(sub) or queue,
+        await ctx.transport.submit_agent(branch_job(
+            ctx.session, ctx.invocation_id, agent, sub, call, ctx.user_content,
+            ctx.transport.route_agent(sub) or queue,
         ))
+        failpoints.hit("dispatch.after_one_branch")
     ctx.mark_paused(agent.name)
+
+
+def branch_job(
+    session: Session,
+    invocation_id: str,
+    parallel: BaseAgent,
+    sub: BaseAgent,
+    call: types.FunctionCall,
+    user_content: types.Content | None,
+    queue: str,
+) -> AgentJob:
+    """The job that runs branch ``sub`` of ``parallel`` on a worker, answering ``call``.
+
+    The branch sees the history up to its dispatch event (the session's last event when
+    dispatched; an older one when a recovering orchestrator dispatches it again) that
+    belongs to its branch, never a sibling's.
+    """
+    branch = str((call.args or {})["branch"])
+    history: list[dict[str, Any]] = []
+    for event in session.events:
+        if belongs_to_branch(event.branch, branch):
+            history.append(event.to_wire())
+        if any(c.id == call.id for c in event.get_function_calls()):
+            break
+    return AgentJob(
+        app_name=session.app_name,
+        user_id=session.user_id,
+        session_id=session.id,
+        invocation_id=invocation_id,
+        function_call_id=call.id or "",
+        parallel_agent=parallel.name,
+        agent_name=sub.name,
+        branch=branch,
+        state=json_snapshot(session.state),
+        events=history,
+        user_content=(
+            user_content.model_dump(mode="json", exclude_none=True) if user_content else None
+        ),
+        queue=queue,
+    )
 
 
 async def _collect(

@@ -58,27 +58,40 @@ class LocalTransport:
         self._tool_queues = tool_queues
         self._agents_queue = agents_queue
         self._tasks: set[asyncio.Task[None]] = set()
+        self._submitted: set[tuple[str, str]] = set()
+        """(invocation, call) of every job started: each call's job starts once."""
 
     def route(self, tool: BaseTool) -> str | None:
         """Long-running and explicitly routed tools go "remote" (to an asyncio task)."""
         return default_route(tool, default_queue=self._default_queue, tool_queues=self._tool_queues)
 
     async def submit(self, job: ToolJob) -> None:
-        """Start the job in the background."""
-        self._spawn(self._runtime._run_job(job))
+        """Start the job in the background (once per call)."""
+        if self._first_submit(job):
+            self._spawn(self._runtime._run_job(job), job)
 
     def route_agent(self, agent: BaseAgent) -> str | None:
         """ParallelAgent branches run as background tasks (when an agents queue is set)."""
         return self._agents_queue
 
     async def submit_agent(self, job: AgentJob) -> None:
-        """Start the branch in the background."""
-        self._spawn(self._runtime._run_agent_job(job))
+        """Start the branch in the background (once per call)."""
+        if self._first_submit(job):
+            self._spawn(self._runtime._run_agent_job(job), job)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _first_submit(self, job: ToolJob | AgentJob) -> bool:
+        key = (job.invocation_id, job.function_call_id)
+        if key in self._submitted:
+            return False
+        self._submitted.add(key)
+        return True
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], job: ToolJob | AgentJob) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        key = (job.invocation_id, job.function_call_id)
+        task.add_done_callback(lambda _: self._submitted.discard(key))
 
 
 class _PublishingStore(InMemoryInvocationStore):

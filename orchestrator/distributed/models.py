@@ -34,6 +34,8 @@ class ToolJob(_Wire):
     tool_confirmation: dict[str, Any] | None = None
     """The confirmation answer, when a confirmed call is run."""
     queue: str = ""
+    attempt: int = 1
+    """1 for the first dispatch of the call; more when a lost job was dispatched again."""
 
 
 class AgentJob(_Wire):
@@ -56,6 +58,8 @@ class AgentJob(_Wire):
     """The session events visible to the branch at dispatch (Event wire JSON)."""
     user_content: dict[str, Any] | None = None
     queue: str = ""
+    attempt: int = 1
+    """1 for the first dispatch of the branch; more when a lost job was dispatched again."""
 
 
 class ToolResult(_Wire):

@@ -8,6 +8,7 @@ which are committed before the answer to its call.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from orchestrator.agents.context import ToolContext
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.agents.run_config import RunConfig, StreamingMode
+from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import InvocationRecord, ToolResult
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
@@ -36,47 +38,46 @@ class RemoteToolError(RuntimeError):
 
 @dataclass
 class Plan:
-    """One work item's effect: the run to drive (if any) and its bookkeeping."""
+    """One work item's effect: the run to drive (if any) and the invocation's calls."""
 
+    ledger: CallLedger
+    """The invocation's calls as the log has them, prelude included; the run's events are
+    added as they are committed."""
     events: AsyncGenerator[Event, None] | None = None
-    answered: set[str] = field(default_factory=set)
-    """Pending calls answered by this item."""
-    opened: set[str] = field(default_factory=set)
-    """Calls that became pending through events committed by this item."""
     prelude: list[Event] = field(default_factory=list)
     """Events committed by this item before the run (published first)."""
+
+    @property
+    def is_empty(self) -> bool:
+        """True if the item changes nothing."""
+        return self.events is None and not self.prelude
 
 
 async def plan_resume(
     service: InvocationService, runner: Runner, record: InvocationRecord,
-    results: dict[str, ToolResult],
+    results: dict[str, ToolResult], session: Session, ledger: CallLedger | None = None,
 ) -> Plan:
     """What a resume runs: the answer events of every step whose calls are all answered.
 
-    A parallel branch's own events are committed first, as they arrive; the run continues
-    in the calling agent once its last branch is in. Nothing to answer: an empty plan.
+    Only calls the log still has open are answered, so a result is committed once however
+    often its resume is replayed (the orchestrator that committed it may have died before
+    saving the record). A parallel branch's own events are committed first, as they arrive;
+    the run continues in the calling agent once its last branch is in. Nothing to answer:
+    an empty plan. ``ledger``: the invocation's calls, if the caller read them already.
     """
-    pending = set(record.pending_calls)
-    if not any(cid in pending for cid in results):
-        return Plan()
-    session = await service.session_service.get_session(
-        app_name=record.app_name, user_id=record.user_id, session_id=record.session_id
-    )
-    if session is None:
-        raise LookupError(f"Session {record.session_id!r} disappeared.")
-    plan = Plan()
+    ledger = ledger or CallLedger.of(session.events, record.invocation_id)
+    plan = Plan(ledger)
+    waiting = ledger.open
+    if not any(cid in waiting for cid in results):
+        return plan
     in_log = {e.id for e in session.events}
-    answered_in_log = {
-        r.id for e in session.events for r in e.get_function_responses() if r.id
-    }
     answers: list[Event] = []
     direct: list[Event] = []
-    for call_event in _events_with_calls(session, record.invocation_id, pending):
-        ids = [c.id for c in call_event.get_function_calls() if c.id in pending]
+    for call_event in _events_with_calls(session, record.invocation_id, waiting):
+        ids = [c.id for c in call_event.get_function_calls() if c.id in waiting]
         if any(c.name == RUN_BRANCH for c in call_event.get_function_calls()):
-            batch = _branch_results(call_event, ids, results, in_log, plan)
-            every = [c.id for c in call_event.get_function_calls() if c.id]
-            if all(i in plan.answered or i in answered_in_log for i in every):
+            batch, branches_in = _branch_results(call_event, ids, results, in_log)
+            if not ledger.unanswered_in(call_event) - branches_in:
                 answers += batch  # the last branch is in: the agent goes on
             else:
                 direct += batch  # commit what arrived; others are still out
@@ -84,9 +85,9 @@ async def plan_resume(
         ready = {i: results[i] for i in ids if i in results and results[i].response is not None}
         if ids and len(ready) == len(ids):
             answers += await _answer_events(service, runner, session, call_event, ready)
-            plan.answered.update(i for i in ids if i)
     for event in direct:
         await service.session_service.append_event(session, event)
+        ledger.record(event)
     plan.prelude = direct
     if answers:
         plan.events = runner.continue_async(
@@ -96,15 +97,19 @@ async def plan_resume(
         )
     return plan
 
+
 def _branch_results(
     call_event: Event,
     ids: list[str | None],
     results: dict[str, ToolResult],
     in_log: set[str],
-    plan: Plan,
-) -> list[Event]:
-    """A parallel branch's events (not yet committed), then the answer to its call."""
+) -> tuple[list[Event], set[str]]:
+    """A parallel branch's events (not yet committed), then the answer to its call.
+
+    Also returns the ids of the branches answered by these events.
+    """
     batch: list[Event] = []
+    answered: set[str] = set()
     for cid in ids:
         result = results.get(cid or "")
         if result is None:
@@ -112,12 +117,11 @@ def _branch_results(
         fresh = [Event.from_wire(w) for w in result.events if w.get("id") not in in_log]
         in_log.update(e.id for e in fresh)
         batch += fresh
-        for event in fresh:
-            plan.opened |= event.long_running_tool_ids or set()
         if result.response is None:
             continue  # the branch paused on its worker: its own calls wait for answers
-        plan.answered.add(result.function_call_id)
+        answered.add(result.function_call_id)
         batch.append(Event(
+            id=answer_event_id(call_event.invocation_id, [result.function_call_id]),
             invocation_id=call_event.invocation_id,
             author=call_event.author,
             branch=call_event.branch,
@@ -126,7 +130,17 @@ def _branch_results(
                     id=result.function_call_id, name=RUN_BRANCH, response=result.response,
                 ))]),
         ))
-    return batch
+    return batch, answered
+
+
+def answer_event_id(invocation_id: str, call_ids: list[str]) -> str:
+    """The id of the event answering ``call_ids``: the same whoever builds it, however often.
+
+    Appends ignore an event id already in the log, so an answer rebuilt by an orchestrator
+    that took over from one that died is never committed twice.
+    """
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"adk-celery:{invocation_id}:" + ",".join(sorted(call_ids))))
+
 
 async def _answer_events(
     service: InvocationService, runner: Runner, session: Session, call_event: Event,
@@ -151,7 +165,9 @@ async def _answer_events(
         actions.artifact_delta.update(result.artifact_delta)
     events = []
     for source, (parts, actions) in by_source.items():
+        ids = [p.function_response.id or "" for p in parts if p.function_response]
         events.append(Event(
+            id=answer_event_id(call_event.invocation_id, ids),
             invocation_id=call_event.invocation_id,
             branch=call_event.branch,
             author=call_event.author if source == "worker" else "user",

@@ -20,14 +20,16 @@ from typing import Any
 
 from google.genai import types
 
-from orchestrator import platform
+from orchestrator import failpoints, platform
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
+from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import (
     InvocationRecord,
     InvocationStatus,
     ToolResult,
     WorkItem,
 )
+from orchestrator.distributed.redispatch import redispatch
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.resume import Plan, plan_resume, run_config_for
 from orchestrator.distributed.stores import (
@@ -38,11 +40,13 @@ from orchestrator.distributed.stores import (
     SessionQueue,
 )
 from orchestrator.distributed.transport import Transport
+from orchestrator.errors import is_infrastructure_error
 from orchestrator.events.event import Event
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService
 from orchestrator.sessions.redis_scopes import prefetched
+from orchestrator.sessions.session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -227,10 +231,14 @@ class InvocationService:
     async def _process(
         self, key: SessionKey, item: WorkItem, loaded: Loaded | None
     ) -> InvocationRecord | None:
-        """Work on one item; return the record to save when done (None: nothing changed)."""
+        """Work on one item; return the record to save when done (None: nothing changed).
+
+        An infrastructure error (Redis gone, the lease lost) is raised, not recorded: the item
+        stays claimed and whoever takes the session next works on it again, from the log.
+        """
         if loaded is None:
             loaded = await self.store.load(key[0], item.invocation_id)
-        record, cancelled, results, _ = loaded
+        record, cancelled, results, session = loaded
         if record is None:
             logger.warning("Work item for unknown invocation %s dropped", item.invocation_id)
             return None
@@ -243,26 +251,65 @@ class InvocationService:
             return _failed(record, f"UnknownAppError: unknown app {record.app_name!r}; this "
                                    f"orchestrator serves: {', '.join(self.registry.names) or 'none'}.")
         try:
+            if session is None and record.status is not InvocationStatus.QUEUED:
+                session = await self.session_service.get_session(
+                    app_name=record.app_name, user_id=record.user_id, session_id=record.session_id)
             with (self.run_context(record) if self.run_context else contextlib.nullcontext()
-                  as save_with_commit, prefetched(loaded.session)):
-                plan = await self._plan(runner, record, item, results)
-                if plan.events is None and not plan.prelude:
+                  as save_with_commit, prefetched(session)):
+                plan = await self._plan(runner, record, item, results, session)
+                if plan.is_empty:
                     return None
-                return await self._drive(record, plan, save_with_commit)
+                failpoints.hit("orchestrator.before_run")
+                ended = await self._drive(record, plan, save_with_commit)
+                failpoints.hit(f"orchestrator.{item.kind}.before_save")
+                return ended
         except Exception as error:
+            if is_infrastructure_error(error):
+                raise
             logger.info("Invocation %s failed: %s", record.invocation_id, error)
             return _failed(record, f"{type(error).__name__}: {error}")
 
     async def _plan(
         self, runner: Runner, record: InvocationRecord, item: WorkItem,
-        results: dict[str, ToolResult],
+        results: dict[str, ToolResult], session: Session | None,
     ) -> Plan:
-        """What this work item runs, and how it changes the pending calls."""
-        if item.kind == "start" and record.status is InvocationStatus.QUEUED:
-            return Plan(events=await self._start(runner, record))
-        if item.kind == "start" and record.status is InvocationStatus.RUNNING:
-            return Plan(events=self._recover_crashed(runner, record))
-        return await plan_resume(self, runner, record, results)
+        """What this work item runs: a start, the answers it brings, or a recovery."""
+        if record.status is InvocationStatus.QUEUED:
+            if item.kind != "start":
+                return Plan(CallLedger(record.invocation_id))
+            return Plan(CallLedger(record.invocation_id), events=await self._start(runner, record))
+        if session is None:
+            raise LookupError(f"Session {record.session_id!r} disappeared.")
+        ledger = CallLedger.of(session.events, record.invocation_id)
+        interrupted = _interrupted(record, ledger)
+        if interrupted:
+            # The log went further than the record: the orchestrator that held the session
+            # died after committing events and before saving the record. Jobs of open calls
+            # may never have gone out; then the run goes on from the log.
+            logger.warning("Recovering invocation %s from its log", record.invocation_id)
+            await self._dispatch_open_calls(runner, record, ledger, results, session)
+        plan = await plan_resume(self, runner, record, results, session, ledger)
+        if plan.is_empty and interrupted:
+            plan.events = runner.recover_async(
+                user_id=record.user_id, session_id=record.session_id,
+                invocation_id=record.invocation_id, run_config=run_config_for(record),
+                session=session,
+            )
+        return plan
+
+    async def _dispatch_open_calls(
+        self, runner: Runner, record: InvocationRecord, ledger: CallLedger,
+        results: dict[str, ToolResult], session: Session,
+    ) -> None:
+        """Make sure every open remote call of the log has its job out (publish-once)."""
+        if runner.transport is None:
+            return
+        # Calls made inside a branch that ran on a worker were run there: they wait for an
+        # answer from outside, and have no job of their own.
+        from_workers = {wire.get("id") for result in results.values() for wire in result.events}
+        for entry in ledger.open_calls():
+            if entry.id not in results and entry.event.id not in from_workers:
+                await redispatch(runner, session, record.invocation_id, entry)
 
     async def _start(self, runner: Runner, record: InvocationRecord) -> AsyncGenerator[Event, None]:
         if record.state_delta is None and record.new_message is None:
@@ -273,21 +320,6 @@ class InvocationService:
             invocation_id=record.invocation_id, new_message=message,
             state_delta=record.state_delta, run_config=run_config_for(record),
             yield_user_message=True,  # live streams show the message the invocation answers
-        )
-
-    def _recover_crashed(
-        self, runner: Runner, record: InvocationRecord
-    ) -> AsyncGenerator[Event, None]:
-        """A start left running by a dead orchestrator: resume it if the app allows."""
-        config = runner.resumability_config
-        if not (config and config.is_resumable):
-            raise RuntimeError(
-                "The orchestrator running this invocation stopped mid-run and the app is not "
-                "resumable; make it resumable to continue such invocations."
-            )
-        return runner.run_async(
-            user_id=record.user_id, session_id=record.session_id,
-            invocation_id=record.invocation_id,
         )
 
     async def _drive(
@@ -303,11 +335,10 @@ class InvocationService:
                 save_with_commit(record)
             else:
                 await self.store.save(record)
-        pending = (set(record.pending_calls) - plan.answered) | plan.opened
+        ledger = plan.ledger
         for event in plan.prelude:
             if self.event_sink is not None:
                 await self.event_sink(record, event)
-            pending -= {r.id for r in event.get_function_responses() if r.id}
         checked = time.monotonic()
         cancelled = False
         if plan.events is not None:
@@ -317,19 +348,18 @@ class InvocationService:
                         await self.event_sink(record, event)
                     if event.partial:
                         continue
-                    pending -= {r.id for r in event.get_function_responses() if r.id}
-                    if event.long_running_tool_ids:
-                        pending |= event.long_running_tool_ids
+                    ledger.record(event)
                     if time.monotonic() - checked > _CANCEL_CHECK_SECONDS:
                         checked = time.monotonic()
                         if await self.store.is_cancelled(record.app_name, record.invocation_id):
                             cancelled = True
                             break
-        record.pending_calls = sorted(pending)
+        # What the invocation waits for is what its log leaves open, never a running tally.
+        record.pending_calls = sorted(ledger.open)
         if cancelled:
             status = InvocationStatus.CANCELLED
         else:
-            status = InvocationStatus.PAUSED if pending else InvocationStatus.COMPLETED
+            status = InvocationStatus.PAUSED if record.pending_calls else InvocationStatus.COMPLETED
         return _ended(record, status)
 
     async def _call_name(self, record: InvocationRecord, function_call_id: str) -> str:
@@ -341,6 +371,11 @@ class InvocationService:
                 if call.id == function_call_id:
                     return call.name or ""
         raise AnswerRejectedError(f"No call {function_call_id!r} in the session log.")
+
+
+def _interrupted(record: InvocationRecord, ledger: CallLedger) -> bool:
+    """True if the record lags its log: a run was cut off before the record was saved."""
+    return record.status is InvocationStatus.RUNNING or set(record.pending_calls) != ledger.open
 
 
 def _ended(record: InvocationRecord, status: InvocationStatus) -> InvocationRecord:

@@ -21,7 +21,12 @@ class Transport(Protocol):
         ...
 
     async def submit(self, job: ToolJob) -> None:
-        """Hand the job to a worker. Called only after the call event was committed."""
+        """Hand the job to a worker. Called only after the call event was committed.
+
+        Once per call: submitting a call whose job already went out (same invocation, call
+        id and attempt) does nothing, so whoever recovers an invocation can submit its open
+        calls without knowing whether they went out.
+        """
         ...
 
     def route_agent(self, agent: BaseAgent) -> str | None:
@@ -32,7 +37,10 @@ class Transport(Protocol):
         ...
 
     async def submit_agent(self, job: AgentJob) -> None:
-        """Hand a parallel branch to a worker (after the dispatch event was committed)."""
+        """Hand a parallel branch to a worker (after the dispatch event was committed).
+
+        Once per call, as :meth:`submit`.
+        """
         ...
 
 

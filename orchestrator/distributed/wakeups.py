@@ -37,6 +37,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from orchestrator.distributed.stores import SessionKey
+from orchestrator.errors import is_infrastructure_error
 
 logger = logging.getLogger(__name__)
 
@@ -212,22 +213,50 @@ class WakeConsumer:
     async def _handle(self, entry_id: str, fields: dict[str, str]) -> None:
         key = (fields.get("app", ""), fields.get("user", ""), fields.get("session", ""))
         if all(key):
-            delay = self._retry
-            try:
-                while not await self._drain(key, fields.get("inv")):
-                    # Another orchestrator holds the session: it most likely takes the new
-                    # item before letting go; retrying covers a holder that died.
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, self._retry_cap)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                # Left pending: claimed again once idle, by this or another orchestrator.
-                logger.exception("Draining session %s failed", key)
-                return
+            if not await self._drain_until_done(key, fields.get("inv")):
+                return  # left pending: claimed again once idle, by this or another orchestrator
         else:
             logger.error("Malformed wake-up %s dropped: %s", entry_id, fields)
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.xack(self._wakeups.stream_key, self._wakeups._group, entry_id)
-            pipe.xdel(self._wakeups.stream_key, entry_id)
-            await pipe.execute()
+        await self._acknowledge(entry_id)
+
+    async def _drain_until_done(self, key: SessionKey, hint: str | None) -> bool:
+        """Drain ``key``, waiting out a busy lease and infrastructure errors; False on a bug.
+
+        After an infrastructure error (Redis away, the lease lost) the item that was being
+        worked on stays claimed and the next drain takes it up again from the log, after a
+        delay that doubles up to the reclaim delay.
+        """
+        delay = failure_delay = self._retry
+        while True:
+            try:
+                if await self._drain(key, hint):
+                    return True
+                # Another orchestrator holds the session: it most likely takes the new item
+                # before letting go; retrying covers a holder that died.
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._retry_cap)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                if not is_infrastructure_error(error):
+                    logger.exception("Draining session %s failed", key)
+                    return False
+                logger.warning("Draining session %s hit %s: %s; retrying in %.1f s",
+                               key, type(error).__name__, error, failure_delay)
+                await asyncio.sleep(failure_delay)
+                failure_delay = min(failure_delay * 2, self._retry_cap)
+
+    async def _acknowledge(self, entry_id: str) -> None:
+        """Acknowledge and delete a handled entry, waiting out a Redis that is away."""
+        delay = self._retry
+        while True:
+            try:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    pipe.xack(self._wakeups.stream_key, self._wakeups._group, entry_id)
+                    pipe.xdel(self._wakeups.stream_key, entry_id)
+                    await pipe.execute()
+                return
+            except _TRANSIENT as error:
+                logger.warning("Acknowledging wake-up %s failed (%s); retrying", entry_id, error)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._retry_cap)

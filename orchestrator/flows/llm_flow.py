@@ -64,8 +64,12 @@ class LlmFlow:
             if event.is_final_response():
                 step.stop = True
                 return
-        if ctx.is_resumable:
-            decision = resume.decide_step_resume(ctx, agent.name)
+        recovering = ctx.take_recovery()
+        if ctx.is_resumable or recovering:
+            decision = resume.decide_step_resume(ctx, agent.name, recovering=recovering)
+            if decision.action is resume.ResumeAction.DONE:
+                step.stop = True
+                return
             if decision.action is resume.ResumeAction.PAUSE:
                 ctx.mark_paused(agent.name)
                 step.stop = True

@@ -7,16 +7,51 @@ from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
+from orchestrator import failpoints
 from orchestrator.distributed.models import ToolJob
 
 if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
+    from orchestrator.sessions.session import Session
     from orchestrator.tools.tool_confirmation import ToolConfirmation
 
 
 def json_snapshot(value: Any) -> Any:
     """A JSON-safe deep copy (values JSON cannot hold become strings, as ADK does)."""
     return json.loads(json.dumps(value, default=str))
+
+
+def tool_job(
+    session: Session,
+    invocation_id: str,
+    agent_name: str,
+    branch: str | None,
+    call: types.FunctionCall,
+    queue: str,
+    user_content: types.Content | None,
+    confirmation: ToolConfirmation | None = None,
+) -> ToolJob:
+    """The job that runs ``call`` on a worker, with a snapshot of what the tool may read."""
+    return ToolJob(
+        app_name=session.app_name,
+        user_id=session.user_id,
+        session_id=session.id,
+        invocation_id=invocation_id,
+        function_call_id=call.id or "",
+        tool_name=call.name or "",
+        agent_name=agent_name,
+        branch=branch,
+        args=json_snapshot(call.args or {}),
+        state=json_snapshot(session.state),
+        user_content=(
+            user_content.model_dump(mode="json", exclude_none=True)
+            if user_content is not None else None
+        ),
+        tool_confirmation=(
+            confirmation.model_dump(mode="json") if confirmation is not None else None
+        ),
+        queue=queue,
+    )
 
 
 async def dispatch_remote_call(
@@ -28,24 +63,8 @@ async def dispatch_remote_call(
 ) -> None:
     """Build the job for ``call`` and submit it through the context's transport."""
     assert ctx.transport is not None and call.id
-    job = ToolJob(
-        app_name=ctx.app_name,
-        user_id=ctx.user_id,
-        session_id=ctx.session.id,
-        invocation_id=ctx.invocation_id,
-        function_call_id=call.id,
-        tool_name=call.name or "",
-        agent_name=agent_name,
-        branch=ctx.branch,
-        args=json_snapshot(call.args or {}),
-        state=json_snapshot(ctx.session.state),
-        user_content=(
-            ctx.user_content.model_dump(mode="json", exclude_none=True)
-            if ctx.user_content is not None else None
-        ),
-        tool_confirmation=(
-            confirmation.model_dump(mode="json") if confirmation is not None else None
-        ),
-        queue=queue,
-    )
-    await ctx.transport.submit(job)
+    failpoints.hit("dispatch.before_publish")
+    await ctx.transport.submit(tool_job(
+        ctx.session, ctx.invocation_id, agent_name, ctx.branch, call, queue, ctx.user_content,
+        confirmation,
+    ))

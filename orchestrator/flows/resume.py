@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from google.genai import types
 
+from orchestrator.distributed.ledger import CallLedger
 from orchestrator.events.event import Event
 from orchestrator.flows import functions
 from orchestrator.flows.contents import REQUEST_CONFIRMATION, belongs_to_branch
@@ -30,6 +31,8 @@ class ResumeAction(enum.Enum):
     CONTINUE = "continue"
     PAUSE = "pause"
     REPLAY_CALLS = "replay_calls"
+    DONE = "done"
+    """Recovering: the agent's final answer is the last thing the log holds; stop."""
 
 
 @dataclass
@@ -48,14 +51,23 @@ def _branch_events(ctx: InvocationContext) -> list[Event]:
     ]
 
 
-def decide_step_resume(ctx: InvocationContext, agent_name: str) -> ResumeDecision:
-    """Inspect this invocation's branch events for unanswered calls of ``agent_name``."""
+def decide_step_resume(
+    ctx: InvocationContext, agent_name: str, *, recovering: bool = False
+) -> ResumeDecision:
+    """Inspect this invocation's branch events for unanswered calls of ``agent_name``.
+
+    ``recovering``: the run continues an invocation whose orchestrator stopped mid-run; if
+    the agent's final answer is the last event of the invocation, its turn was over (DONE),
+    and calling the model again would answer twice.
+    """
     events = _branch_events(ctx)
-    answered = {r.id for e in events for r in e.get_function_responses() if r.id}
-    for event in events:
-        if event.author == agent_name and event.long_running_tool_ids:
-            if event.long_running_tool_ids - answered:
-                return ResumeDecision(ResumeAction.PAUSE)
+    ledger = CallLedger.of(events, ctx.invocation_id)
+    for entry in ledger.open_calls():
+        if entry.event.author == agent_name:
+            return ResumeDecision(ResumeAction.PAUSE)
+    if recovering and _ends_with_final_answer(ctx, agent_name):
+        return ResumeDecision(ResumeAction.DONE)
+    answered = ledger.answered
     for event in reversed(events):
         calls = event.get_function_calls()
         if event.author != agent_name or not calls:
@@ -65,6 +77,17 @@ def decide_step_resume(ctx: InvocationContext, agent_name: str) -> ResumeDecisio
             return ResumeDecision(ResumeAction.REPLAY_CALLS, event, open_ids)
         break
     return ResumeDecision(ResumeAction.CONTINUE)
+
+
+def _ends_with_final_answer(ctx: InvocationContext, agent_name: str) -> bool:
+    """True if the invocation's last committed event is ``agent_name``'s final answer."""
+    last = next((e for e in reversed(ctx.session.events)
+                 if e.invocation_id == ctx.invocation_id and not e.partial), None)
+    return (
+        last is not None and last.author == agent_name and last.content is not None
+        and not last.get_function_calls() and not last.get_function_responses()
+        and last.is_final_response()
+    )
 
 
 async def answer_confirmations(

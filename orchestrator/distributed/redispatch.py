@@ -1,0 +1,66 @@
+"""Dispatching an open call's job again, from the log alone (recovering after a crash).
+
+An orchestrator that dies between committing a call and publishing its job leaves a call
+the log says is open and no worker will ever answer. Whoever recovers the invocation
+rebuilds the job from the call event (the tool's call, or a ParallelAgent's branch
+dispatch) and submits it with the same call id. Transports submit a call's job once (see
+:meth:`~orchestrator.distributed.transport.Transport.submit`), so a job that did go out is
+not sent twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from orchestrator.agents.llm_agent import LlmAgent
+from orchestrator.agents.remote_branches import branch_job
+from orchestrator.distributed.ledger import CallEntry
+from orchestrator.flows.contents import RUN_BRANCH
+from orchestrator.flows.remote_calls import tool_job
+from orchestrator.runner_routing import original_user_content
+from orchestrator.sessions.session import Session
+
+if TYPE_CHECKING:
+    from orchestrator.runners import Runner
+
+logger = logging.getLogger(__name__)
+
+
+async def redispatch(
+    runner: Runner, session: Session, invocation_id: str, entry: CallEntry
+) -> bool:
+    """Submit ``entry``'s job again if it is a call the orchestrator sends to workers.
+
+    Returns False for calls that have no job: a confirmation request, a long-running call
+    waiting for an outside answer, a tool the agent no longer has or that is not routed to
+    workers.
+    """
+    transport = runner.transport
+    if transport is None:
+        return False
+    agent = runner.agent.find_agent(entry.event.author)
+    if agent is None:
+        return False
+    user_content = original_user_content(session, invocation_id)
+    if entry.name == RUN_BRANCH:
+        sub_name = (entry.call.args or {}).get("agent")
+        sub = next((s for s in agent.sub_agents if s.name == sub_name), None)
+        queue = (transport.route_agent(sub) if sub is not None else None) or transport.route_agent(agent)
+        if sub is None or not queue:
+            return False
+        await transport.submit_agent(
+            branch_job(session, invocation_id, agent, sub, entry.call, user_content, queue)
+        )
+    else:
+        if not isinstance(agent, LlmAgent):
+            return False
+        tool = {t.name: t for t in await agent.canonical_tools(None)}.get(entry.name)
+        queue = transport.route(tool) if tool is not None else None
+        if not queue:
+            return False
+        await transport.submit(tool_job(
+            session, invocation_id, agent.name, entry.event.branch, entry.call, queue, user_content
+        ))
+    logger.info("Call %s of invocation %s dispatched again (recovery)", entry.id, invocation_id)
+    return True

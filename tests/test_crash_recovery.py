@@ -1,0 +1,118 @@
+"""Orchestrators killed (or Redis failing) at exact steps: every invocation ends as its agent decided.
+
+Each test arms a failpoint (``ADK_CELERY_FAILPOINTS``, see orchestrator/failpoints.py) in a
+real orchestrator process, waits for that process to die at the named step, starts another
+orchestrator, and checks what a user would: the invocation completes, each call is answered
+exactly once, each agent gives its final answer once.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import ExitStack
+
+import pytest
+import redis
+
+from config import Settings
+from orchestrator.distributed.models import InvocationStatus
+from tests.apps import APP_SPECS
+from tests.support.processes import ManagedProcess, stack_env, start_celery_process
+
+FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED})
+
+EXPECTED_FINAL = {
+    "lookup": "Oslo found by pid",
+    "fanout": "both: Oslo, Rome",
+    "parallel": "summary of a done, b done, c done",
+}
+
+
+def _stack(redis_url: str, db: int, failpoints: str) -> tuple[str, dict[str, str], dict[str, str]]:
+    url = redis_url.rsplit("/", 1)[0] + f"/{db}"
+    redis.Redis.from_url(url).flushdb()
+    # A short lease: the orchestrator that takes over claims the dead one's wake-ups and
+    # session leases once they are 2 s old.
+    env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2", lease_ttl_seconds="2")
+    return url, env, {**env, "ADK_CELERY_FAILPOINTS": failpoints}
+
+
+def _wait_dead(process: ManagedProcess, timeout: float = 30.0) -> None:
+    process.proc.wait(timeout)
+    assert process.proc.returncode == -9, process.output()  # killed by its failpoint
+
+
+def _assert_answered_once(events, app: str) -> None:
+    calls = [c.id for e in events for c in e.get_function_calls()]
+    responses = Counter(r.id for e in events for r in e.get_function_responses())
+    assert calls, "the invocation made no call"
+    assert {cid: responses[cid] for cid in calls} == dict.fromkeys(calls, 1)
+    texts = [e for e in events
+             if e.content and any(p.text for p in e.content.parts or []) and e.author != "user"]
+    finals = Counter(e.author for e in texts)
+    assert all(count == 1 for count in finals.values()), finals  # no agent answered twice
+    assert EXPECTED_FINAL[app] in texts[-1].content.parts[0].text
+
+
+@pytest.mark.parametrize(("app", "failpoint"), [
+    # The worker's answer was committed; the orchestrator died before the model went on.
+    ("lookup", "runner.answers_committed=kill"),
+    # Answer and final text committed; died before saving the invocation record.
+    ("lookup", "orchestrator.resume.before_save=kill"),
+    ("fanout", "orchestrator.resume.before_save=kill"),
+    ("parallel", "orchestrator.resume.before_save=kill"),
+    # The call (or the branch dispatch) was committed; died before its job was published.
+    ("lookup", "dispatch.before_publish=kill"),
+    ("fanout", "dispatch.before_publish=kill"),
+    ("parallel", "dispatch.before_publish=kill"),
+    # One branch job out of three was published.
+    ("parallel", "dispatch.after_one_branch=kill"),
+])
+def test_an_orchestrator_killed_mid_invocation_is_taken_over_and_answers_once(
+    redis_url, app, failpoint
+):
+    url, env, armed = _stack(redis_url, 8, failpoint)
+    from workers.client import Client
+
+    with ExitStack() as stack:
+        doomed = start_celery_process("orchestrator", "doomed", armed)
+        stack.callback(doomed.stop)
+        worker = start_celery_process("worker", "crash-worker", env)
+        stack.callback(worker.stop)
+        client = Client(Settings(redis_url=url, apps=APP_SPECS, lease_retry_seconds=0.2))
+        stack.callback(client.close)
+
+        inv = client.enqueue(app, "u", "find Oslo")
+        _wait_dead(doomed)
+        heir = start_celery_process("orchestrator", "heir", env)
+        stack.callback(heir.stop)
+
+        record = client.wait(app, inv, timeout=40, until=FINISHED)
+        assert record is not None and record.status is InvocationStatus.COMPLETED, (
+            record, heir.output())
+        assert record.pending_calls == []
+        _assert_answered_once(client.events(app, inv), app)
+
+
+@pytest.mark.parametrize("failpoint", [
+    "orchestrator.before_run=error*1",  # Redis drops the connection as a resume starts
+    "runner.answers_committed=error*1",  # ... right after the answer was committed
+])
+def test_a_transient_redis_error_in_the_orchestrator_is_retried_not_failed(redis_url, failpoint):
+    url, _, armed = _stack(redis_url, 9, failpoint)
+    from workers.client import Client
+
+    with ExitStack() as stack:
+        orchestrator = start_celery_process("orchestrator", "flaky", armed)
+        stack.callback(orchestrator.stop)
+        worker = start_celery_process("worker", "flaky-worker", armed)
+        stack.callback(worker.stop)
+        client = Client(Settings(redis_url=url, apps=APP_SPECS, lease_retry_seconds=0.2))
+        stack.callback(client.close)
+
+        inv = client.enqueue("lookup", "u", "find Oslo")
+        record = client.wait("lookup", inv, timeout=40, until=FINISHED)
+        assert record is not None and record.status is InvocationStatus.COMPLETED, (
+            record, orchestrator.output())
+        assert any("Failpoint" in line for line in orchestrator.lines)  # it did fail once
+        _assert_answered_once(client.events("lookup", inv), "lookup")
