@@ -65,6 +65,20 @@ class Settings(BaseSettings):
     """``user:password`` for Flower's basic auth (``adk-celery flower``)."""
     flower_port: int = 5555
     """Port of ``adk-celery flower``."""
+    job_heartbeat_seconds: float = 5.0
+    """How often a worker running a job says it is alive (a job silent for three times this
+    long is taken for lost and dispatched again)."""
+    job_lost_after_seconds: float = 15.0
+    """How long a dispatched job may be out of its queue without a worker claiming it (a
+    message lost between the broker and a worker) before it is dispatched again."""
+    watchdog_interval_seconds: float = 2.0
+    """How often an orchestrator looks for lost jobs; 0 turns its watchdog off."""
+    tool_timeout_seconds: float = 0.0
+    """Default deadline of a remote tool call, from its first dispatch (0: none). A tool's
+    ``custom_metadata={"adk_celery_timeout": seconds}`` sets its own."""
+    tool_max_attempts: int = 3
+    """How many times a remote call whose job was lost (worker died, message lost) is
+    dispatched before it is answered with an error naming the tool and the cause."""
     failpoints: str = ""
     """Fault tests only: ``name=action,...`` (see :mod:`orchestrator.failpoints`)."""
 

@@ -33,6 +33,7 @@ Layout (``A``, ``U``, ``S``, ``I``, ``F`` = escaped app, user, session, invocati
     adk:invocation:{A:I}:stream         stream live events of the invocation
     adk:invocation:{A:I}:jobs           hash   function-call id -> its job's dispatch entry
     adk:wake:{Q}                        stream wake-ups for orchestrators of invocations queue Q
+    adk:jobs:{Q}                        zset   calls whose job is out, by next watchdog look
 """
 
 from __future__ import annotations
@@ -182,6 +183,11 @@ def invocation_record_keys(app: str, invocation_id: str) -> list[str]:
 def wake_stream(invocations_queue: str) -> str:
     """Stream of wake-ups (sessions with new work) read by the orchestrators of a queue."""
     return f"{PREFIX}wake:{_tag(invocations_queue)}"
+
+
+def job_watch(invocations_queue: str) -> str:
+    """Sorted set of the calls whose job is out and unanswered, scored by next look (watchdog)."""
+    return f"{PREFIX}jobs:{_tag(invocations_queue)}"
 
 
 # --- artifacts ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import kombu.exceptions
 import redis.asyncio as aioredis
 from celery import Celery
 
@@ -17,6 +18,7 @@ from orchestrator import failpoints
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import connect
 from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
+from orchestrator.distributed.executor import WORKER_ID
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.redis_queue import RedisSessionQueue
 from orchestrator.distributed.redis_stores import RedisInvocationStore
@@ -25,6 +27,7 @@ from orchestrator.distributed.service import InvocationService, session_key
 from orchestrator.distributed.stores import SessionKey
 from orchestrator.distributed.streams import RedisEventStream
 from orchestrator.distributed.wakeups import RedisWakeups, WakeConsumer
+from orchestrator.errors import register_infrastructure_errors
 from orchestrator.sessions.redis_session_service import RedisSessionService
 from orchestrator.tools.function_tool import sync_calls_inline
 from workers.celery_app import app as default_celery_app
@@ -35,10 +38,15 @@ from workers.enqueue import (
     scripts_missing,
     was_queued,
 )
+from workers.heartbeat import Heartbeats
 from workers.loop import LoopThread
 from workers.transport import CeleryTransport
+from workers.watchdog import JobWatchdog
 
 T = TypeVar("T")
+
+# The broker's connection errors are ours, never a tool's or an invocation's outcome.
+register_infrastructure_errors(kombu.exceptions.OperationalError)
 
 
 @dataclass
@@ -58,6 +66,10 @@ class Services:
     """The wake stream pushes announce themselves on; orchestrators consume it."""
     consumer: WakeConsumer | None = None
     """This process's wake-up consumer, once :meth:`Runtime.start_orchestrating` ran."""
+    transport: CeleryTransport | None = None
+    """Where the service's remote jobs go."""
+    watchdog: JobWatchdog | None = None
+    """This process's job watchdog, once :meth:`Runtime.start_orchestrating` ran."""
 
 
 class Runtime:
@@ -89,6 +101,11 @@ class Runtime:
         self._registry_lock = threading.Lock()
         self._here = threading.local()
         self._thread_loops: list[tuple[asyncio.AbstractEventLoop, Services]] = []
+        self.heartbeats = Heartbeats(
+            self.settings.redis_url, keys.job_watch(self.settings.invocations_queue),
+            self.settings.job_heartbeat_seconds, WORKER_ID,
+        )
+        """Signs of life of the jobs this process runs (a worker's)."""
 
     def run(self, coro: Any, timeout: float | None = None) -> Any:
         """Run a coroutine on this process's loop."""
@@ -168,17 +185,21 @@ class Runtime:
         registry = self.apps()
         sessions = RedisSessionService(client=client)
         artifacts = RedisArtifactService(client=client)
-        store = RedisInvocationStore(client, record_ttl_seconds=settings.record_ttl_seconds)
+        watch = keys.job_watch(settings.invocations_queue)
+        store = RedisInvocationStore(client, record_ttl_seconds=settings.record_ttl_seconds,
+                                     job_watch_key=watch)
         wakeups = RedisWakeups(client, keys.wake_stream(settings.invocations_queue))
         queue = RedisSessionQueue(client, lease_ttl_seconds=settings.lease_ttl_seconds,
-                                  wakeups=wakeups, record_ttl_seconds=settings.record_ttl_seconds)
+                                  wakeups=wakeups, record_ttl_seconds=settings.record_ttl_seconds,
+                                  job_watch_key=watch)
         events = RedisEventStream(client, ttl_seconds=settings.record_ttl_seconds)
+        transport = CeleryTransport(self.celery_app, settings, client)
         service = InvocationService(
             registry,
             session_service=sessions,
             store=store,
             queue=queue,
-            transport=CeleryTransport(self.celery_app, settings, client),
+            transport=transport,
             artifact_service=artifacts,
             lease_renew_seconds=settings.lease_ttl_seconds / 3,
             # Committed events reach the stream inside their append; the sink sends chunks.
@@ -186,7 +207,7 @@ class Runtime:
             run_context=events.committed_by_append,
         )
         return Services(client, sessions, artifacts, store, queue, registry, service,
-                        events=events, wakeups=wakeups)
+                        events=events, wakeups=wakeups, transport=transport)
 
     def start_orchestrating(self) -> None:
         """Start draining the sessions announced on the wake stream, on this process's loop."""
@@ -205,12 +226,18 @@ class Runtime:
         )
         await services.wakeups.ensure_group()
         services.consumer.start()
+        if services.transport is not None:
+            services.watchdog = JobWatchdog(services, services.transport, settings)
+            services.watchdog.start()
 
     def stop_orchestrating(self, timeout: float = 10.0) -> None:
         """Stop reading wake-ups; drains in progress get ``timeout`` seconds to finish."""
         if self._services is None or self._services.consumer is None:
             return
         consumer, self._services.consumer = self._services.consumer, None
+        watchdog, self._services.watchdog = self._services.watchdog, None
+        if watchdog is not None:
+            self.run(watchdog.stop(), timeout=5)
         self.run(consumer.stop(timeout), timeout=timeout + 5)
 
     async def submit_invocation(

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from celery import Task
+from celery.exceptions import Reject
 from pydantic import ValidationError
 
+from orchestrator import failpoints
 from orchestrator.distributed.executor import (
+    WORKER_ID,
     execute_agent_job,
     execute_tool_job,
     is_plain_sync_tool,
 )
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.stores import AnswerRejectedError, SessionKey
+from orchestrator.errors import is_infrastructure_error
 from workers.celery_app import (
     TASK_ANSWER,
     TASK_CANCEL,
@@ -31,6 +37,7 @@ from workers.enqueue import PayloadError, check_size
 from workers.runtime import Services, get_runtime
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @celery_app.task(name=TASK_INVOKE, bind=True, max_retries=None)
@@ -140,50 +147,88 @@ def _progress_reporter(
     def report(payload: dict[str, Any]) -> None:
         if not task_id:
             return
-        task.update_state(task_id=task_id, state="PROGRESS", meta={**ids, "progress": payload})
-        with _dispatcher_lock:
-            _event_dispatcher(task, hostname).send(
-                "task-progress", uuid=task_id, progress=payload, **ids
-            )
+        try:
+            task.update_state(task_id=task_id, state="PROGRESS", meta={**ids, "progress": payload})
+            with _dispatcher_lock:
+                _event_dispatcher(task, hostname).send(
+                    "task-progress", uuid=task_id, progress=payload, **ids
+                )
+        except Exception as error:  # progress is best effort: never the tool's failure
+            if not is_infrastructure_error(error) and not isinstance(error, OSError):
+                raise
+            logger.warning("Progress of %s not reported (%s)", job.function_call_id, error)
 
     return report
 
 
-async def _skip_reason(
-    services: Services, job: ToolJob | AgentJob, answered: Callable[[ToolResult], bool]
-) -> str | None:
-    """Why a (possibly redelivered) job must not run: cancelled, or already answered."""
-    cancelled, done = await services.store.job_state(
-        job.app_name, job.invocation_id, job.function_call_id)
-    if cancelled:
-        return "skipped: invocation cancelled"
-    if done is not None and answered(done):
-        return "already answered"
-    return None
+_RETRY_FOR_SECONDS = 600.0
+"""How long a job's own bookkeeping keeps retrying while Redis is away before the job's
+message goes back to its queue (the tool then runs again, on whichever worker takes it)."""
 
 
-def _branch_answered(done: ToolResult) -> bool:
-    """A branch result counts once it finished or came back paused with its events."""
-    return done.response is not None or bool(done.events)
+async def _retrying(what: str, step: Callable[[], Awaitable[T]]) -> T:
+    """Run ``step``, retrying with backoff while it fails on infrastructure (Redis away).
+
+    A finished tool's result is stored this way: kept in memory until Redis is back, instead
+    of the tool running again. Past :data:`_RETRY_FOR_SECONDS`, or on any other error, the
+    error is raised (an infrastructure error as a rejection that requeues the message).
+    """
+    deadline = time.monotonic() + _RETRY_FOR_SECONDS
+    delay = 0.1
+    while True:
+        try:
+            return await step()
+        except Exception as error:
+            if not is_infrastructure_error(error):
+                raise
+            if time.monotonic() > deadline:
+                raise Reject(f"{what}: {error}", requeue=True) from error
+            logger.warning("%s failed (%s: %s); retrying in %.1f s",
+                           what, type(error).__name__, error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+_SKIPPED = {
+    "cancelled": "skipped: invocation cancelled",
+    "answered": "already answered",
+    "superseded": "skipped: a later attempt of this call was dispatched",
+}
+"""What a job that is not run says it did (Flower shows it as the task's result)."""
+
+
+async def _claim(services: Services, job: ToolJob | AgentJob) -> str:
+    """'run' if this worker may run the job (now marked running on it), else why not."""
+    runtime = get_runtime()
+    return await _retrying("Claiming a job", lambda: services.store.claim_job(
+        job.app_name, job.invocation_id, job.function_call_id, attempt=job.attempt,
+        worker=WORKER_ID, branch=isinstance(job, AgentJob),
+        lost_after=runtime.heartbeats.lost_after,
+    ))
 
 
 async def _hand_back(services: Services, job: ToolJob | AgentJob, result: ToolResult) -> None:
     """Store the result (first writer wins); its resume item posts the orchestrators' wake-up."""
-    await services.service.deliver(
-        job.app_name, job.invocation_id, result, key=(job.app_name, job.user_id, job.session_id)
-    )
+    key = (job.app_name, job.user_id, job.session_id)
+
+    async def store() -> None:
+        failpoints.hit("worker.before_store")
+        await services.service.deliver(job.app_name, job.invocation_id, result, key=key)
+
+    await _retrying("Storing a job's result", store)
 
 
 async def _run_tool(progress: Callable[[dict[str, Any]], None], job: ToolJob) -> dict[str, Any]:
     runtime = get_runtime()
     services = await runtime.services()
     summary = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
-               "tool": job.tool_name}
-    if skip := await _skip_reason(services, job, lambda done: done.response is not None):
-        return {**summary, "status": skip}
-    result = await execute_tool_job(
-        job, services.registry, artifact_service=services.artifacts, progress=progress
-    )
+               "tool": job.tool_name, "attempt": job.attempt}
+    if (verdict := await _claim(services, job)) != "run":
+        return {**summary, "status": _SKIPPED[verdict]}
+    with runtime.heartbeats.running(job):
+        result = await execute_tool_job(
+            job, services.registry, artifact_service=services.artifacts, progress=progress
+        )
     try:
         check_size(result.response, runtime.settings.max_payload_bytes, "the tool result")
     except PayloadError as error:
@@ -209,10 +254,11 @@ async def _run_agent(job: AgentJob) -> dict[str, Any]:
     runtime = get_runtime()
     services = await runtime.services()
     summary = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
-               "agent": job.agent_name, "branch": job.branch}
-    if skip := await _skip_reason(services, job, _branch_answered):
-        return {**summary, "status": skip}
-    result = await execute_agent_job(job, services.registry, artifact_service=services.artifacts)
+               "agent": job.agent_name, "branch": job.branch, "attempt": job.attempt}
+    if (verdict := await _claim(services, job)) != "run":
+        return {**summary, "status": _SKIPPED[verdict]}
+    with runtime.heartbeats.running(job):
+        result = await execute_agent_job(job, services.registry, artifact_service=services.artifacts)
     await _hand_back(services, job, result)
     status = "error" if result.error else ("paused" if result.response is None else "completed")
     return {**summary, "status": status, "events": len(result.events), "worker": result.worker}

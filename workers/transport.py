@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 from typing import Any
@@ -15,33 +14,11 @@ from config import Settings
 from orchestrator import redis_keys as keys
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.distributed.models import AgentJob, ToolJob
+from orchestrator.distributed.redis_jobs import PUBLISH_ONCE, publish_args, watch_member
 from orchestrator.distributed.transport import default_route
 from orchestrator.tools.base_tool import BaseTool
 from workers.broker import CommandProducer, RedisCommand, collects_publishes
 from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL, kwargs_repr
-
-# KEYS: the invocation's jobs hash. ARGV: call id, dispatch entry JSON, ttl seconds, number
-# of commands, then each command as name, argument count, arguments (what kombu would send
-# for the message and its task-sent event: an LPUSH and a PUBLISH). 1 if published, 0 if
-# the call had an entry already (nothing sent).
-PUBLISH_ONCE = """
-if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-local i = 5
-for _ = 1, tonumber(ARGV[4]) do
-  local name, count = ARGV[i], tonumber(ARGV[i + 1])
-  redis.call(name, unpack(ARGV, i + 2, i + 1 + count))
-  i = i + 2 + count
-end
-return 1
-"""
-
-
-def dispatch_entry(job: ToolJob | AgentJob, queue: str) -> str:
-    """The jobs-hash entry of a dispatched job: attempt, queue, time, and the job itself."""
-    return json.dumps({"attempt": job.attempt, "queue": queue, "state": "queued",
-                       "at": time.time(), "job": job.model_dump(mode="json")},
-                      separators=(",", ":"))
 
 
 class CeleryTransport:
@@ -60,8 +37,8 @@ class CeleryTransport:
         self._app = celery_app
         self._settings = settings
         self._redis = redis if redis is not None and collects_publishes(celery_app) else None
-        self._journal_client = redis
-        self._publish_once = redis.register_script(PUBLISH_ONCE) if redis is not None else None
+        self._journal = redis.register_script(PUBLISH_ONCE) if redis is not None else None
+        self._watch_key = keys.job_watch(settings.invocations_queue)
         self._producer: CommandProducer | None = None
         self._producer_lock = threading.Lock()
 
@@ -104,9 +81,8 @@ class CeleryTransport:
         }
         if job.attempt > 1:
             options["task_id"] += f":{job.attempt}"
-        entry = dispatch_entry(job, queue)
         if self._redis is None:
-            if await self._journal(job, entry):
+            if await self._publish_once(job, queue, []):
                 await asyncio.to_thread(self._app.send_task, task, **options)
             return
 
@@ -118,22 +94,33 @@ class CeleryTransport:
             commands = producer.commands(send)
         else:  # connecting and declaring the queue are blocking calls: once, in a thread
             commands = await asyncio.to_thread(self._commands, send)
-        # The job's entry and its message are written by one script: a job is published if
-        # and only if its entry exists, and a second submit of the same call sends nothing.
-        await self._publish_once(
-            keys=[keys.invocation_jobs(job.app_name, job.invocation_id)],
-            args=[job.function_call_id, entry, self._settings.record_ttl_seconds, len(commands),
-                  *(part for name, args in commands for part in (name, len(args), *args))],
-        )
+        await self._publish_once(job, queue, commands)
 
-    async def _journal(self, job: ToolJob | AgentJob, entry: str) -> bool:
-        """Without the broker's Redis at hand: write the entry first (True if it is new)."""
-        client = self._journal_client
-        if client is None:
+    async def _publish_once(
+        self, job: ToolJob | AgentJob, queue: str, commands: list[RedisCommand]
+    ) -> bool:
+        """Journal the job and send ``commands`` (its message) in one script; True if sent.
+
+        A job is published if and only if its journal entry is written, and only once per
+        attempt (see :mod:`orchestrator.distributed.redis_jobs`). Without ``commands`` (a
+        broker this transport cannot send on itself) only the journal is written, and the
+        caller sends the message when this returns True.
+        """
+        if self._journal is None:
             return True
-        created = await client.hsetnx(
-            keys.invocation_jobs(job.app_name, job.invocation_id), job.function_call_id, entry)
-        return bool(created)
+        now = time.time()
+        dispatch: dict[str, Any] = {"job": job.model_dump(mode="json"), "queue": queue}
+        for name, args in commands:
+            if name == "lpush":  # the message itself: the watchdog looks for it in its queue
+                dispatch["queue_key"], dispatch["message"] = args[0], args[1]
+        published = await self._journal(
+            keys=[keys.invocation_jobs(job.app_name, job.invocation_id), self._watch_key],
+            args=publish_args(
+                job.function_call_id, job.attempt, dispatch, self._settings.record_ttl_seconds,
+                watch_member(job.app_name, job.invocation_id, job.function_call_id),
+                now + self._settings.job_lost_after_seconds, now, commands),
+        )
+        return bool(published)
 
     def _commands(self, send: Any) -> list[RedisCommand]:
         producer = self._producer

@@ -17,6 +17,7 @@ import redis.asyncio as aioredis
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import LUA_SAVE_RECORD
 from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
+from orchestrator.distributed.redis_jobs import watch_member
 from orchestrator.distributed.redis_stores import (
     CREATE_SCRIPT,
     PUT_RESULT_SCRIPT,
@@ -46,8 +47,8 @@ _CREATE_AND_PUSH = CREATE_SCRIPT + "local push_keys, push_args = 4, 5\n" + _PUSH
 # _PUSH alone: KEYS 1-2 and ARGV 1-5 as _PUSH's.
 _PUSH_ONLY = "local push_keys, push_args = 1, 1\n" + _PUSH
 
-# PUT_RESULT_SCRIPT, then (if stored) _PUSH: KEYS 2-3 and ARGV 4-8 as _PUSH's.
-_PUT_RESULT_AND_PUSH = PUT_RESULT_SCRIPT + "local push_keys, push_args = 2, 4\n" + _PUSH
+# PUT_RESULT_SCRIPT, then (if stored) _PUSH: KEYS 3-4 and ARGV 5-9 as _PUSH's.
+_PUT_RESULT_AND_PUSH = PUT_RESULT_SCRIPT + "local push_keys, push_args = 3, 5\n" + _PUSH
 
 # Both lease scripts. KEYS: lease, fence counter, processing, queue. new_token() is nil
 # when the lease is held; else the next fencing token, after a previous holder's
@@ -127,8 +128,11 @@ class RedisSessionQueue:
         lease_ttl_seconds: float = 30.0,
         wakeups: RedisWakeups | None = None,
         record_ttl_seconds: int = 7 * 24 * 3600,
+        job_watch_key: str = keys.job_watch("adk.invocations"),
     ) -> None:
         self._redis = client
+        self._job_watch_key = job_watch_key
+        """The watch index a stored result takes its call out of."""
         self._ttl_ms = int(lease_ttl_seconds * 1000)
         self._record_ttl = record_ttl_seconds
         """TTL of the records :meth:`claim_or_release` saves (as the store's)."""
@@ -152,8 +156,10 @@ class RedisSessionQueue:
         if result is not None:
             push_keys, push_args = self._push_operands(key, item)
             return bool(await self._put_result_and_push(
-                keys=[keys.invocation_results(key[0], item.invocation_id), *push_keys],
+                keys=[keys.invocation_results(key[0], item.invocation_id), self._job_watch_key,
+                      *push_keys],
                 args=[result.function_call_id, result.model_dump_json(), self._record_ttl,
+                      watch_member(key[0], item.invocation_id, result.function_call_id),
                       *push_args],
             ))
         push_keys, push_args = self._push_operands(key, item)

@@ -14,11 +14,13 @@ import redis.asyncio as aioredis
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import LUA_SAVE_RECORD
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult
+from orchestrator.distributed.redis_jobs import CLAIM, watch_member
 from orchestrator.distributed.stores import Loaded
 from orchestrator.distributed.streams import STREAM_MAXLEN
 
-# KEYS: results hash. ARGV: call id, result JSON, ttl seconds.
-# An existing final result wins (0, nothing written); a pending placeholder may be replaced.
+# KEYS: results hash, job watch index. ARGV: call id, result JSON, ttl seconds, the call's
+# watch index member. An existing final result wins (0, nothing written); a pending
+# placeholder may be replaced. A stored result ends the watchdog's watch over the call.
 PUT_RESULT_SCRIPT = """
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
 if existing then
@@ -27,6 +29,7 @@ if existing then
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('ZREM', KEYS[2], ARGV[4])
 """
 
 
@@ -116,10 +119,16 @@ def loaded_from(raw: str | None, cancelled: int, results: dict[str, str]) -> Loa
 class RedisInvocationStore:
     """Invocation records, call results and cancel flags in Redis."""
 
-    def __init__(self, client: aioredis.Redis, *, record_ttl_seconds: int = 7 * 24 * 3600) -> None:
+    def __init__(
+        self, client: aioredis.Redis, *, record_ttl_seconds: int = 7 * 24 * 3600,
+        job_watch_key: str = keys.job_watch("adk.invocations"),
+    ) -> None:
         self._redis = client
         self._ttl = record_ttl_seconds
+        self.job_watch_key = job_watch_key
+        """The watch index of this deployment's jobs (see :mod:`.redis_jobs`)."""
         self._put_result = client.register_script(PUT_RESULT_SCRIPT + "return 1")
+        self._claim = client.register_script(CLAIM)
         self._create = client.register_script(CREATE_SCRIPT + "return 1")
         self._save = client.register_script(_SAVE)
 
@@ -144,15 +153,23 @@ class RedisInvocationStore:
             pipe.hgetall(keys.invocation_results(app_name, invocation_id))
             return loaded_from(*await pipe.execute())
 
-    async def job_state(
-        self, app_name: str, invocation_id: str, function_call_id: str
-    ) -> tuple[bool, ToolResult | None]:
-        """Whether the invocation was cancelled, and the call's stored result: one round trip."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.exists(keys.cancel_flag(app_name, invocation_id))
-            pipe.hget(keys.invocation_results(app_name, invocation_id), function_call_id)
-            cancelled, raw = await pipe.execute()
-        return bool(cancelled), ToolResult.model_validate_json(raw) if raw else None
+    async def claim_job(
+        self, app_name: str, invocation_id: str, function_call_id: str, *, attempt: int,
+        worker: str, branch: bool, lost_after: float,
+    ) -> str:
+        """Before a worker runs a job: 'run' (now marked running on ``worker``), or why not.
+
+        'cancelled', 'answered' (a result is in) or 'superseded' (a later attempt of the call
+        was dispatched): see :data:`~orchestrator.distributed.redis_jobs.CLAIM`.
+        """
+        verdict = await self._claim(
+            keys=[keys.cancel_flag(app_name, invocation_id),
+                  keys.invocation_results(app_name, invocation_id),
+                  keys.invocation_jobs(app_name, invocation_id), self.job_watch_key],
+            args=[function_call_id, attempt, worker, time.time(), "1" if branch else "",
+                  watch_member(app_name, invocation_id, function_call_id), lost_after],
+        )
+        return str(verdict)
 
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite the record and publish its status on the invocation's stream."""
@@ -164,8 +181,9 @@ class RedisInvocationStore:
     async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
         """First final result wins (a pending placeholder can be replaced)."""
         stored = await self._put_result(
-            keys=[keys.invocation_results(app_name, invocation_id)],
-            args=[result.function_call_id, result.model_dump_json(), self._ttl],
+            keys=[keys.invocation_results(app_name, invocation_id), self.job_watch_key],
+            args=[result.function_call_id, result.model_dump_json(), self._ttl,
+                  watch_member(app_name, invocation_id, result.function_call_id)],
         )
         return bool(stored)
 

@@ -1,0 +1,101 @@
+"""The job journal in Redis: every remote call's job, from publication to its result.
+
+Each invocation has a jobs hash (``redis_keys.invocation_jobs``) with three fields per call:
+
+- ``a:<call id>``: the attempt now out (1 at the first dispatch);
+- ``c:<call id>``: the dispatch, JSON: the job itself, its queue, its broker message (the
+  exact list element kombu pushed, to find it in the queue) and its deadline, if any;
+- ``r:<call id>``: where the job is, JSON: ``{"state": "queued", "at": t}``, then
+  ``{"state": "running", "worker": w, "beat": t, "attempt": n}`` once a worker claims it.
+
+A watch index (a sorted set per invocations queue, ``redis_keys.job_watch``) holds every
+call whose job is out and unanswered, scored by when an orchestrator's watchdog should look
+at it next. Publishing a job writes its journal fields, its index entry and its broker
+message in one script (:data:`PUBLISH_ONCE`); storing any result for the call removes the
+index entry (``PUT_RESULT_SCRIPT`` in :mod:`orchestrator.distributed.redis_stores`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# KEYS: jobs hash, watch index. ARGV: call id, attempt, dispatch JSON, ttl seconds, index
+# member, index score, now, number of commands, then each command as name, argument count,
+# arguments (the message and its task-sent event, as kombu would send them: LPUSH, PUBLISH).
+# Publishes only if the call's current attempt is the one before ARGV[2] (none for 1): a job
+# goes out once per attempt, whoever submits it. 1 if published, 0 if not.
+PUBLISH_ONCE = """
+local id = ARGV[1]
+local current = redis.call('HGET', KEYS[1], 'a:' .. id)
+if (current or '0') ~= tostring(tonumber(ARGV[2]) - 1) then return 0 end
+redis.call('HSET', KEYS[1], 'a:' .. id, ARGV[2], 'c:' .. id, ARGV[3],
+  'r:' .. id, cjson.encode({state = 'queued', at = tonumber(ARGV[7])}))
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
+local i = 9
+for _ = 1, tonumber(ARGV[8]) do
+  local name, count = ARGV[i], tonumber(ARGV[i + 1])
+  redis.call(name, unpack(ARGV, i + 2, i + 1 + count))
+  i = i + 2 + count
+end
+return 1
+"""
+
+# KEYS: cancel flag, results hash, jobs hash, watch index. ARGV: call id, attempt, worker,
+# now, '1' for a branch job, index member, lost-after seconds. What a worker does before
+# running a job: 'cancelled', 'answered' (a final result is stored; for a branch, also a
+# paused one with its events), 'superseded' (a later attempt was dispatched), else 'run',
+# having marked the job running on this worker.
+CLAIM = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'cancelled' end
+local done = redis.call('HGET', KEYS[2], ARGV[1])
+if done then
+  local result = cjson.decode(done)
+  if result['response'] ~= nil and result['response'] ~= cjson.null then return 'answered' end
+  if ARGV[5] == '1' and type(result['events']) == 'table' and #result['events'] > 0 then
+    return 'answered'
+  end
+end
+local current = redis.call('HGET', KEYS[3], 'a:' .. ARGV[1])
+if current and tonumber(current) > tonumber(ARGV[2]) then return 'superseded' end
+if current then
+  redis.call('HSET', KEYS[3], 'r:' .. ARGV[1], cjson.encode({state = 'running',
+    worker = ARGV[3], beat = tonumber(ARGV[4]), attempt = tonumber(ARGV[2])}))
+  redis.call('ZADD', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[7]), ARGV[6])
+end
+return 'run'
+"""
+
+# KEYS: jobs hash, watch index. ARGV: call id, attempt, worker, now, index member,
+# lost-after seconds. A running job's sign of life (only while it is still this attempt's).
+BEAT = """
+local current = redis.call('HGET', KEYS[1], 'a:' .. ARGV[1])
+if current ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'r:' .. ARGV[1], cjson.encode({state = 'running',
+  worker = ARGV[3], beat = tonumber(ARGV[4]), attempt = tonumber(ARGV[2])}))
+if redis.call('ZSCORE', KEYS[2], ARGV[5]) then
+  redis.call('ZADD', KEYS[2], tonumber(ARGV[4]) + tonumber(ARGV[6]), ARGV[5])
+end
+return 1
+"""
+
+
+def watch_member(app_name: str, invocation_id: str, function_call_id: str) -> str:
+    """The watch index member of one call."""
+    return json.dumps([app_name, invocation_id, function_call_id], separators=(",", ":"))
+
+
+def parse_member(member: str) -> tuple[str, str, str]:
+    """(app, invocation, call) of a watch index member."""
+    app_name, invocation_id, call_id = json.loads(member)
+    return str(app_name), str(invocation_id), str(call_id)
+
+
+def publish_args(
+    call_id: str, attempt: int, dispatch: dict[str, Any], ttl: int, member: str, score: float,
+    now: float, commands: list[tuple[str, tuple[Any, ...]]],
+) -> list[Any]:
+    """ARGV of :data:`PUBLISH_ONCE`."""
+    return [call_id, attempt, json.dumps(dispatch, separators=(",", ":")), ttl, member, score, now,
+            len(commands), *(part for name, args in commands for part in (name, len(args), *args))]

@@ -1,0 +1,159 @@
+"""Jobs lost by the broker or by a dying worker are noticed and dispatched again (the watchdog).
+
+Celery over Redis loses a job in ways nothing in Celery notices: a worker killed mid-tool
+leaves its message unacknowledged for the visibility timeout (an hour by default), and a
+worker killed between kombu popping the message and recording it as unacknowledged loses it
+for good. The orchestrators' watchdog (workers/watchdog.py) finds such calls in the job
+journal and dispatches them again with the same call id, or answers them with an error
+after the last attempt. Bookkeeping that fails on Redis is retried, never turned into a
+second run of the tool.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack
+
+import redis
+
+from config import Settings
+from orchestrator import redis_keys as keys
+from orchestrator.distributed.models import InvocationStatus
+from tests.apps import APP_SPECS, PARKED_QUEUE
+from tests.apps_extra import APP_SPECS as EXTRA_SPECS
+from tests.apps_extra import gate_key, runs_key
+from tests.support.processes import stack_env, start_celery_process
+
+FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED})
+SPECS = f"{APP_SPECS},{EXTRA_SPECS}"
+FAST_WATCH = {"job_heartbeat_seconds": "0.3", "job_lost_after_seconds": "1",
+              "watchdog_interval_seconds": "0.2", "lease_retry_seconds": "0.2"}
+
+
+def _db(redis_url: str, db: int) -> tuple[str, redis.Redis]:
+    url = redis_url.rsplit("/", 1)[0] + f"/{db}"
+    check = redis.Redis.from_url(url, decode_responses=True, socket_timeout=60)  # long BLPOPs
+    check.flushdb()
+    return url, check
+
+
+def _client(url: str):
+    from workers.client import Client
+
+    return Client(Settings(redis_url=url, apps=SPECS, lease_retry_seconds=0.2))
+
+
+def _wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
+    """Poll Redis state (there is no event to wait on for a message sitting in a list)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _responses(client, app: str, inv: str):
+    return [r for e in client.events(app, inv) for r in e.get_function_responses()]
+
+
+def test_a_worker_killed_mid_tool_is_noticed_without_waiting_for_the_visibility_timeout(redis_url):
+    url, check = _db(redis_url, 10)
+    env = stack_env(url, SPECS, **FAST_WATCH)  # visibility timeout: the default hour
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        orchestrator = start_celery_process("orchestrator", "watch-orch", env)
+        stack.callback(orchestrator.stop)
+        first = start_celery_process("worker", "doomed-worker", env)
+        stack.callback(first.stop)
+        client = _client(url)
+        stack.callback(client.close)
+
+        inv = client.enqueue("fragile", "u", "go")
+        started = check.blpop([runs_key(inv)], timeout=15)
+        assert started is not None, first.output()
+        pid, call_id = started[1].split()
+        assert int(pid) == first.pid
+        first.kill()
+        second = start_celery_process("worker", "heir-worker", env)
+        stack.callback(second.stop)
+
+        again = check.blpop([runs_key(inv)], timeout=20)  # the heartbeats stopped: attempt 2
+        assert again is not None, orchestrator.output()
+        assert again[1] == f"{second.pid} {call_id}"
+        check.lpush(gate_key(inv), "test")
+        record = client.wait("fragile", inv, timeout=20, until=FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        assert [r.id for r in _responses(client, "fragile", inv)] == [call_id]
+        assert check.hget(keys.invocation_jobs("fragile", inv), f"a:{call_id}") == "2"
+
+
+def _lose_the_parked_job(check: redis.Redis) -> None:
+    """Take the job's message out of its queue, as a worker killed right after popping it."""
+    _wait_for(lambda: check.llen(PARKED_QUEUE), what="the job in its queue")
+    assert check.lpop(PARKED_QUEUE) is not None
+
+
+def test_a_job_lost_between_the_broker_and_a_worker_is_dispatched_again(redis_url):
+    url, check = _db(redis_url, 11)
+    env = stack_env(url, SPECS, **FAST_WATCH)
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        orchestrator = start_celery_process("orchestrator", "watch-orch2", env)
+        stack.callback(orchestrator.stop)
+        client = _client(url)
+        stack.callback(client.close)
+
+        inv = client.enqueue("parked", "u", "lost-once")
+        _lose_the_parked_job(check)
+        worker = start_celery_process("worker", "parked-worker", env, "-Q", PARKED_QUEUE)
+        stack.callback(worker.stop)
+
+        record = client.wait("parked", inv, timeout=20, until=FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record.error, orchestrator.output())
+        [answer] = _responses(client, "parked", inv)
+        assert answer.response == {"tag": "lost-once"}
+        assert check.hget(keys.invocation_jobs("parked", inv), f"a:{answer.id}") == "2"
+
+
+def test_after_its_last_attempt_a_lost_call_is_answered_with_an_error_naming_the_tool(redis_url):
+    url, check = _db(redis_url, 12)
+    env = stack_env(url, SPECS, tool_max_attempts="1", **FAST_WATCH)
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        orchestrator = start_celery_process("orchestrator", "watch-orch3", env)
+        stack.callback(orchestrator.stop)
+        client = _client(url)
+        stack.callback(client.close)
+
+        inv = client.enqueue("parked", "u", "lost-for-good")
+        _lose_the_parked_job(check)
+
+        record = client.wait("parked", inv, timeout=20, until=FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        [answer] = _responses(client, "parked", inv)
+        assert "parked_tool" in answer.response["error"]
+        assert "lost" in answer.response["error"]
+        assert not check.exists("test:parked:lost-for-good")  # it never ran
+
+
+def test_a_result_that_cannot_be_stored_yet_is_kept_not_computed_again(redis_url):
+    url, check = _db(redis_url, 13)
+    # Storing the finished tool's result fails three times, as with Redis restarting.
+    env = stack_env(url, SPECS, failpoints="worker.before_store=error*3", **FAST_WATCH)
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        orchestrator = start_celery_process("orchestrator", "store-orch", env)
+        stack.callback(orchestrator.stop)
+        worker = start_celery_process("worker", "store-worker", env)
+        stack.callback(worker.stop)
+        client = _client(url)
+        stack.callback(client.close)
+
+        inv = client.enqueue("fragile", "u", "go")
+        check.lpush(gate_key(inv), "test")
+        record = client.wait("fragile", inv, timeout=30, until=FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        assert len(_responses(client, "fragile", inv)) == 1
+        assert check.llen(runs_key(inv)) == 1  # the tool ran once
+        assert sum("Storing a job's result failed" in line for line in worker.lines) == 3

@@ -1,0 +1,80 @@
+"""Signs of life of the jobs a worker process is running, so a long tool is not taken for lost.
+
+One daemon thread per process, with its own synchronous Redis client (a tool that blocks its
+thread, or its event loop, must not stop the beats), writes every running job's beat into
+the job journal every ``job_heartbeat_seconds`` (see
+:mod:`orchestrator.distributed.redis_jobs`). A job that stops beating, because its worker
+died, is dispatched again by an orchestrator's watchdog once ``3 x job_heartbeat_seconds``
+have passed. Jobs shorter than one interval never beat: claiming a job counts as its first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import redis
+
+from orchestrator import redis_keys as keys
+from orchestrator.distributed.models import AgentJob, ToolJob
+from orchestrator.distributed.redis_jobs import BEAT, watch_member
+
+logger = logging.getLogger(__name__)
+
+
+class Heartbeats:
+    """The running jobs of this process, and the thread that says they are alive."""
+
+    def __init__(self, redis_url: str, watch_key: str, interval: float, worker: str) -> None:
+        self._url = redis_url
+        self._watch_key = watch_key
+        self.interval = max(0.05, interval)
+        self.lost_after = 3 * self.interval
+        """How long a silent job is taken for alive: what claims and beats promise."""
+        self._worker = worker
+        self._running: dict[int, ToolJob | AgentJob] = {}
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._ids = iter(range(1, 1 << 62))
+
+    @contextlib.contextmanager
+    def running(self, job: ToolJob | AgentJob) -> Iterator[None]:
+        """Beat for ``job`` while the block runs."""
+        with self._lock:
+            token = next(self._ids)
+            self._running[token] = job
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._beat_forever, name="adk-heartbeats",
+                                                daemon=True)
+                self._thread.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running.pop(token, None)
+
+    def _beat_forever(self) -> None:
+        client = redis.Redis.from_url(self._url, socket_timeout=max(5.0, self.interval))
+        beat = client.register_script(BEAT)
+        while True:
+            time.sleep(self.interval)
+            with self._lock:
+                jobs = list(self._running.values())
+            if not jobs:
+                continue
+            now = time.time()
+            try:
+                with client.pipeline(transaction=False) as pipe:
+                    for job in jobs:
+                        beat(keys=[keys.invocation_jobs(job.app_name, job.invocation_id),
+                                   self._watch_key],
+                             args=[job.function_call_id, job.attempt, self._worker, now,
+                                   watch_member(job.app_name, job.invocation_id,
+                                                job.function_call_id), self.lost_after],
+                             client=pipe)
+                    pipe.execute()
+            except redis.RedisError as error:  # Redis away: the next beat tries again
+                logger.warning("Job heartbeats failed (%s); retrying", error)

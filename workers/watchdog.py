@@ -1,0 +1,165 @@
+"""The orchestrators' job watchdog: no remote call waits forever for a job that is gone.
+
+Celery over Redis loses a job in two ways nothing else notices: the worker running it dies
+(its message comes back only after the broker's visibility timeout, an hour by default), or
+a worker dies between kombu popping the message and recording it as unacknowledged (the
+message is gone). Every orchestrator runs this watchdog on its event loop. It reads the
+calls that are due in the job watch index (see :mod:`orchestrator.distributed.redis_jobs`)
+and, for each one that has no result yet:
+
+- running, with a beat younger than ``3 x job_heartbeat_seconds``: alive, look again later;
+- queued, and its message is still in its queue: waiting for a worker, look again later;
+- otherwise lost (a silent worker, or a message neither queued nor claimed for
+  ``job_lost_after_seconds``): dispatched again with the same call id and the next attempt
+  number, or, after ``tool_max_attempts``, answered with an error naming the tool and the
+  cause, so the model can go on.
+
+Several orchestrators may look at one call at once: a job goes out once per attempt
+(:data:`~orchestrator.distributed.redis_jobs.PUBLISH_ONCE`), and a late copy of an older
+attempt is skipped by the worker that receives it (it claims 'superseded').
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from config import Settings
+from orchestrator import redis_keys as keys
+from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
+from orchestrator.distributed.redis_jobs import parse_member
+from orchestrator.errors import is_infrastructure_error
+from workers.transport import CeleryTransport
+
+if TYPE_CHECKING:
+    from workers.runtime import Services
+
+logger = logging.getLogger(__name__)
+
+_BATCH = 100
+"""Calls looked at per sweep at most (the rest are due next time)."""
+
+
+class JobWatchdog:
+    """Finds lost jobs in the watch index and dispatches them again (see the module doc)."""
+
+    def __init__(self, services: Services, transport: CeleryTransport, settings: Settings) -> None:
+        self._services = services
+        self._redis = services.redis
+        self._transport = transport
+        self._watch_key = keys.job_watch(settings.invocations_queue)
+        self._interval = settings.watchdog_interval_seconds
+        self._silent_after = 3 * settings.job_heartbeat_seconds
+        self._missing_after = settings.job_lost_after_seconds
+        self._max_attempts = max(1, settings.tool_max_attempts)
+        self._missing_since: dict[str, float] = {}
+        """Calls seen neither queued nor claimed, and since when (this orchestrator's view)."""
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start sweeping (on the running loop) every ``watchdog_interval_seconds``."""
+        if self._interval > 0 and self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        """Stop sweeping."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                await self.sweep()
+            except Exception as error:
+                if not is_infrastructure_error(error):
+                    logger.exception("Job watchdog sweep failed")
+                else:
+                    logger.warning("Job watchdog sweep failed (%s); retrying", error)
+
+    async def sweep(self, now: float | None = None) -> int:
+        """Look at every call due by ``now``; return how many were dispatched again or ended."""
+        now = time.time() if now is None else now
+        due = await self._redis.zrangebyscore(self._watch_key, "-inf", now, start=0, num=_BATCH)
+        acted = 0
+        for member in due:
+            acted += await self._look(member, now)
+        return acted
+
+    async def _look(self, member: str, now: float) -> int:
+        app_name, invocation_id, call_id = parse_member(member)
+        jobs = keys.invocation_jobs(app_name, invocation_id)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(jobs, f"a:{call_id}", f"c:{call_id}", f"r:{call_id}")
+            pipe.hexists(keys.invocation_results(app_name, invocation_id), call_id)
+            pipe.exists(keys.cancel_flag(app_name, invocation_id))
+            (attempt_raw, dispatch_raw, run_raw), answered, cancelled = await pipe.execute()
+        if answered or cancelled or attempt_raw is None or dispatch_raw is None:
+            await self._forget(member)
+            return 0
+        dispatch: dict[str, Any] = json.loads(dispatch_raw)
+        run: dict[str, Any] = json.loads(run_raw) if run_raw else {"state": "queued"}
+        cause = await self._lost_because(member, dispatch, run, now)
+        if cause is None:
+            return 0
+        self._missing_since.pop(member, None)
+        await self._dispatch_again(dispatch, int(attempt_raw), cause)
+        return 1
+
+    async def _lost_because(
+        self, member: str, dispatch: dict[str, Any], run: dict[str, Any], now: float
+    ) -> str | None:
+        """Why the job is lost, or None (it is alive or waiting: look again later)."""
+        if run.get("state") == "running":
+            self._missing_since.pop(member, None)
+            beat = float(run.get("beat", 0))
+            if now - beat < self._silent_after:
+                await self._redis.zadd(self._watch_key, {member: beat + self._silent_after})
+                return None
+            return f"its worker {run.get('worker')} stopped (no sign of life for {now - beat:.0f} s)"
+        message, queue_key = dispatch.get("message"), dispatch.get("queue_key")
+        if message is not None and queue_key is not None and (
+            await self._redis.lpos(queue_key, message) is not None
+        ):
+            self._missing_since.pop(member, None)  # still waiting for a free worker
+            await self._redis.zadd(self._watch_key, {member: now + self._missing_after})
+            return None
+        since = self._missing_since.setdefault(member, now)
+        if now - since < self._missing_after:
+            await self._redis.zadd(self._watch_key, {member: since + self._missing_after})
+            return None
+        return "its message was lost before any worker started it"
+
+    async def _dispatch_again(self, dispatch: dict[str, Any], attempt: int, cause: str) -> None:
+        raw = dispatch["job"]
+        job: ToolJob | AgentJob = AgentJob.model_validate(raw) if "parallel_agent" in raw else (
+            ToolJob.model_validate(raw))
+        name = job.agent_name if isinstance(job, AgentJob) else job.tool_name
+        if attempt >= self._max_attempts:
+            message = (f"{'Branch' if isinstance(job, AgentJob) else 'Tool'} {name!r} did not "
+                       f"finish: {cause}, after {attempt} attempt(s).")
+            logger.warning("Call %s of invocation %s: %s", job.function_call_id,
+                           job.invocation_id, message)
+            result = ToolResult(function_call_id=job.function_call_id,
+                                tool_name=name if isinstance(job, ToolJob) else "adk_celery_run_branch",
+                                response={"error": message}, error=message)
+            await self._services.service.deliver(
+                job.app_name, job.invocation_id, result,
+                key=(job.app_name, job.user_id, job.session_id))
+            return
+        again = job.model_copy(update={"attempt": attempt + 1})
+        logger.warning("Call %s (%s) of invocation %s: %s; dispatching attempt %d",
+                       job.function_call_id, name, job.invocation_id, cause, attempt + 1)
+        if isinstance(again, AgentJob):
+            await self._transport.submit_agent(again)
+        else:
+            await self._transport.submit(again)
+
+    async def _forget(self, member: str) -> None:
+        self._missing_since.pop(member, None)
+        await self._redis.zrem(self._watch_key, member)
