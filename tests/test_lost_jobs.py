@@ -157,3 +157,26 @@ def test_a_result_that_cannot_be_stored_yet_is_kept_not_computed_again(redis_url
         assert len(_responses(client, "fragile", inv)) == 1
         assert check.llen(runs_key(inv)) == 1  # the tool ran once
         assert sum("Storing a job's result failed" in line for line in worker.lines) == 3
+
+
+def test_a_call_past_its_deadline_is_answered_with_a_timeout_error(redis_url):
+    url, check = _db(redis_url, 14)
+    env = stack_env(url, SPECS, tool_timeout_seconds="1", **FAST_WATCH)
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        orchestrator = start_celery_process("orchestrator", "deadline-orch", env)
+        stack.callback(orchestrator.stop)
+        worker = start_celery_process("worker", "deadline-worker", env)
+        stack.callback(worker.stop)
+        client = _client(url)
+        stack.callback(client.close)
+
+        inv = client.enqueue("gated", "u", "never released")  # the tool waits up to 15 s
+        record = client.wait("gated", inv, timeout=10, until=FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        [answer] = _responses(client, "gated", inv)
+        assert answer.response == {"error": "Tool 'gated_step' timed out: no answer within 1 s."}
+        # The tool's own late answer never replaces the timeout (first answer wins).
+        check.lpush(gate_key(inv), "late")
+        worker.wait_for_line(lambda line: "gated_step" in line and "succeeded" in line)
+        assert [r.response for r in _responses(client, "gated", inv)] == [answer.response]

@@ -58,7 +58,14 @@ class CeleryTransport:
                             job.agent_name, {"agent_name": job.agent_name, "branch": job.branch})
 
     async def submit(self, job: ToolJob) -> None:
-        """Publish the job; Flower shows it as ``adk_celery.run_tool:<tool>``."""
+        """Publish the job; Flower shows it as ``adk_celery.run_tool:<tool>``.
+
+        A first attempt gets its deadline here (the tool's timeout, else the settings');
+        later attempts keep it.
+        """
+        timeout = job.timeout_seconds or self._settings.tool_timeout_seconds
+        if job.deadline is None and timeout > 0:
+            job = job.model_copy(update={"deadline": time.time() + timeout})
         await self._publish(TASK_RUN_TOOL, job, job.queue or self._settings.tools_queue,
                             job.tool_name, {"tool_name": job.tool_name, "args": job.args})
 
@@ -109,6 +116,10 @@ class CeleryTransport:
         if self._journal is None:
             return True
         now = time.time()
+        score = now + self._settings.job_lost_after_seconds
+        deadline = job.deadline if isinstance(job, ToolJob) else None
+        if deadline is not None:
+            score = min(score, deadline)  # the watchdog ends the call at its deadline
         dispatch: dict[str, Any] = {"job": job.model_dump(mode="json"), "queue": queue}
         for name, args in commands:
             if name == "lpush":  # the message itself: the watchdog looks for it in its queue
@@ -118,7 +129,7 @@ class CeleryTransport:
             args=publish_args(
                 job.function_call_id, job.attempt, dispatch, self._settings.record_ttl_seconds,
                 watch_member(job.app_name, job.invocation_id, job.function_call_id),
-                now + self._settings.job_lost_after_seconds, now, commands),
+                score, now, deadline, commands),
         )
         return bool(published)
 

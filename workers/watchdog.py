@@ -9,6 +9,8 @@ and, for each one that has no result yet:
 
 - running, with a beat younger than ``3 x job_heartbeat_seconds``: alive, look again later;
 - queued, and its message is still in its queue: waiting for a worker, look again later;
+- past its deadline (a tool's ``adk_celery_timeout`` metadata, or ``tool_timeout_seconds``):
+  answered with a timeout error the model can read;
 - otherwise lost (a silent worker, or a message neither queued nor claimed for
   ``job_lost_after_seconds``): dispatched again with the same call id and the next attempt
   number, or, after ``tool_max_attempts``, answered with an error naming the tool and the
@@ -32,6 +34,7 @@ from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.redis_jobs import parse_member
 from orchestrator.errors import is_infrastructure_error
+from orchestrator.flows.contents import RUN_BRANCH
 from workers.transport import CeleryTransport
 
 if TYPE_CHECKING:
@@ -55,6 +58,7 @@ class JobWatchdog:
         self._silent_after = 3 * settings.job_heartbeat_seconds
         self._missing_after = settings.job_lost_after_seconds
         self._max_attempts = max(1, settings.tool_max_attempts)
+        self._default_timeout = settings.tool_timeout_seconds
         self._missing_since: dict[str, float] = {}
         """Calls seen neither queued nor claimed, and since when (this orchestrator's view)."""
         self._task: asyncio.Task[None] | None = None
@@ -103,6 +107,11 @@ class JobWatchdog:
             await self._forget(member)
             return 0
         dispatch: dict[str, Any] = json.loads(dispatch_raw)
+        deadline = dispatch["job"].get("deadline")
+        if deadline is not None and now >= deadline:
+            self._missing_since.pop(member, None)
+            await self._time_out(dispatch)
+            return 1
         run: dict[str, Any] = json.loads(run_raw) if run_raw else {"state": "queued"}
         cause = await self._lost_because(member, dispatch, run, now)
         if cause is None:
@@ -110,6 +119,30 @@ class JobWatchdog:
         self._missing_since.pop(member, None)
         await self._dispatch_again(dispatch, int(attempt_raw), cause)
         return 1
+
+    async def _look_again(self, member: str, when: float, dispatch: dict[str, Any]) -> None:
+        """Have the call looked at again at ``when`` (or at its deadline, if sooner)."""
+        deadline = dispatch["job"].get("deadline")
+        await self._redis.zadd(self._watch_key, {member: min(when, deadline or when)})
+
+    async def _time_out(self, dispatch: dict[str, Any]) -> None:
+        """Answer a call past its deadline with an error the model can read.
+
+        A copy of the job still queued is skipped by the worker that takes it (the call is
+        answered); one still running goes on, and its result is dropped (first answer wins).
+        """
+        job = ToolJob.model_validate(dispatch["job"])
+        timeout = job.timeout_seconds or self._default_timeout
+        message = f"Tool {job.tool_name!r} timed out: no answer within {timeout:g} s."
+        logger.warning("Call %s of invocation %s: %s", job.function_call_id, job.invocation_id,
+                       message)
+        await self._answer_with_error(job, job.tool_name, message)
+
+    async def _answer_with_error(self, job: ToolJob | AgentJob, name: str, message: str) -> None:
+        result = ToolResult(function_call_id=job.function_call_id, tool_name=name,
+                            response={"error": message}, error=message)
+        await self._services.service.deliver(
+            job.app_name, job.invocation_id, result, key=(job.app_name, job.user_id, job.session_id))
 
     async def _lost_because(
         self, member: str, dispatch: dict[str, Any], run: dict[str, Any], now: float
@@ -119,7 +152,7 @@ class JobWatchdog:
             self._missing_since.pop(member, None)
             beat = float(run.get("beat", 0))
             if now - beat < self._silent_after:
-                await self._redis.zadd(self._watch_key, {member: beat + self._silent_after})
+                await self._look_again(member, beat + self._silent_after, dispatch)
                 return None
             return f"its worker {run.get('worker')} stopped (no sign of life for {now - beat:.0f} s)"
         message, queue_key = dispatch.get("message"), dispatch.get("queue_key")
@@ -127,11 +160,11 @@ class JobWatchdog:
             await self._redis.lpos(queue_key, message) is not None
         ):
             self._missing_since.pop(member, None)  # still waiting for a free worker
-            await self._redis.zadd(self._watch_key, {member: now + self._missing_after})
+            await self._look_again(member, now + self._missing_after, dispatch)
             return None
         since = self._missing_since.setdefault(member, now)
         if now - since < self._missing_after:
-            await self._redis.zadd(self._watch_key, {member: since + self._missing_after})
+            await self._look_again(member, since + self._missing_after, dispatch)
             return None
         return "its message was lost before any worker started it"
 
@@ -140,17 +173,14 @@ class JobWatchdog:
         job: ToolJob | AgentJob = AgentJob.model_validate(raw) if "parallel_agent" in raw else (
             ToolJob.model_validate(raw))
         name = job.agent_name if isinstance(job, AgentJob) else job.tool_name
-        if attempt >= self._max_attempts:
+        limit = (job.max_attempts if isinstance(job, ToolJob) else None) or self._max_attempts
+        if attempt >= limit:
             message = (f"{'Branch' if isinstance(job, AgentJob) else 'Tool'} {name!r} did not "
                        f"finish: {cause}, after {attempt} attempt(s).")
             logger.warning("Call %s of invocation %s: %s", job.function_call_id,
                            job.invocation_id, message)
-            result = ToolResult(function_call_id=job.function_call_id,
-                                tool_name=name if isinstance(job, ToolJob) else "adk_celery_run_branch",
-                                response={"error": message}, error=message)
-            await self._services.service.deliver(
-                job.app_name, job.invocation_id, result,
-                key=(job.app_name, job.user_id, job.session_id))
+            await self._answer_with_error(
+                job, name if isinstance(job, ToolJob) else RUN_BRANCH, message)
             return
         again = job.model_copy(update={"attempt": attempt + 1})
         logger.warning("Call %s (%s) of invocation %s: %s; dispatching attempt %d",

@@ -36,6 +36,12 @@ class ToolJob(_Wire):
     queue: str = ""
     attempt: int = 1
     """1 for the first dispatch of the call; more when a lost job was dispatched again."""
+    timeout_seconds: float | None = None
+    """The tool's own deadline, from the first dispatch (None: the settings' default)."""
+    max_attempts: int | None = None
+    """The tool's own number of attempts (None: the settings' default)."""
+    deadline: float | None = None
+    """When the call is answered with a timeout error (epoch seconds; set at dispatch)."""
 
 
 class AgentJob(_Wire):

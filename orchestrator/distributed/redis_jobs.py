@@ -5,6 +5,7 @@ Each invocation has a jobs hash (``redis_keys.invocation_jobs``) with three fiel
 - ``a:<call id>``: the attempt now out (1 at the first dispatch);
 - ``c:<call id>``: the dispatch, JSON: the job itself, its queue, its broker message (the
   exact list element kombu pushed, to find it in the queue) and its deadline, if any;
+- ``d:<call id>``: its deadline (epoch seconds), if it has one;
 - ``r:<call id>``: where the job is, JSON: ``{"state": "queued", "at": t}``, then
   ``{"state": "running", "worker": w, "beat": t, "attempt": n}`` once a worker claims it.
 
@@ -21,20 +22,21 @@ import json
 from typing import Any
 
 # KEYS: jobs hash, watch index. ARGV: call id, attempt, dispatch JSON, ttl seconds, index
-# member, index score, now, number of commands, then each command as name, argument count,
-# arguments (the message and its task-sent event, as kombu would send them: LPUSH, PUBLISH).
-# Publishes only if the call's current attempt is the one before ARGV[2] (none for 1): a job
-# goes out once per attempt, whoever submits it. 1 if published, 0 if not.
+# member, index score, now, deadline or '', number of commands, then each command as name,
+# argument count, arguments (the message and its task-sent event, as kombu would send them:
+# LPUSH, PUBLISH). Publishes only if the call's current attempt is the one before ARGV[2]
+# (none for 1): a job goes out once per attempt, whoever submits it. 1 if published, else 0.
 PUBLISH_ONCE = """
 local id = ARGV[1]
 local current = redis.call('HGET', KEYS[1], 'a:' .. id)
 if (current or '0') ~= tostring(tonumber(ARGV[2]) - 1) then return 0 end
 redis.call('HSET', KEYS[1], 'a:' .. id, ARGV[2], 'c:' .. id, ARGV[3],
   'r:' .. id, cjson.encode({state = 'queued', at = tonumber(ARGV[7])}))
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'd:' .. id, ARGV[8]) end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
-local i = 9
-for _ = 1, tonumber(ARGV[8]) do
+local i = 10
+for _ = 1, tonumber(ARGV[9]) do
   local name, count = ARGV[i], tonumber(ARGV[i + 1])
   redis.call(name, unpack(ARGV, i + 2, i + 1 + count))
   i = i + 2 + count
@@ -42,12 +44,23 @@ end
 return 1
 """
 
+# When the watchdog should look at a running job next: when it would be silent too long,
+# or at its deadline (field d:<call id>) if that comes first.
+_NEXT_LOOK = """
+local function next_look(jobs, id, beat, lost_after)
+  local at = tonumber(beat) + tonumber(lost_after)
+  local deadline = redis.call('HGET', jobs, 'd:' .. id)
+  if deadline and tonumber(deadline) < at then return deadline end
+  return at
+end
+"""
+
 # KEYS: cancel flag, results hash, jobs hash, watch index. ARGV: call id, attempt, worker,
 # now, '1' for a branch job, index member, lost-after seconds. What a worker does before
 # running a job: 'cancelled', 'answered' (a final result is stored; for a branch, also a
 # paused one with its events), 'superseded' (a later attempt was dispatched), else 'run',
 # having marked the job running on this worker.
-CLAIM = """
+CLAIM = _NEXT_LOOK + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 'cancelled' end
 local done = redis.call('HGET', KEYS[2], ARGV[1])
 if done then
@@ -62,20 +75,21 @@ if current and tonumber(current) > tonumber(ARGV[2]) then return 'superseded' en
 if current then
   redis.call('HSET', KEYS[3], 'r:' .. ARGV[1], cjson.encode({state = 'running',
     worker = ARGV[3], beat = tonumber(ARGV[4]), attempt = tonumber(ARGV[2])}))
-  redis.call('ZADD', KEYS[4], tonumber(ARGV[4]) + tonumber(ARGV[7]), ARGV[6])
+  redis.call('ZADD', KEYS[4], next_look(KEYS[3], ARGV[1], ARGV[4], ARGV[7]), ARGV[6])
 end
 return 'run'
 """
 
 # KEYS: jobs hash, watch index. ARGV: call id, attempt, worker, now, index member,
-# lost-after seconds. A running job's sign of life (only while it is still this attempt's).
-BEAT = """
+# lost-after seconds. A running job's sign of life (only while it is still this attempt's);
+# its next look never goes past its deadline.
+BEAT = _NEXT_LOOK + """
 local current = redis.call('HGET', KEYS[1], 'a:' .. ARGV[1])
 if current ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], 'r:' .. ARGV[1], cjson.encode({state = 'running',
   worker = ARGV[3], beat = tonumber(ARGV[4]), attempt = tonumber(ARGV[2])}))
 if redis.call('ZSCORE', KEYS[2], ARGV[5]) then
-  redis.call('ZADD', KEYS[2], tonumber(ARGV[4]) + tonumber(ARGV[6]), ARGV[5])
+  redis.call('ZADD', KEYS[2], next_look(KEYS[1], ARGV[1], ARGV[4], ARGV[6]), ARGV[5])
 end
 return 1
 """
@@ -94,8 +108,9 @@ def parse_member(member: str) -> tuple[str, str, str]:
 
 def publish_args(
     call_id: str, attempt: int, dispatch: dict[str, Any], ttl: int, member: str, score: float,
-    now: float, commands: list[tuple[str, tuple[Any, ...]]],
+    now: float, deadline: float | None, commands: list[tuple[str, tuple[Any, ...]]],
 ) -> list[Any]:
     """ARGV of :data:`PUBLISH_ONCE`."""
     return [call_id, attempt, json.dumps(dispatch, separators=(",", ":")), ttl, member, score, now,
-            len(commands), *(part for name, args in commands for part in (name, len(args), *args))]
+            "" if deadline is None else repr(deadline), len(commands),
+            *(part for name, args in commands for part in (name, len(args), *args))]

@@ -60,7 +60,8 @@ async def redispatch(
         if not queue:
             return False
         await transport.submit(tool_job(
-            session, invocation_id, agent.name, entry.event.branch, entry.call, queue, user_content
+            session, invocation_id, agent.name, entry.event.branch, entry.call, queue, user_content,
+            tool=tool,
         ))
     logger.info("Call %s of invocation %s dispatched again (recovery)", entry.id, invocation_id)
     return True

@@ -11,6 +11,20 @@ if TYPE_CHECKING:
 
 QUEUE_METADATA_KEY = "adk_celery_queue"
 """``tool.custom_metadata[QUEUE_METADATA_KEY]`` routes a tool to a named worker queue."""
+TIMEOUT_METADATA_KEY = "adk_celery_timeout"
+"""``tool.custom_metadata[TIMEOUT_METADATA_KEY]``: seconds a remote call of the tool may take,
+from its first dispatch, before it is answered with a timeout error."""
+MAX_ATTEMPTS_METADATA_KEY = "adk_celery_max_attempts"
+"""``tool.custom_metadata[MAX_ATTEMPTS_METADATA_KEY]``: how many times a lost job of the tool
+is dispatched before its call is answered with an error."""
+
+
+def call_policy(tool: BaseTool) -> dict[str, float | int | None]:
+    """The tool's own deadline and attempts (``None``: the settings' defaults)."""
+    metadata = tool.custom_metadata or {}
+    timeout, attempts = metadata.get(TIMEOUT_METADATA_KEY), metadata.get(MAX_ATTEMPTS_METADATA_KEY)
+    return {"timeout_seconds": float(timeout) if timeout is not None else None,
+            "max_attempts": int(attempts) if attempts is not None else None}
 
 
 class Transport(Protocol):

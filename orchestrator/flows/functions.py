@@ -179,7 +179,7 @@ async def _execute_call(
             return _answer(call, name, gate, tool_context)
         queue = ctx.transport.route(tool) if ctx.transport is not None else None
         if queue:
-            await dispatch_remote_call(ctx, agent.name, call, queue, confirmation)
+            await dispatch_remote_call(ctx, agent.name, call, queue, confirmation, tool)
             if dispatched is not None and call.id:
                 dispatched.append(call.id)
             return _CallOutcome(None, tool_context.actions)

@@ -9,10 +9,12 @@ from google.genai import types
 
 from orchestrator import failpoints
 from orchestrator.distributed.models import ToolJob
+from orchestrator.distributed.transport import call_policy
 
 if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
     from orchestrator.sessions.session import Session
+    from orchestrator.tools.base_tool import BaseTool
     from orchestrator.tools.tool_confirmation import ToolConfirmation
 
 
@@ -30,8 +32,12 @@ def tool_job(
     queue: str,
     user_content: types.Content | None,
     confirmation: ToolConfirmation | None = None,
+    tool: BaseTool | None = None,
 ) -> ToolJob:
-    """The job that runs ``call`` on a worker, with a snapshot of what the tool may read."""
+    """The job that runs ``call`` on a worker, with a snapshot of what the tool may read.
+
+    ``tool``: the tool called, whose metadata may set the call's deadline and attempts.
+    """
     return ToolJob(
         app_name=session.app_name,
         user_id=session.user_id,
@@ -51,6 +57,7 @@ def tool_job(
             confirmation.model_dump(mode="json") if confirmation is not None else None
         ),
         queue=queue,
+        **(call_policy(tool) if tool is not None else {}),
     )
 
 
@@ -60,11 +67,12 @@ async def dispatch_remote_call(
     call: types.FunctionCall,
     queue: str,
     confirmation: ToolConfirmation | None,
+    tool: BaseTool | None = None,
 ) -> None:
     """Build the job for ``call`` and submit it through the context's transport."""
     assert ctx.transport is not None and call.id
     failpoints.hit("dispatch.before_publish")
     await ctx.transport.submit(tool_job(
         ctx.session, ctx.invocation_id, agent_name, ctx.branch, call, queue, ctx.user_content,
-        confirmation,
+        confirmation, tool,
     ))
