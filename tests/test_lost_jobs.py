@@ -74,6 +74,10 @@ def test_a_worker_killed_mid_tool_is_noticed_without_waiting_for_the_visibility_
         assert started is not None, first.output()
         pid, call_id = started[1].split()
         assert int(pid) == first.pid
+        assert client.wait("fragile", inv, timeout=10).status is InvocationStatus.PAUSED
+        [call] = client.calls("fragile", inv)
+        assert (call.name, call.where, call.attempt) == ("fragile_step", "running", 1)
+        assert call.worker.endswith(f":{first.pid}") and call.last_seen > time.time() - 5
         first.kill()
         second = start_celery_process("worker", "heir-worker", env)
         stack.callback(second.stop)
@@ -81,6 +85,8 @@ def test_a_worker_killed_mid_tool_is_noticed_without_waiting_for_the_visibility_
         again = check.blpop([runs_key(inv)], timeout=20)  # the heartbeats stopped: attempt 2
         assert again is not None, orchestrator.output()
         assert again[1] == f"{second.pid} {call_id}"
+        [call] = client.calls("fragile", inv)
+        assert call.attempt == 2 and call.worker.endswith(f":{second.pid}")
         check.lpush(gate_key(inv), "test")
         record = client.wait("fragile", inv, timeout=20, until=FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
@@ -105,7 +111,11 @@ def test_a_job_lost_between_the_broker_and_a_worker_is_dispatched_again(redis_ur
         stack.callback(client.close)
 
         inv = client.enqueue("parked", "u", "lost-once")
+        assert client.wait("parked", inv, timeout=10).status is InvocationStatus.PAUSED
+        [call] = client.calls("parked", inv)
+        assert (call.name, call.where, call.attempt) == ("parked_tool", "queued", 1)
         _lose_the_parked_job(check)
+        _wait_for(lambda: client.calls("parked", inv)[0].where == "retrying", what="attempt 2")
         worker = start_celery_process("worker", "parked-worker", env, "-Q", PARKED_QUEUE)
         stack.callback(worker.stop)
 
@@ -180,3 +190,27 @@ def test_a_call_past_its_deadline_is_answered_with_a_timeout_error(redis_url):
         check.lpush(gate_key(inv), "late")
         worker.wait_for_line(lambda line: "gated_step" in line and "succeeded" in line)
         assert [r.response for r in _responses(client, "gated", inv)] == [answer.response]
+
+
+def test_status_says_a_call_waits_for_an_answer_from_outside(redis_url):
+    url, check = _db(redis_url, 15)
+    env = stack_env(url, SPECS, **FAST_WATCH)
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        orchestrator = start_celery_process("orchestrator", "status-orch", env)
+        stack.callback(orchestrator.stop)
+        worker = start_celery_process("worker", "status-worker", env)
+        stack.callback(worker.stop)
+        client = _client(url)
+        stack.callback(client.close)
+
+        inv = client.enqueue("approval", "u", "pay")
+        assert client.wait("approval", inv, timeout=10).status is InvocationStatus.PAUSED
+        # The tool ran on the worker and returned nothing: the answer comes from outside.
+        call = _wait_for(lambda: next((c for c in client.calls("approval", inv)
+                                       if c.where == "waiting for an answer"), None),
+                         what="the call waiting for an answer")
+        assert call.name == "request_approval" and call.worker is None
+        client.answer("approval", inv, call.function_call_id, {"approved": True})
+        assert client.wait("approval", inv, timeout=10, until=FINISHED).status is InvocationStatus.COMPLETED
+        assert client.calls("approval", inv) == []

@@ -139,8 +139,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.command == "status":
         from workers.client import Client
 
-        record = Client().status(args.app_name, args.invocation_id)
-        print(record.model_dump_json(indent=2) if record else "null")
+        client = Client()
+        try:
+            record = client.status(args.app_name, args.invocation_id)
+            if record is None:
+                print("null")
+                return
+            shown = record.model_dump(mode="json")
+            # Where each pending call stands: queued, running on a worker, retrying, or
+            # waiting for an answer from outside.
+            shown["calls"] = [c.model_dump(mode="json", exclude_none=True)
+                              for c in client.calls(args.app_name, args.invocation_id)]
+            print(json.dumps(shown, indent=2))
+        finally:
+            client.close()
 
 
 def _run_flower(args: argparse.Namespace, extra: list[str]) -> None:

@@ -16,7 +16,7 @@ from google.genai import types
 from config import Settings, get_settings
 from orchestrator import platform
 from orchestrator._redis_support import connect
-from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus, PendingCall
 from orchestrator.distributed.redis_stores import READ_RECORD, StatusWait
 from orchestrator.distributed.streams import RedisEventStream, StreamItem
 from orchestrator.events.event import Event
@@ -154,6 +154,16 @@ class Client:
         """The invocation's record (status, pending calls, error), or None if unknown."""
         store = self._services().store
         return self._runtime.run(store.get(app_name, invocation_id))
+
+    def calls(self, app_name: str, invocation_id: str) -> list[PendingCall]:
+        """Where each call the invocation waits for stands; [] if none (or unknown).
+
+        Each has its tool and is queued, running (on which worker, last seen when), retrying
+        (a lost job was dispatched again) or waiting for an answer from outside.
+        """
+        store = self._services().store
+        record = self._runtime.run(store.get(app_name, invocation_id))
+        return self._runtime.run(store.pending_details(record)) if record is not None else []
 
     def wait(
         self,

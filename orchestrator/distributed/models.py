@@ -122,6 +122,8 @@ class InvocationRecord(_Wire):
     """Run with SSE streaming, so partial chunks reach the live event stream."""
     pending_calls: list[str] = Field(default_factory=list)
     """Function-call ids the paused invocation waits for."""
+    pending_tools: dict[str, str] = Field(default_factory=dict)
+    """The tool (or ``adk_celery_run_branch``) each pending call called, by call id."""
     created_at: float = Field(default_factory=platform.get_time)
     updated_at: float = Field(default_factory=platform.get_time)
 
@@ -131,3 +133,20 @@ class WorkItem(_Wire):
 
     kind: Literal["start", "resume", "cancel"]
     invocation_id: str
+
+
+class PendingCall(_Wire):
+    """Where one call a paused invocation waits for stands (see ``Client.calls``)."""
+
+    function_call_id: str
+    name: str
+    """The tool called (``adk_celery_run_branch`` for a ParallelAgent branch)."""
+    where: Literal["queued", "running", "retrying", "waiting for an answer"]
+    """``queued``: its job waits for a worker; ``running``: on ``worker``; ``retrying``: a lost
+    job was dispatched again (``attempt``) and waits for a worker; ``waiting for an answer``:
+    no job runs, the answer comes from outside (``Client.answer``)."""
+    attempt: int | None = None
+    worker: str | None = None
+    """``hostname:pid`` of the worker running it."""
+    last_seen: float | None = None
+    """When that worker last said the job was alive (epoch seconds)."""

@@ -6,6 +6,7 @@ scripts and reads both need are shared from here.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -13,7 +14,12 @@ import redis.asyncio as aioredis
 
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import LUA_SAVE_RECORD
-from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult
+from orchestrator.distributed.models import (
+    InvocationRecord,
+    InvocationStatus,
+    PendingCall,
+    ToolResult,
+)
 from orchestrator.distributed.redis_jobs import CLAIM, watch_member
 from orchestrator.distributed.stores import Loaded
 from orchestrator.distributed.streams import STREAM_MAXLEN
@@ -170,6 +176,35 @@ class RedisInvocationStore:
                   watch_member(app_name, invocation_id, function_call_id), lost_after],
         )
         return str(verdict)
+
+    async def pending_details(self, record: InvocationRecord) -> list[PendingCall]:
+        """Where each call the invocation waits for stands (one round trip).
+
+        Queued, running (on which worker, last seen when), retrying (a later attempt), or
+        waiting for an answer from outside.
+        """
+        ids = record.pending_calls
+        if not ids:
+            return []
+        jobs = keys.invocation_jobs(record.app_name, record.invocation_id)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for cid in ids:
+                pipe.hmget(jobs, f"a:{cid}", f"r:{cid}")
+            pipe.hmget(keys.invocation_results(record.app_name, record.invocation_id), ids)
+            *journal, results = await pipe.execute()
+        found = []
+        for cid, (attempt, run_raw), result in zip(ids, journal, results, strict=True):
+            call = PendingCall(function_call_id=cid, name=record.pending_tools.get(cid, ""),
+                               where="waiting for an answer")
+            if attempt is not None and result is None:  # a job is out, and not back yet
+                run = json.loads(run_raw) if run_raw else {}
+                call.attempt = int(attempt)
+                if run.get("state") == "running":
+                    call.where, call.worker, call.last_seen = "running", run.get("worker"), run.get("beat")
+                else:
+                    call.where = "retrying" if call.attempt > 1 else "queued"
+            found.append(call)
+        return found
 
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite the record and publish its status on the invocation's stream."""

@@ -356,6 +356,7 @@ class InvocationService:
                             break
         # What the invocation waits for is what its log leaves open, never a running tally.
         record.pending_calls = sorted(ledger.open)
+        record.pending_tools = {cid: ledger.calls[cid].name for cid in record.pending_calls}
         if cancelled:
             status = InvocationStatus.CANCELLED
         else:
