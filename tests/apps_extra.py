@@ -73,6 +73,7 @@ def fragile_step(label: str, tool_context: ToolContext) -> dict[str, Any]:
     client = redis.Redis.from_url(get_settings().redis_url or "", decode_responses=True)
     try:
         client.rpush(runs_key(tool_context.invocation_id), f"{os.getpid()} {tool_context.function_call_id}")
+        client.rpush(runs_key(tool_context.invocation_id) + ":attempts", tool_context.attempt)
     finally:
         client.close()
     return {"label": label, "pid": os.getpid(),

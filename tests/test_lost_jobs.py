@@ -92,6 +92,7 @@ def test_a_worker_killed_mid_tool_is_noticed_without_waiting_for_the_visibility_
         assert record.status is InvocationStatus.COMPLETED, record.error
         assert [r.id for r in _responses(client, "fragile", inv)] == [call_id]
         assert check.hget(keys.invocation_jobs("fragile", inv), f"a:{call_id}") == "2"
+        assert check.lrange(runs_key(inv) + ":attempts", 0, -1) == ["1", "2"]  # tools see it
 
 
 def _lose_the_parked_job(check: redis.Redis) -> None:

@@ -98,6 +98,9 @@ class Context(ReadonlyContext):
         """The id of the function call being executed (tools only)."""
         self.tool_confirmation = tool_confirmation
         """The confirmation answer, when a confirmed tool is re-run."""
+        self.attempt = 1
+        """adk-celery: which run of this call this is (more than 1 when a worker was lost and
+        the call's job was dispatched again, with the same ``function_call_id``)."""
 
     @property
     def state(self) -> State:  # type: ignore[override]

@@ -106,6 +106,7 @@ async def execute_tool_job(
     tool_context = ToolContext(
         ctx, function_call_id=job.function_call_id, tool_confirmation=confirmation
     )
+    tool_context.attempt = job.attempt
     try:
         result = await tool.run_async(args=dict(job.args), tool_context=tool_context)
     except Exception as error:  # the model reads the failure as an error response
