@@ -34,7 +34,7 @@ from orchestrator.runner_routing import (
     original_user_content,
     resolve_invocation_from_responses,
 )
-from orchestrator.sessions.base_session_service import BaseSessionService
+from orchestrator.sessions.base_session_service import BaseSessionService, SessionWriter
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from orchestrator.sessions.session import Session
 from orchestrator.tools.base_toolset import BaseToolset
@@ -103,12 +103,21 @@ class Runner:
         run_config: RunConfig | None = None,
         yield_user_message: bool = False,
         abort_signal: asyncio.Event | None = None,
+        session: Session | None = None,
+        session_writer: SessionWriter | None = None,
     ) -> AsyncGenerator[Event, None]:
-        """Run one invocation (or continue one); yield each event after it is committed."""
+        """Run one invocation (or continue one); yield each event after it is committed.
+
+        adk-celery additions: ``session``, the session as just read (spares reading it
+        again), and ``session_writer``, what commits the events (the session service when
+        omitted; an orchestrator passes the writer bound to its lease).
+        """
         run_config = run_config or RunConfig()
+        writer = session_writer or self.session_service
         if new_message is not None and new_message.role != "user":
             new_message = types.Content(role="user", parts=new_message.parts)
-        session = await self._load_session(user_id, session_id, run_config)
+        if session is None:
+            session = await self._load_session(user_id, session_id, run_config)
         _validate_new_message(new_message)
         responses = [
             p.function_response for p in (new_message.parts or []) if p.function_response
@@ -137,11 +146,11 @@ class Runner:
                 new_message = None  # the invocation already has its user message
         if new_message is not None or state_delta:
             user_event = await self._append_user_event(
-                ctx, new_message, state_delta, run_config, call_event
+                ctx, new_message, state_delta, run_config, call_event, writer
             )
             if yield_user_message:
                 yield user_event
-        async for event in self._run_agent(ctx, session, resuming, call_event):
+        async for event in self._run_agent(ctx, session, resuming, call_event, writer):
             yield event
 
     async def continue_async(
@@ -155,6 +164,7 @@ class Runner:
         transport: Transport | None = None,
         session: Session | None = None,
         yield_answers: bool = False,
+        session_writer: SessionWriter | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Commit answer events (function responses) to an invocation and continue it.
 
@@ -164,6 +174,7 @@ class Runner:
         With ``yield_answers`` the committed answers are yielded first.
         """
         run_config = run_config or RunConfig()
+        writer = session_writer or self.session_service
         if session is None:  # callers that just loaded it pass it in
             session = await self._load_session(user_id, session_id, run_config)
         calls = calls_of_invocation(session, invocation_id)
@@ -186,11 +197,11 @@ class Runner:
             answer.invocation_id = invocation_id
             if answer.branch is None and call_event is not None:
                 answer.branch = call_event.branch
-            await self.session_service.append_event(session, answer)
+            await writer.append_event(session, answer)
             if yield_answers:  # after the commit, like every event the Runner yields
                 yield answer
         failpoints.hit("runner.answers_committed")
-        async for event in self._run_agent(ctx, session, True, call_event):
+        async for event in self._run_agent(ctx, session, True, call_event, writer):
             yield event
 
     async def recover_async(
@@ -201,6 +212,7 @@ class Runner:
         invocation_id: str,
         run_config: RunConfig | None = None,
         session: Session | None = None,
+        session_writer: SessionWriter | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Continue an invocation from its committed log after its runner stopped mid-run.
 
@@ -227,7 +239,7 @@ class Runner:
                 "(App(resumability_config=ResumabilityConfig(is_resumable=True))) to continue "
                 "such invocations."
             )
-        async for event in self._run_agent(ctx, session, True, None):
+        async for event in self._run_agent(ctx, session, True, None, session_writer):
             yield event
 
     def _new_context(
@@ -259,8 +271,10 @@ class Runner:
         session: Session,
         resuming: bool,
         call_event: Event | None,
+        writer: SessionWriter | None = None,
     ) -> AsyncGenerator[Event, None]:
         """Pick the agent, run it, and commit each non-partial event before yielding it."""
+        writer = writer or self.session_service
         agent = self._agent_to_run(ctx, session, resuming)
         if agent is None:
             return
@@ -271,7 +285,7 @@ class Runner:
                 if ctx.is_aborted:
                     return
                 if not event.partial:
-                    await self.session_service.append_event(session, event)
+                    await writer.append_event(session, event)
                 yield event
 
     @property
@@ -375,6 +389,7 @@ class Runner:
         state_delta: dict[str, Any] | None,
         run_config: RunConfig,
         call_event: Event | None,
+        writer: SessionWriter,
     ) -> Event:
         event = Event(
             invocation_id=ctx.invocation_id,
@@ -384,7 +399,7 @@ class Runner:
             branch=call_event.branch if call_event is not None else None,
             custom_metadata=dict(run_config.custom_metadata) if run_config.custom_metadata else None,
         )
-        await self.session_service.append_event(ctx.session, event)
+        await writer.append_event(ctx.session, event)
         return event
 
 

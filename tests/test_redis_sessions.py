@@ -23,7 +23,7 @@ from orchestrator.errors import (
     StaleSessionError,
 )
 from orchestrator.sessions import GetSessionConfig, RedisSessionService
-from orchestrator.sessions import redis_scopes as scopes
+from orchestrator.sessions.redis_scopes import Mirror
 
 APP, USER = "app", "u1"
 
@@ -302,19 +302,14 @@ async def test_fencing_token_is_checked_at_append(service, redis_client):
     lease = redis_keys.session_lease(APP, USER, "s")
     await redis_client.set(lease, "7")
 
-    with scopes.fenced(lease, "7"):
-        await service.append_event(session, delta_event({"k": 1}))  # holder: accepted
-    assert scopes.current_fence.get() is None
+    holder = service.leased_writer(lease, "7")
+    await holder.append_event(session, delta_event({"k": 1}))  # holder: accepted
 
     await redis_client.set(lease, "8")  # another orchestrator took the session over
     before = await snapshot(redis_client)
     event = delta_event({"k": 2, "temp:t": 1})
-    token = scopes.current_fence.set((lease, "7"))
-    try:
-        with pytest.raises(StaleSessionError, match="session lease was lost") as excinfo:
-            await service.append_event(session, event)
-    finally:
-        scopes.current_fence.reset(token)
+    with pytest.raises(StaleSessionError, match="session lease was lost") as excinfo:
+        await holder.append_event(session, event)
     assert isinstance(excinfo.value, ValueError) and isinstance(excinfo.value, AdkCeleryError)
     assert "held by another owner" in str(excinfo.value)
     assert await snapshot(redis_client) == before
@@ -324,11 +319,11 @@ async def test_fencing_token_is_checked_at_append(service, redis_client):
     # Expired lease (gone from Redis): stale as well.
     await redis_client.pexpireat(lease, 1)
     assert await redis_client.exists(lease) == 0
-    with scopes.fenced(lease, "8"), pytest.raises(StaleSessionError, match="expired"):
-        await service.append_event(session, delta_event({"k": 3}))
+    with pytest.raises(StaleSessionError, match="expired"):
+        await service.leased_writer(lease, "8").append_event(session, delta_event({"k": 3}))
     assert await snapshot(redis_client) == {k: v for k, v in before.items() if k != lease}
 
-    # Without a fence in the context, appends are not checked.
+    # The service's own appends are not fenced.
     await service.append_event(session, delta_event({"k": 4}))
     stored = await service.get_session(app_name=APP, user_id=USER, session_id="s")
     assert stored is not None
@@ -340,14 +335,14 @@ async def test_a_status_handed_to_the_mirror_lands_with_the_next_append_only(ser
     lease, stream = redis_keys.session_lease(APP, USER, "s"), "adk:test:stream"
     record_key, statuses = "adk:test:record", "adk:test:statuses"
     await redis_client.set(lease, "8")
-    with scopes.mirrored(stream, 100, 60) as mirror:
-        mirror.with_next_append(record_key, statuses, '{"status": "running"}', "running")
-        with scopes.fenced(lease, "7"), pytest.raises(StaleSessionError):
-            await service.append_event(session, delta_event({"k": 1}))
-        assert await redis_client.exists(record_key, stream, statuses) == 0  # refused: nothing
-        with scopes.fenced(lease, "8"):
-            await service.append_event(session, delta_event({"k": 2}))
-            await service.append_event(session, delta_event({"k": 3}))
+    mirror = Mirror(stream, 100, 60)
+    mirror.with_next_append(record_key, statuses, '{"status": "running"}', "running")
+    with pytest.raises(StaleSessionError):
+        await service.leased_writer(lease, "7", mirror).append_event(session, delta_event({"k": 1}))
+    assert await redis_client.exists(record_key, stream, statuses) == 0  # refused: nothing
+    writer = service.leased_writer(lease, "8", mirror)
+    await writer.append_event(session, delta_event({"k": 2}))
+    await writer.append_event(session, delta_event({"k": 3}))
     assert await redis_client.hget(record_key, "record") == '{"status": "running"}'
     entries = [fields for _, fields in await redis_client.xrange(stream)]
     assert [(f["kind"], f.get("status")) for f in entries] == [
@@ -358,16 +353,15 @@ async def test_a_status_handed_to_the_mirror_lands_with_the_next_append_only(ser
     assert 0 < await redis_client.ttl(statuses) <= 60
 
 
-async def test_fence_is_per_context(service, redis_client):
-    """A fence set in one task does not leak into concurrently running tasks."""
+async def test_a_writer_fences_only_its_own_appends(service, redis_client):
+    """A leased writer's fence does not apply to other appends running at the same time."""
     a = await service.create_session(app_name=APP, user_id=USER, session_id="a")
     b = await service.create_session(app_name=APP, user_id=USER, session_id="b")
     lease_a = redis_keys.session_lease(APP, USER, "a")
     await redis_client.set(lease_a, "other-owner")
 
     async def fenced_append() -> None:
-        with scopes.fenced(lease_a, "mine"):
-            await service.append_event(a, delta_event({"x": 1}))
+        await service.leased_writer(lease_a, "mine").append_event(a, delta_event({"x": 1}))
 
     async def unfenced_append() -> None:
         await service.append_event(b, delta_event({"y": 1}))

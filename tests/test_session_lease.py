@@ -126,10 +126,11 @@ async def test_a_holder_that_lost_its_lease_cannot_append(parts, redis_client):
     await redis_client.delete(_lease(key))  # the lease expired...
     fresh = await queue.acquire(key)  # ...and another orchestrator took it
     assert fresh != stale
-    with queue.fencing(key, stale), pytest.raises(StaleSessionError):
-        await sessions.append_event(session, Event(author="agent", invocation_id="e-1"))
-    with queue.fencing(key, fresh):
-        await sessions.append_event(session, Event(author="agent", invocation_id="e-1"))
+    with pytest.raises(StaleSessionError):
+        await sessions.leased_writer(_lease(key), stale).append_event(
+            session, Event(author="agent", invocation_id="e-1"))
+    await sessions.leased_writer(_lease(key), fresh).append_event(
+        session, Event(author="agent", invocation_id="e-1"))
     stored = await sessions.get_session(app_name="chat", user_id="u", session_id=session.id)
     assert len(stored.events) == 1
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -28,7 +28,7 @@ from orchestrator.distributed.stores import SessionKey
 from orchestrator.distributed.streams import RedisEventStream
 from orchestrator.distributed.wakeups import RedisWakeups, WakeConsumer
 from orchestrator.errors import register_infrastructure_errors
-from orchestrator.sessions.redis_session_service import RedisSessionService
+from orchestrator.sessions.redis_session_service import LeasedSessionWriter, RedisSessionService
 from orchestrator.tools.function_tool import sync_calls_inline
 from workers.celery_app import app as default_celery_app
 from workers.enqueue import (
@@ -204,7 +204,7 @@ class Runtime:
             lease_renew_seconds=settings.lease_ttl_seconds / 3,
             # Committed events reach the stream inside their append; the sink sends chunks.
             event_sink=events.publish_partial,
-            run_context=events.committed_by_append,
+            writer_for=lambda key, token, record: _leased_writer(sessions, events, key, token, record),
         )
         return Services(client, sessions, artifacts, store, queue, registry, service,
                         events=events, wakeups=wakeups, transport=transport)
@@ -267,6 +267,19 @@ class Runtime:
         if not was_queued(replies, new_session):
             record = await services.store.get(record.app_name, record.invocation_id) or record
         return record, session_key(record)
+
+
+def _leased_writer(
+    sessions: RedisSessionService, events: RedisEventStream, key: SessionKey, token: str,
+    record: InvocationRecord,
+) -> tuple[LeasedSessionWriter, Callable[[InvocationRecord], None]]:
+    """The writer of one piece of work on ``record``, and how to save it with a commit.
+
+    The writer's appends are fenced by the session's lease and mirrored to the invocation's
+    live stream.
+    """
+    mirror = events.mirror_for(record)
+    return sessions.leased_writer(keys.session_lease(*key), token, mirror), events.saver(mirror)
 
 
 _runtime: Runtime | None = None

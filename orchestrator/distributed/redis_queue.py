@@ -8,8 +8,6 @@ a wake-up on the orchestrators' wake stream, in the same round trip.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -26,7 +24,6 @@ from orchestrator.distributed.redis_stores import (
 )
 from orchestrator.distributed.stores import SessionKey, Taken
 from orchestrator.distributed.wakeups import RedisWakeups
-from orchestrator.sessions.redis_scopes import fenced
 from orchestrator.sessions.redis_session_service import session_from_replies, session_read_keys
 
 # Push a work item and post its wake-up (alone, or after a step that decided to): KEYS
@@ -258,12 +255,6 @@ class RedisSessionQueue:
             args=[finished.model_dump_json() if finished is not None else "", token, *record_args],
         )
         return WorkItem.model_validate_json(raw) if raw else None
-
-    @contextlib.contextmanager
-    def fencing(self, key: SessionKey, token: str) -> Iterator[None]:
-        """Session appends inside this block require the lease to be held with ``token``."""
-        with fenced(keys.session_lease(*key), token):
-            yield
 
 
 def _pairs(flat: list[Any]) -> dict[Any, Any]:

@@ -26,6 +26,7 @@ from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.flows.contents import RUN_BRANCH
 from orchestrator.runners import Runner
+from orchestrator.sessions.base_session_service import SessionWriter
 from orchestrator.sessions.session import Session
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class Plan:
 async def plan_resume(
     service: InvocationService, runner: Runner, record: InvocationRecord,
     results: dict[str, ToolResult], session: Session, ledger: CallLedger | None = None,
+    writer: SessionWriter | None = None,
 ) -> Plan:
     """What a resume runs: the answer events of every step whose calls are all answered.
 
@@ -63,7 +65,8 @@ async def plan_resume(
     often its resume is replayed (the orchestrator that committed it may have died before
     saving the record). A parallel branch's own events are committed first, as they arrive;
     the run continues in the calling agent once its last branch is in. Nothing to answer:
-    an empty plan. ``ledger``: the invocation's calls, if the caller read them already.
+    an empty plan. ``ledger``: the invocation's calls, if the caller read them already;
+    ``writer``: what commits the events (the session service by default).
     """
     ledger = ledger or CallLedger.of(session.events, record.invocation_id)
     plan = Plan(ledger)
@@ -85,15 +88,16 @@ async def plan_resume(
         ready = {i: results[i] for i in ids if i in results and results[i].response is not None}
         if ids and len(ready) == len(ids):
             answers += await _answer_events(service, runner, session, call_event, ready)
+    writer = writer or service.session_service
     for event in direct:
-        await service.session_service.append_event(session, event)
+        await writer.append_event(session, event)
         ledger.record(event)
     plan.prelude = direct
     if answers:
         plan.events = runner.continue_async(
             user_id=record.user_id, session_id=record.session_id,
             invocation_id=record.invocation_id, answers=answers, session=session,
-            run_config=run_config_for(record), yield_answers=True,
+            run_config=run_config_for(record), yield_answers=True, session_writer=writer,
         )
     return plan
 

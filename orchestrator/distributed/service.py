@@ -44,8 +44,7 @@ from orchestrator.errors import is_infrastructure_error
 from orchestrator.events.event import Event
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
-from orchestrator.sessions.base_session_service import BaseSessionService
-from orchestrator.sessions.redis_scopes import prefetched
+from orchestrator.sessions.base_session_service import BaseSessionService, SessionWriter
 from orchestrator.sessions.session import Session
 
 logger = logging.getLogger(__name__)
@@ -58,9 +57,12 @@ EventSink = Callable[[InvocationRecord, Event], Awaitable[None]]
 SaveWithNextCommit = Callable[[InvocationRecord], None]
 """Has the next committed event also save this record (one atomic write for both)."""
 
-RunContext = Callable[[InvocationRecord], contextlib.AbstractContextManager[SaveWithNextCommit | None]]
-"""A context entered around each piece of work on an invocation (e.g. stream mirroring);
-it may offer to save a record together with the next committed event."""
+WriterFactory = Callable[
+    [SessionKey, str, InvocationRecord], tuple[SessionWriter, SaveWithNextCommit | None]
+]
+"""``writer_for(key, fencing token, record)``: what commits the events of one piece of work
+on ``record`` while the lease of ``key`` is held with that token (fenced, mirrored to the
+live stream), and, if it can, a way to save a record together with its next commit."""
 
 
 def session_key(record: InvocationRecord) -> SessionKey:
@@ -83,13 +85,14 @@ class InvocationService:
         memory_service: BaseMemoryService | None = None,
         lease_renew_seconds: float | None = None,
         event_sink: EventSink | None = None,
-        run_context: RunContext | None = None,
+        writer_for: WriterFactory | None = None,
     ) -> None:
         self.registry = registry
         self.event_sink = event_sink
         """Receives every event of every run as it happens (partial chunks included)."""
-        self.run_context = run_context
-        """Entered around each run; with it, a sink may leave committed events to the appends."""
+        self.writer_for = writer_for
+        """Builds each run's lease-bound writer (None: commit through the session service);
+        a writer that mirrors its commits to the live stream leaves those to the appends."""
         self.session_service = session_service
         self.store = store
         self.queue = queue
@@ -200,13 +203,12 @@ class InvocationService:
         renewer = self._start_renewer(key, token)
         released = False
         try:
-            with self.queue.fencing(key, token):
-                while item is not None:
-                    ended = await self._process(key, item, loaded)
-                    loaded = None
-                    # The record is saved in the step that claims the next item or lets go.
-                    item = await self.queue.claim_or_release(key, token, finished=item, save=ended)
-                released = True  # the queue was empty and the lease went with it
+            while item is not None:
+                ended = await self._process(key, token, item, loaded)
+                loaded = None
+                # The record is saved in the step that claims the next item or lets go.
+                item = await self.queue.claim_or_release(key, token, finished=item, save=ended)
+            released = True  # the queue was empty and the lease went with it
         finally:
             if renewer is not None:
                 renewer.cancel()
@@ -229,7 +231,7 @@ class InvocationService:
         return asyncio.ensure_future(renew())
 
     async def _process(
-        self, key: SessionKey, item: WorkItem, loaded: Loaded | None
+        self, key: SessionKey, token: str, item: WorkItem, loaded: Loaded | None
     ) -> InvocationRecord | None:
         """Work on one item; return the record to save when done (None: nothing changed).
 
@@ -251,18 +253,19 @@ class InvocationService:
             return _failed(record, f"UnknownAppError: unknown app {record.app_name!r}; this "
                                    f"orchestrator serves: {', '.join(self.registry.names) or 'none'}.")
         try:
-            if session is None and record.status is not InvocationStatus.QUEUED:
+            if session is None:
                 session = await self.session_service.get_session(
                     app_name=record.app_name, user_id=record.user_id, session_id=record.session_id)
-            with (self.run_context(record) if self.run_context else contextlib.nullcontext()
-                  as save_with_commit, prefetched(session)):
-                plan = await self._plan(runner, record, item, results, session)
-                if plan.is_empty:
-                    return None
-                failpoints.hit("orchestrator.before_run")
-                ended = await self._drive(record, plan, save_with_commit)
-                failpoints.hit(f"orchestrator.{item.kind}.before_save")
-                return ended
+            writer, save_with_commit = (
+                self.writer_for(key, token, record) if self.writer_for is not None
+                else (self.session_service, None))
+            plan = await self._plan(runner, record, item, results, session, writer)
+            if plan.is_empty:
+                return None
+            failpoints.hit("orchestrator.before_run")
+            ended = await self._drive(record, plan, save_with_commit)
+            failpoints.hit(f"orchestrator.{item.kind}.before_save")
+            return ended
         except Exception as error:
             if is_infrastructure_error(error):
                 raise
@@ -271,13 +274,14 @@ class InvocationService:
 
     async def _plan(
         self, runner: Runner, record: InvocationRecord, item: WorkItem,
-        results: dict[str, ToolResult], session: Session | None,
+        results: dict[str, ToolResult], session: Session | None, writer: SessionWriter,
     ) -> Plan:
         """What this work item runs: a start, the answers it brings, or a recovery."""
         if record.status is InvocationStatus.QUEUED:
             if item.kind != "start":
                 return Plan(CallLedger(record.invocation_id))
-            return Plan(CallLedger(record.invocation_id), events=await self._start(runner, record))
+            return Plan(CallLedger(record.invocation_id),
+                        events=await self._start(runner, record, session, writer))
         if session is None:
             raise LookupError(f"Session {record.session_id!r} disappeared.")
         ledger = CallLedger.of(session.events, record.invocation_id)
@@ -288,12 +292,12 @@ class InvocationService:
             # may never have gone out; then the run goes on from the log.
             logger.warning("Recovering invocation %s from its log", record.invocation_id)
             await self._dispatch_open_calls(runner, record, ledger, results, session)
-        plan = await plan_resume(self, runner, record, results, session, ledger)
+        plan = await plan_resume(self, runner, record, results, session, ledger, writer)
         if plan.is_empty and interrupted:
             plan.events = runner.recover_async(
                 user_id=record.user_id, session_id=record.session_id,
                 invocation_id=record.invocation_id, run_config=run_config_for(record),
-                session=session,
+                session=session, session_writer=writer,
             )
         return plan
 
@@ -311,7 +315,10 @@ class InvocationService:
             if entry.id not in results and entry.event.id not in from_workers:
                 await redispatch(runner, session, record.invocation_id, entry)
 
-    async def _start(self, runner: Runner, record: InvocationRecord) -> AsyncGenerator[Event, None]:
+    async def _start(
+        self, runner: Runner, record: InvocationRecord, session: Session | None,
+        writer: SessionWriter,
+    ) -> AsyncGenerator[Event, None]:
         if record.state_delta is None and record.new_message is None:
             raise ValueError("An invocation needs a new_message or a state_delta.")
         message = types.Content.model_validate(record.new_message) if record.new_message else None
@@ -320,6 +327,7 @@ class InvocationService:
             invocation_id=record.invocation_id, new_message=message,
             state_delta=record.state_delta, run_config=run_config_for(record),
             yield_user_message=True,  # live streams show the message the invocation answers
+            session=session, session_writer=writer,
         )
 
     async def _drive(

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import itertools
 from collections import deque
-from collections.abc import Iterator
 from typing import NamedTuple, Protocol
 
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
@@ -125,10 +124,6 @@ class SessionQueue(Protocol):
 
     async def release(self, key: SessionKey, token: str) -> None:
         """Give the lease up (only if still held with ``token``)."""
-        ...
-
-    def fencing(self, key: SessionKey, token: str) -> contextlib.AbstractContextManager[None]:
-        """A context in which session writes check the lease token."""
         ...
 
 
@@ -279,8 +274,3 @@ class InMemorySessionQueue:
         item = queue.popleft()
         self._in_progress.setdefault(key, []).append(item)
         return item
-
-    @contextlib.contextmanager
-    def fencing(self, key: SessionKey, token: str) -> Iterator[None]:
-        """No fencing is needed inside one process."""
-        yield

@@ -5,7 +5,7 @@ An invocation's stream holds, in order, two kinds of entries:
 - ``{"kind": "event", "event": <Event wire JSON>, "partial": "1"|"0"}``: every event of the
   invocation (its user message first), streaming chunks (``partial``) included. Committed
   events are added by the session append that stores them (see
-  :meth:`RedisEventStream.committed_by_append`), chunks by :meth:`RedisEventStream.publish`;
+  :meth:`RedisEventStream.mirror_for`), chunks by :meth:`RedisEventStream.publish`;
 - ``{"kind": "status", "status": <InvocationStatus value>, "record": <record JSON>}``: each
   status change, published by the invocation store when it saves the record
   (``RedisInvocationStore.save``), with the record as saved (waiters need no extra read).
@@ -25,11 +25,10 @@ and expires with the invocation record; a very long streamed run keeps its lates
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Collection, Iterator
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -38,7 +37,7 @@ import redis.asyncio as aioredis
 from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.events.event import Event
-from orchestrator.sessions.redis_scopes import mirrored
+from orchestrator.sessions.redis_scopes import Mirror
 
 STREAM_MAXLEN = 5000
 """Approximate cap on the entries of one invocation's stream (``XADD MAXLEN ~``)."""
@@ -196,31 +195,31 @@ class RedisEventStream:
             await pipe.execute()
 
     async def publish_partial(self, record: InvocationRecord, event: Event) -> None:
-        """The event sink to use with :meth:`committed_by_append`: only partial chunks here."""
+        """The event sink to use with :meth:`mirror_for`: only partial chunks here."""
         if event.partial:
             await self.publish(record, event)
 
-    @contextlib.contextmanager
-    def committed_by_append(
-        self, record: InvocationRecord
-    ) -> Iterator[Callable[[InvocationRecord], None]]:
-        """A context in which each session append also adds its event to the stream.
+    def mirror_for(self, record: InvocationRecord) -> Mirror:
+        """The live stream of ``record``'s invocation, for a leased writer to mirror to.
 
-        The event reaches the stream in the append's own script: one round trip, and a
-        follower sees an event exactly when it is committed. The context's value saves a
-        record (and publishes its status) in the next append's script, before its event.
+        Each append adds its event in its own script: a follower sees an event exactly when
+        it is committed.
         """
-        stream = keys.invocation_stream(record.app_name, record.invocation_id)
-        with mirrored(stream, self._maxlen, self._ttl) as mirror:
+        return Mirror(keys.invocation_stream(record.app_name, record.invocation_id),
+                      self._maxlen, self._ttl)
 
-            def save_with_next_append(changed: InvocationRecord) -> None:
-                mirror.with_next_append(
-                    keys.invocation(changed.app_name, changed.invocation_id),
-                    keys.invocation_statuses(changed.app_name, changed.invocation_id),
-                    changed.model_dump_json(), changed.status.value,
-                )
+    @staticmethod
+    def saver(mirror: Mirror) -> Callable[[InvocationRecord], None]:
+        """A function saving a record (and its status) in ``mirror``'s next append."""
 
-            yield save_with_next_append
+        def save_with_next_append(changed: InvocationRecord) -> None:
+            mirror.with_next_append(
+                keys.invocation(changed.app_name, changed.invocation_id),
+                keys.invocation_statuses(changed.app_name, changed.invocation_id),
+                changed.model_dump_json(), changed.status.value,
+            )
+
+        return save_with_next_append
 
     async def follow(
         self,

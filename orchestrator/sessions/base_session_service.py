@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, Protocol
 
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import GetSessionConfig, ListSessionsResponse, Session
@@ -35,6 +35,19 @@ def merge_state(
     for key, value in user_state.items():
         merged[State.USER_PREFIX + key] = value
     return merged
+
+
+class SessionWriter(Protocol):
+    """Whatever commits a Runner's events: a session service, or a writer bound to a lease.
+
+    adk-celery's orchestrators hand the Runner a writer built for the session lease they
+    hold (``RedisSessionService.leased_writer``), so what each append checks and writes is
+    decided where the lease is taken.
+    """
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Commit ``event`` to ``session`` (store and in-memory copy)."""
+        ...
 
 
 class BaseSessionService(abc.ABC):

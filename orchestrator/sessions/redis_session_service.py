@@ -15,9 +15,10 @@ Storage (key names in :mod:`orchestrator.redis_keys`):
   last update time, which ``list_sessions`` reads oldest first.
 
 The create and append scripts, with their operands, are in
-:mod:`orchestrator.sessions.redis_session_scripts`. Fencing, mirroring to a live stream and
-prefetched reads are scopes a caller sets around its calls: see
-:mod:`orchestrator.sessions.redis_scopes`. A fenced append whose lease is no longer held with
+:mod:`orchestrator.sessions.redis_session_scripts`. An orchestrator appends through a
+:class:`LeasedSessionWriter` (:meth:`RedisSessionService.leased_writer`): its appends are
+fenced by the session's lease and mirrored to the invocation's live stream (see
+:mod:`orchestrator.sessions.redis_scopes`). A fenced append whose lease is no longer held with
 its token writes nothing and raises :class:`~orchestrator.errors.StaleSessionError`.
 """
 
@@ -51,7 +52,7 @@ from orchestrator.sessions.base_session_service import (
     merge_state,
     split_state_delta,
 )
-from orchestrator.sessions.redis_scopes import current_fence, current_mirror, take_prefetched
+from orchestrator.sessions.redis_scopes import Mirror
 from orchestrator.sessions.redis_session_scripts import (
     APPEND_LUA,
     CREATE_LUA,
@@ -188,8 +189,6 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         """Return the session (state and events read in one round trip), or None."""
-        if config is None and (session := take_prefetched(app_name, user_id, session_id)):
-            return session
         recent = config.num_recent_events if config is not None else None
         async with self._client.pipeline(transaction=True) as pipe:
             queue_session_reads(pipe, app_name, user_id, session_id, recent)
@@ -257,12 +256,32 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         """Return the user's state with prefixes stripped."""
         return decode_hash(await self._client.hgetall(keys.user_state(app_name, user_id)))
 
+    def leased_writer(
+        self, lease_key: str, token: str, mirror: Mirror | None = None
+    ) -> LeasedSessionWriter:
+        """A writer whose appends require the lease ``lease_key`` held with ``token``.
+
+        With ``mirror``, each append also adds its event to that live stream (see
+        :mod:`orchestrator.sessions.redis_scopes`).
+        """
+        return LeasedSessionWriter(self, (lease_key, str(token)), mirror)
+
     async def append_event(self, session: Session, event: Event) -> Event:
         """Commit an event atomically in one Lua script; a repeated event id is ignored.
 
-        Raises ``SessionNotFoundError`` if the session is gone and ``StaleSessionError`` if
-        :data:`current_fence` is set and its lease is no longer held with its token; in both
-        cases nothing is written and neither ``session`` nor ``event`` is modified.
+        Raises ``SessionNotFoundError`` if the session is gone; nothing is written then, and
+        neither ``session`` nor ``event`` is modified. Not fenced: orchestrators append
+        through :meth:`leased_writer`.
+        """
+        return await self._append(session, event, None, None)
+
+    async def _append(
+        self, session: Session, event: Event, fence: tuple[str, str] | None, mirror: Mirror | None
+    ) -> Event:
+        """Commit ``event`` in one script.
+
+        With ``fence``, only while that lease is held; with ``mirror``, also adding it to
+        that live stream.
         """
         if event.partial:
             return event
@@ -282,9 +301,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             keys.user_state(session.app_name, session.user_id),
         ]
         meta_key = script_keys[0]
-        fence = current_fence.get()
         lease_key, token = fence if fence is not None else (meta_key, "")
-        mirror = current_mirror.get()
         stream_key, maxlen, stream_ttl, status = meta_key, "", 0, None
         if mirror is not None:
             stream_key, maxlen, stream_ttl = mirror.stream_key, mirror.maxlen, mirror.ttl_seconds
@@ -327,6 +344,30 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
                 "process may own the session now."
             )
         return exc
+
+
+class LeasedSessionWriter:
+    """Appends of one lease holder: fenced by its token, mirrored to a live stream.
+
+    The orchestrator builds one per session it takes and hands it to the Runner, so what an
+    append checks and writes is decided where the lease is, not by ambient state.
+    """
+
+    def __init__(
+        self, service: RedisSessionService, fence: tuple[str, str], mirror: Mirror | None
+    ) -> None:
+        self._service = service
+        self.fence = fence
+        """``(lease key, fencing token)`` every append requires."""
+        self.mirror = mirror
+        """The live stream every append also writes, if any."""
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Commit ``event`` while the lease is held; mirrored to the live stream, if any.
+
+        A lost lease raises ``StaleSessionError`` and nothing is written.
+        """
+        return await self._service._append(session, event, self.fence, self.mirror)
 
 
 def _parse_events(raw: list[Any], after_timestamp: float | None) -> list[Event]:
