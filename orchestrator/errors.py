@@ -27,6 +27,10 @@ class InvocationNotFoundError(AdkCeleryError, ValueError):
     """No event of the session belongs to that invocation."""
 
 
+class AlreadyAnsweredError(AdkCeleryError, ValueError):
+    """An event answers a call that already has its answer in the session: not appended."""
+
+
 class StaleSessionError(AdkCeleryError, ValueError):
     """The session's lease was lost (expired or taken over): appending to it is refused."""
 

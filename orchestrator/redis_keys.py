@@ -13,6 +13,7 @@ Layout (``A``, ``U``, ``S``, ``I``, ``F`` = escaped app, user, session, invocati
     adk:session:{A:U:S}:state           hash   session-scoped state, field -> JSON value
     adk:session:{A:U:S}:events          list   committed events, Event wire JSON, oldest first
     adk:session:{A:U:S}:event_ids       set    ids of committed events (idempotent appends)
+    adk:session:{A:U:S}:answered        set    call ids answered through a leased writer
     adk:session:{A:U:S}:lease           string fencing token of the orchestrator owning it
     adk:session:{A:U:S}:fence           string counter issuing fencing tokens
     adk:session:{A:U:S}:queue           list   messages waiting for the session
@@ -81,6 +82,11 @@ def session_events(app: str, user: str, session_id: str) -> str:
 def session_event_ids(app: str, user: str, session_id: str) -> str:
     """Set of the ids of the session's committed events."""
     return f"{session(app, user, session_id)}:event_ids"
+
+
+def session_answered(app: str, user: str, session_id: str) -> str:
+    """Set of the call ids answered in the session (appends through a leased writer)."""
+    return f"{session(app, user, session_id)}:answered"
 
 
 def session_storage_keys(app: str, user: str, session_id: str) -> list[str]:

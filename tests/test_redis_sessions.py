@@ -18,6 +18,7 @@ from redis.exceptions import ResponseError
 from orchestrator import Event, EventActions, InMemorySessionService, platform, redis_keys
 from orchestrator.errors import (
     AdkCeleryError,
+    AlreadyAnsweredError,
     AlreadyExistsError,
     SessionNotFoundError,
     StaleSessionError,
@@ -351,6 +352,35 @@ async def test_a_status_handed_to_the_mirror_lands_with_the_next_append_only(ser
     assert [f["status"] for _, f in await redis_client.xrange(statuses)] == ["running"]
     assert 0 < await redis_client.ttl(record_key) <= 60
     assert 0 < await redis_client.ttl(statuses) <= 60
+
+
+def _answer(call_id: str, **actions: Any) -> Event:
+    return Event(author="agent", invocation_id="e-1", actions=EventActions(**actions),
+                 content=types.Content(role="user", parts=[types.Part(function_response=(
+                     types.FunctionResponse(id=call_id, name="tool", response={"ok": True})))]))
+
+
+async def test_a_leased_writer_never_appends_a_second_answer_to_a_call(service, redis_client):
+    session = await service.create_session(app_name=APP, user_id=USER, session_id="s")
+    lease = redis_keys.session_lease(APP, USER, "s")
+    await redis_client.set(lease, "7")
+    writer = service.leased_writer(lease, "7")
+    # A "confirmation required" answer is provisional: the confirmed call is answered later.
+    await writer.append_event(session, _answer("call-1", requested_tool_confirmations={
+        "call-1": {"hint": "sure?"}}))
+    first = _answer("call-1")
+    await writer.append_event(session, first)
+    await writer.append_event(session, first)  # the same event again: ignored, no error
+    before = await snapshot(redis_client)
+    with pytest.raises(AlreadyAnsweredError, match="call-1"):
+        await writer.append_event(session, _answer("call-1"))
+    assert await snapshot(redis_client) == before  # nothing written
+    assert len(session.events) == 2
+    # Plain appends (in-process use, as google-adk's services) are not guarded.
+    await service.append_event(session, _answer("call-1"))
+    assert len(session.events) == 3
+    await service.delete_session(app_name=APP, user_id=USER, session_id="s")
+    assert not await redis_client.exists(redis_keys.session_answered(APP, USER, "s"))
 
 
 async def test_a_writer_fences_only_its_own_appends(service, redis_client):

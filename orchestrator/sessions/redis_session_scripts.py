@@ -18,6 +18,7 @@ from orchestrator.sessions.state import State
 NOT_FOUND = "ADK_SESSION_NOT_FOUND"
 EXISTS = "ADK_SESSION_EXISTS"
 STALE = "ADK_STALE_SESSION"
+ANSWERED = "ADK_ALREADY_ANSWERED"
 
 HSET_CHUNK = 256
 """Field/value pairs per HSET inside the scripts (keeps ``unpack`` far below Lua's limits)."""
@@ -67,13 +68,14 @@ APPEND_LUA = _LUA_HELPERS + LUA_SAVE_RECORD + f"""
 -- KEYS: 1 meta, 2 state, 3 events, 4 event ids, 5 user index, 6 app index, 7 app state,
 --       8 user state, 9 lease (fencing) or KEYS[1], 10 live stream (mirroring) or KEYS[1],
 --       11 invocation record hash (a status to write first) or KEYS[1], 12 its status stream
---       or KEYS[1]
+--       or KEYS[1], 13 answered call ids (guarding answers) or KEYS[1]
 -- ARGV: 1 event id, 2 event JSON, 3 timestamp, 4 session id, 5 app-index member,
 --       6 fencing token or '', 7 stream maxlen or '', 8 stream ttl,
 --       9 #session pairs, 10 #app pairs, 11 #user pairs, 12 record JSON or '', 13 status,
---       14.. pairs
+--       14 #answered call ids, 15.. pairs, then the call ids the event answers
 -- Returns 1 when appended, 0 when the event id was already appended (the status, if any,
--- is written either way).
+-- is written either way). With answered call ids, an event answering a call that already
+-- has its answer in the session is refused, and nothing written.
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return redis.error_reply('{NOT_FOUND}')
 end
@@ -92,6 +94,13 @@ end
 if redis.call('SISMEMBER', KEYS[4], ARGV[1]) == 1 then
   return 0
 end
+local answers = tonumber(ARGV[14])
+local first_answer = 15 + 2 * (tonumber(ARGV[9]) + tonumber(ARGV[10]) + tonumber(ARGV[11]))
+for i = first_answer, first_answer + answers - 1 do
+  if redis.call('SISMEMBER', KEYS[13], ARGV[i]) == 1 then
+    return redis.error_reply('{ANSWERED} ' .. ARGV[i])
+  end
+end
 local bad = wrong_type({{'hash', 'hash', 'list', 'set', 'zset', 'zset', 'hash', 'hash'}})
 if bad then return bad end
 redis.call('ZADD', KEYS[5], ARGV[3], ARGV[4])
@@ -99,9 +108,12 @@ redis.call('ZADD', KEYS[6], ARGV[3], ARGV[5])
 redis.call('RPUSH', KEYS[3], ARGV[2])
 redis.call('SADD', KEYS[4], ARGV[1])
 redis.call('HSET', KEYS[1], 'last_update_time', ARGV[3])
-local nxt = hset_pairs(KEYS[2], 14, tonumber(ARGV[9]))
+local nxt = hset_pairs(KEYS[2], 15, tonumber(ARGV[9]))
 nxt = hset_pairs(KEYS[7], nxt, tonumber(ARGV[10]))
 hset_pairs(KEYS[8], nxt, tonumber(ARGV[11]))
+if answers > 0 then
+  redis.call('SADD', KEYS[13], unpack(ARGV, first_answer, first_answer + answers - 1))
+end
 if ARGV[7] ~= '' then
   redis.call('XADD', KEYS[10], 'MAXLEN', '~', ARGV[7], '*',
     'kind', 'event', 'event', ARGV[2], 'partial', '0')

@@ -41,6 +41,7 @@ from orchestrator._redis_support import (
     text,
 )
 from orchestrator.errors import (
+    AlreadyAnsweredError,
     AlreadyExistsError,
     SessionNotFoundError,
     StaleSessionError,
@@ -54,6 +55,7 @@ from orchestrator.sessions.base_session_service import (
 )
 from orchestrator.sessions.redis_scopes import Mirror
 from orchestrator.sessions.redis_session_scripts import (
+    ANSWERED,
     APPEND_LUA,
     CREATE_LUA,
     EXISTS,
@@ -247,7 +249,8 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session's keys and index entries atomically (missing: no-op)."""
         async with self._client.pipeline(transaction=True) as pipe:
-            pipe.delete(*keys.session_storage_keys(app_name, user_id, session_id))
+            pipe.delete(*keys.session_storage_keys(app_name, user_id, session_id),
+                        keys.session_answered(app_name, user_id, session_id))
             pipe.zrem(keys.user_sessions(app_name, user_id), session_id)
             pipe.zrem(keys.app_sessions(app_name), app_member(user_id, session_id))
             await pipe.execute()
@@ -280,8 +283,8 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
     ) -> Event:
         """Commit ``event`` in one script.
 
-        With ``fence``, only while that lease is held; with ``mirror``, also adding it to
-        that live stream.
+        With ``fence``, only while that lease is held, and never a second answer to a call
+        (``AlreadyAnsweredError``); with ``mirror``, also adding it to that live stream.
         """
         if event.partial:
             return event
@@ -308,12 +311,16 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             # Taken now: a concurrent append (a parallel branch) must not write it twice.
             status, mirror.status = mirror.status, None
         record_key, statuses_key, record_json, status_value = status or (meta_key, meta_key, "", "")
-        script_keys += [lease_key, stream_key, record_key, statuses_key]
+        answers = _final_answers(event) if fence is not None else []
+        answered_key = keys.session_answered(session.app_name, session.user_id, session.id)
+        script_keys += [lease_key, stream_key, record_key, statuses_key,
+                        answered_key if fence is not None else meta_key]
         args: list[Any] = [
             event.id, event_json, score(event.timestamp, what="the event timestamp"),
             session.id, app_member(session.user_id, session.id), token, maxlen, stream_ttl,
             len(session_delta), len(app_delta), len(user_delta), record_json, status_value,
-            *flatten(session_delta), *flatten(app_delta), *flatten(user_delta),
+            len(answers), *flatten(session_delta), *flatten(app_delta), *flatten(user_delta),
+            *answers,
         ]
         try:
             applied = await self._append_script(keys=script_keys, args=args)
@@ -337,6 +344,11 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
                 f"Session {session.id!r} of app {session.app_name!r}, user "
                 f"{session.user_id!r} not found."
             )
+        if message.startswith(ANSWERED):
+            return AlreadyAnsweredError(
+                f"Call {message[len(ANSWERED):].strip()!r} of session {session.id!r} already has "
+                f"its answer; event {event.id!r} answering it again was not appended."
+            )
         if message.startswith(STALE):
             return StaleSessionError(
                 f"The session lease was lost: {message[len(STALE):].strip()}. Event "
@@ -344,6 +356,15 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
                 "process may own the session now."
             )
         return exc
+
+
+def _final_answers(event: Event) -> list[str]:
+    """Call ids ``event`` answers for good.
+
+    A "confirmation required" answer is provisional: the confirmed call is answered again.
+    """
+    provisional = event.actions.requested_tool_confirmations or {}
+    return [r.id for r in event.get_function_responses() if r.id and r.id not in provisional]
 
 
 class LeasedSessionWriter:
@@ -365,7 +386,8 @@ class LeasedSessionWriter:
     async def append_event(self, session: Session, event: Event) -> Event:
         """Commit ``event`` while the lease is held; mirrored to the live stream, if any.
 
-        A lost lease raises ``StaleSessionError`` and nothing is written.
+        A lost lease raises ``StaleSessionError``, an answer to a call that has one raises
+        ``AlreadyAnsweredError``; nothing is written then.
         """
         return await self._service._append(session, event, self.fence, self.mirror)
 
