@@ -3,7 +3,8 @@
 ``gated``: one remote long-running tool that reports progress and then blocks until the test
 releases it (or a bounded timeout passes), so a test can watch the call while it is running.
 ``fragile``: the same wait, after recording which worker process started it, so a test can
-kill that worker mid-call and see the job run again elsewhere.
+kill that worker mid-call and see the job run again elsewhere. ``slow``: an async tool that
+waits 30 s, so a test can cancel its invocation while it runs.
 The gate is a Redis list: the test pushes to :func:`gate_key` of the invocation, the tool
 pops it with BLPOP. The model is a stateless function of the request, like tests/apps.py.
 """
@@ -92,4 +93,27 @@ fragile_app = App(name="fragile", root_agent=LlmAgent(
     name="agent", model=FunctionLlm(record_requests=False, fn=_fragile_model),
     tools=[LongRunningFunctionTool(fragile_step)]))
 
-APP_SPECS = "tests.apps_extra:gated_app,tests.apps_extra:fragile_app"
+async def long_wait(label: str, tool_context: ToolContext) -> dict[str, Any]:
+    """An async tool that records its start, then waits 30 s (unless it is stopped)."""
+    import asyncio
+
+    client = redis.Redis.from_url(get_settings().redis_url or "", decode_responses=True)
+    try:
+        client.rpush(runs_key(tool_context.invocation_id), tool_context.function_call_id)
+    finally:
+        client.close()
+    await asyncio.sleep(30)
+    return {"label": label, "waited": True}
+
+
+def _slow_model(request: LlmRequest) -> Any:
+    if not function_responses(request):
+        return types.Part(function_call=types.FunctionCall(name="long_wait", args={"label": "x"}))
+    return "waited"
+
+
+slow_app = App(name="slow", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_slow_model),
+    tools=[LongRunningFunctionTool(long_wait)]))
+
+APP_SPECS = "tests.apps_extra:gated_app,tests.apps_extra:fragile_app,tests.apps_extra:slow_app"

@@ -215,3 +215,26 @@ def test_status_says_a_call_waits_for_an_answer_from_outside(redis_url):
         client.answer("approval", inv, call.function_call_id, {"approved": True})
         assert client.wait("approval", inv, timeout=10, until=FINISHED).status is InvocationStatus.COMPLETED
         assert client.calls("approval", inv) == []
+
+
+def test_cancelling_an_invocation_stops_its_running_async_tool(redis_url):
+    url, check = _db(redis_url, 1)
+    env = stack_env(url, SPECS, **FAST_WATCH)
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        orchestrator = start_celery_process("orchestrator", "cancel-orch", env)
+        stack.callback(orchestrator.stop)
+        worker = start_celery_process("worker", "cancel-worker", env)
+        stack.callback(worker.stop)
+        client = _client(url)
+        stack.callback(client.close)
+
+        inv = client.enqueue("slow", "u", "wait")
+        assert check.blpop([runs_key(inv)], timeout=15) is not None  # the tool is running
+        started = time.monotonic()
+        client.cancel("slow", inv)
+        assert client.wait("slow", inv, timeout=10, until=FINISHED).status is InvocationStatus.CANCELLED
+        # The next heartbeat sees the cancellation and stops the tool (it would wait 30 s).
+        worker.wait_for_line(lambda line: "stopped: invocation cancelled" in line, timeout=10)
+        assert time.monotonic() - started < 10
+        assert _responses(client, "slow", inv) == []

@@ -6,6 +6,8 @@ the job journal every ``job_heartbeat_seconds`` (see
 :mod:`orchestrator.distributed.redis_jobs`). A job that stops beating, because its worker
 died, is dispatched again by an orchestrator's watchdog once ``3 x job_heartbeat_seconds``
 have passed. Jobs shorter than one interval never beat: claiming a job counts as its first.
+A beat that finds the invocation cancelled stops the job where it can (an async tool or a
+branch, cancelled on its event loop; a sync tool runs to its end and its result is dropped).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import redis
 
@@ -35,17 +37,23 @@ class Heartbeats:
         self.lost_after = 3 * self.interval
         """How long a silent job is taken for alive: what claims and beats promise."""
         self._worker = worker
-        self._running: dict[int, ToolJob | AgentJob] = {}
+        self._running: dict[int, tuple[ToolJob | AgentJob, Callable[[], None] | None]] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._ids = iter(range(1, 1 << 62))
 
     @contextlib.contextmanager
-    def running(self, job: ToolJob | AgentJob) -> Iterator[None]:
-        """Beat for ``job`` while the block runs."""
+    def running(
+        self, job: ToolJob | AgentJob, on_cancel: Callable[[], None] | None = None
+    ) -> Iterator[None]:
+        """Beat for ``job`` while the block runs.
+
+        ``on_cancel`` is called (once, from the heartbeat thread) when a beat finds the
+        invocation cancelled: it should stop the job if it can.
+        """
         with self._lock:
             token = next(self._ids)
-            self._running[token] = job
+            self._running[token] = (job, on_cancel)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._beat_forever, name="adk-heartbeats",
                                                 daemon=True)
@@ -62,19 +70,28 @@ class Heartbeats:
         while True:
             time.sleep(self.interval)
             with self._lock:
-                jobs = list(self._running.values())
-            if not jobs:
+                running = list(self._running.items())
+            if not running:
                 continue
             now = time.time()
             try:
                 with client.pipeline(transaction=False) as pipe:
-                    for job in jobs:
+                    for _, (job, _) in running:
                         beat(keys=[keys.invocation_jobs(job.app_name, job.invocation_id),
-                                   self._watch_key],
+                                   self._watch_key, keys.cancel_flag(job.app_name, job.invocation_id)],
                              args=[job.function_call_id, job.attempt, self._worker, now,
                                    watch_member(job.app_name, job.invocation_id,
                                                 job.function_call_id), self.lost_after],
                              client=pipe)
-                    pipe.execute()
+                    replies = pipe.execute()
             except redis.RedisError as error:  # Redis away: the next beat tries again
                 logger.warning("Job heartbeats failed (%s); retrying", error)
+                continue
+            for (token, (job, on_cancel)), reply in zip(running, replies, strict=True):
+                if reply == 2 and on_cancel is not None:
+                    with self._lock:  # once: the job is no longer told again
+                        if token in self._running:
+                            self._running[token] = (job, None)
+                    logger.info("Invocation %s cancelled: stopping its job %s",
+                                job.invocation_id, job.function_call_id)
+                    on_cancel()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 from celery import Task
@@ -197,6 +198,42 @@ _SKIPPED = {
 """What a job that is not run says it did (Flower shows it as the task's result)."""
 
 
+_STOPPED = "stopped: invocation cancelled"
+
+
+class _Stopper:
+    """Stops the job running in the current task when its invocation is cancelled.
+
+    Called from the heartbeat thread; the task is cancelled on its own loop, and only while
+    the job's body runs (:meth:`armed`). A sync tool called inline holds its loop until it
+    returns: by then the body is over, nothing is cancelled, and its result is dropped (the
+    invocation is cancelled).
+    """
+
+    def __init__(self) -> None:
+        self._task = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+        self._armed = False
+        self.stopped = False
+
+    @contextlib.contextmanager
+    def armed(self) -> Iterator[None]:
+        """The block in which a cancellation stops the job."""
+        self._armed = True
+        try:
+            yield
+        finally:
+            self._armed = False
+
+    def __call__(self) -> None:
+        self._loop.call_soon_threadsafe(self._stop)
+
+    def _stop(self) -> None:
+        if self._armed and self._task is not None:
+            self.stopped = True
+            self._task.cancel()
+
+
 async def _claim(services: Services, job: ToolJob | AgentJob) -> str:
     """'run' if this worker may run the job (now marked running on it), else why not."""
     runtime = get_runtime()
@@ -225,10 +262,17 @@ async def _run_tool(progress: Callable[[dict[str, Any]], None], job: ToolJob) ->
                "tool": job.tool_name, "attempt": job.attempt}
     if (verdict := await _claim(services, job)) != "run":
         return {**summary, "status": _SKIPPED[verdict]}
-    with runtime.heartbeats.running(job):
-        result = await execute_tool_job(
-            job, services.registry, artifact_service=services.artifacts, progress=progress
-        )
+    stop = _Stopper()
+    with runtime.heartbeats.running(job, on_cancel=stop):
+        try:
+            with stop.armed():
+                result = await execute_tool_job(
+                    job, services.registry, artifact_service=services.artifacts, progress=progress
+                )
+        except asyncio.CancelledError:
+            if not stop.stopped:
+                raise
+            return {**summary, "status": _STOPPED}
     try:
         check_size(result.response, runtime.settings.max_payload_bytes, "the tool result")
     except PayloadError as error:
@@ -257,8 +301,16 @@ async def _run_agent(job: AgentJob) -> dict[str, Any]:
                "agent": job.agent_name, "branch": job.branch, "attempt": job.attempt}
     if (verdict := await _claim(services, job)) != "run":
         return {**summary, "status": _SKIPPED[verdict]}
-    with runtime.heartbeats.running(job):
-        result = await execute_agent_job(job, services.registry, artifact_service=services.artifacts)
+    stop = _Stopper()
+    with runtime.heartbeats.running(job, on_cancel=stop):
+        try:
+            with stop.armed():
+                result = await execute_agent_job(
+                    job, services.registry, artifact_service=services.artifacts)
+        except asyncio.CancelledError:
+            if not stop.stopped:
+                raise
+            return {**summary, "status": _STOPPED}
     await _hand_back(services, job, result)
     status = "error" if result.error else ("paused" if result.response is None else "completed")
     return {**summary, "status": status, "events": len(result.events), "worker": result.worker}
