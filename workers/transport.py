@@ -116,7 +116,7 @@ class CeleryTransport:
         if self._journal is None:
             return True
         now = time.time()
-        score = now + self._settings.job_lost_after_seconds
+        score = now + self._settings.job_lost_after_seconds / 2  # see workers.watchdog
         deadline = job.deadline if isinstance(job, ToolJob) else None
         if deadline is not None:
             score = min(score, deadline)  # the watchdog ends the call at its deadline

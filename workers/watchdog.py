@@ -56,7 +56,9 @@ class JobWatchdog:
         self._watch_key = keys.job_watch(settings.invocations_queue)
         self._interval = settings.watchdog_interval_seconds
         self._silent_after = 3 * settings.job_heartbeat_seconds
-        self._missing_after = settings.job_lost_after_seconds
+        # A queued job is looked at twice per lost-after period, so one whose message
+        # vanished is dispatched again within about that period (plus a sweep).
+        self._missing_after = settings.job_lost_after_seconds / 2
         self._max_attempts = max(1, settings.tool_max_attempts)
         self._default_timeout = settings.tool_timeout_seconds
         self._missing_since: dict[str, float] = {}

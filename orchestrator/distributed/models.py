@@ -105,8 +105,12 @@ class InvocationStatus(str, enum.Enum):
                         InvocationStatus.CANCELLED)
 
 
-class InvocationRecord(_Wire):
+class InvocationRecord(BaseModel):
     """The durable record of an enqueued invocation."""
+
+    # Our own storage, read by clients of any version: a field a newer orchestrator added is
+    # ignored, not refused (a rolling upgrade must not break status or wait).
+    model_config = ConfigDict(extra="ignore")
 
     invocation_id: str
     app_name: str
@@ -135,7 +139,7 @@ class WorkItem(_Wire):
     invocation_id: str
 
 
-class PendingCall(_Wire):
+class PendingCall(BaseModel):
     """Where one call a paused invocation waits for stands (see ``Client.calls``)."""
 
     function_call_id: str
