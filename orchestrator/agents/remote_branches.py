@@ -16,6 +16,7 @@ from google.genai import types
 
 from orchestrator import failpoints, platform
 from orchestrator.agents.parallel_agent import branch_for
+from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import AgentJob
 from orchestrator.events.event import Event
 from orchestrator.flows.contents import RUN_BRANCH, belongs_to_branch
@@ -135,6 +136,7 @@ async def _collect(
     answers = {
         r.id: r for e in events for r in e.get_function_responses() if r.id
     }
+    still_open = CallLedger.of(events, ctx.invocation_id).open_calls()
     waiting = False
     for call in dispatch.get_function_calls():
         args = call.args or {}
@@ -151,9 +153,9 @@ async def _collect(
                 "of its sub-agents any more."
             )
         branch = str(args.get("branch"))
-        on_branch = [e for e in events if e.branch and (
-            e.branch == branch or e.branch.startswith(branch + "."))]
-        if not on_branch or _open_calls(on_branch, answers):
+        if not any(_on(e.branch, branch) for e in events) or any(
+            _on(entry.event.branch, branch) for entry in still_open
+        ):
             waiting = True  # still running on a worker, or waiting for an answer
             continue
         # The branch paused on its worker and has its answers now: continue it here.
@@ -181,8 +183,6 @@ async def _collect(
     yield agent._create_agent_state_event(ctx)
 
 
-def _open_calls(events: list[Event], answers: dict[str, types.FunctionResponse]) -> set[str]:
-    ids: set[str] = set()
-    for event in events:
-        ids |= event.long_running_tool_ids or set()
-    return {i for i in ids if i not in answers}
+def _on(event_branch: str | None, branch: str) -> bool:
+    """True for an event of ``branch`` or of a branch below it."""
+    return bool(event_branch) and (event_branch == branch or event_branch.startswith(branch + "."))
