@@ -13,6 +13,7 @@ JSON keyword arguments; see the README):
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from celery import Celery
@@ -42,6 +43,21 @@ def kwargs_repr(fields: dict[str, Any], limit: int = REPR_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _keepalive_options() -> dict[int, int]:
+    """TCP keepalive for broker connections: probe after 30 s idle, every 5 s, 3 times.
+
+    kombu turns keepalive on without options, which leaves the system's timers (two hours on
+    Linux): a Redis host that vanished without closing its connections (a failover, a NAT
+    or firewall timeout) would go unnoticed that long. Options the platform lacks are left out.
+    """
+    wanted = {"TCP_KEEPIDLE": 30, "TCP_KEEPINTVL": 5, "TCP_KEEPCNT": 3}
+    return {getattr(socket, name): value for name, value in wanted.items() if hasattr(socket, name)}
+
+
+RESULT_RETRIES = 10
+"""Times the result backend retries an operation that met a connection error (see below)."""
+
+
 def create_celery_app(settings: Settings | None = None) -> Celery:
     """Build the Celery app from settings (broker and result backend: the Redis URL)."""
     settings = settings or get_settings()
@@ -49,8 +65,16 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
     app = Celery("adk_celery", broker=url, backend=url if settings.redis_url else None)
     if url.startswith("redis://"):  # TLS, sockets and Sentinel keep kombu's own transport
         app.conf.broker_transport = "workers.broker:Transport"
-    transport_options = {"visibility_timeout": settings.visibility_timeout_seconds,
-                         **settings.broker_transport_options}
+    transport_options = {
+        # Reconnecting after a lost connection is Celery's (it retries until Redis is back,
+        # see broker_connection_max_retries); these make a dead connection show up as an
+        # error rather than a hang: a bounded connect, and keepalive probes on idle sockets.
+        "socket_connect_timeout": 5,
+        "socket_keepalive": True,
+        "socket_keepalive_options": _keepalive_options(),
+        "visibility_timeout": settings.visibility_timeout_seconds,
+        **settings.broker_transport_options,
+    }
     routes = {name: {"queue": settings.invocations_queue} for name in ORCHESTRATOR_TASKS}
     routes[TASK_RUN_TOOL] = {"queue": settings.tools_queue}
     routes[TASK_RUN_AGENT] = {"queue": settings.agents_queue or settings.tools_queue}
@@ -72,6 +96,28 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
         broker_transport_options=transport_options,
         result_backend_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
+        # A worker or orchestrator whose broker connection is lost (a Redis restart) waits
+        # for Redis and reconnects however long it takes; Celery gives up after 100 attempts
+        # (about 50 minutes) by default and the process exits.
+        broker_connection_retry=True,
+        broker_connection_max_retries=None,
+        # A job still running when the connection is lost goes on: its result is stored in
+        # Redis once it is back (the project's clients retry) and the invocation resumes.
+        # Its message goes back to the queue when the old channel closes, or at the
+        # visibility-timeout sweep; a second delivery finds the call answered and is skipped.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+        # The result backend (task states for Flower, PROGRESS) has its own Redis pool: the
+        # same keepalive, a health check of idle connections, and a bounded retry with
+        # exponential backoff (from 0.2 s doubling to 1 s, full jitter: about 4 s in all, at
+        # most 8.4 s) of an operation that meets a connection error, instead of failing the
+        # job's bookkeeping.
+        redis_socket_keepalive=True,
+        redis_socket_connect_timeout=5,
+        redis_backend_health_check_interval=10,
+        result_backend_always_retry=True,
+        result_backend_max_retries=RESULT_RETRIES,
+        result_backend_base_sleep_between_retries_ms=100,
+        result_backend_max_sleep_between_retries_ms=1000,
         task_default_queue=settings.invocations_queue,
         task_routes=routes,
         worker_hijack_root_logger=False,
