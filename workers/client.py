@@ -15,7 +15,7 @@ from google.genai import types
 
 from config import Settings, get_settings
 from orchestrator import platform
-from orchestrator._redis_support import connect
+from orchestrator._redis_support import connect, connect_sync
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, PendingCall
 from orchestrator.distributed.redis_stores import READ_RECORD, StatusWait
 from orchestrator.distributed.streams import RedisEventStream, StreamItem
@@ -131,7 +131,9 @@ class Client:
     def _sync_redis(self) -> redis.Redis:
         """A synchronous connection for calls made in the caller's thread (no loop hop)."""
         if self._redis is None:
-            self._redis = redis.Redis.from_url(self._settings.redis_url or "", decode_responses=True)
+            # Reconnects and resends with backoff, as the services' clients: a Redis restart
+            # is ridden out rather than failing enqueue, wait or status at once.
+            self._redis = connect_sync(self._settings.redis_url or "")
         return self._redis
 
     def _record_and_queue(self, services: Any, record: InvocationRecord, new_session: bool) -> None:

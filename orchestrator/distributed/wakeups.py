@@ -133,6 +133,7 @@ class WakeConsumer:
         self._room = asyncio.Event()
         self._room.set()
         self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
 
     def start(self) -> None:
         """Start reading (on the running loop)."""
@@ -144,8 +145,13 @@ class WakeConsumer:
 
         Entries whose drain did not finish stay pending: another orchestrator claims them.
         """
+        self._stopping = True  # the loops check it too: a cancel can be swallowed (below)
         for task in self._tasks:
-            task.cancel()
+            # Python 3.11's wait_for (redis-py sends each command through it) can drop a
+            # cancellation that lands as the command completes: cancel until they are done.
+            while not task.done():
+                task.cancel()
+                await asyncio.wait([task], timeout=0.1)
         await asyncio.gather(*self._tasks, return_exceptions=True)
         running = list(self._in_flight.values())
         if running:
@@ -157,7 +163,7 @@ class WakeConsumer:
     async def _read_loop(self) -> None:
         await self._wakeups.ensure_group()
         stream = self._wakeups.stream_key
-        while True:
+        while not self._stopping:
             await self._room.wait()
             try:
                 reply = await self._redis.xreadgroup(
@@ -180,7 +186,7 @@ class WakeConsumer:
     async def _reclaim_loop(self) -> None:
         """Take over entries another orchestrator left pending (it died) once idle enough."""
         interval = min(self._reclaim_idle_ms / 2000, 5.0)
-        while True:
+        while not self._stopping:
             await asyncio.sleep(interval)
             try:
                 reply = await self._redis.xautoclaim(
