@@ -120,10 +120,12 @@ class CeleryTransport:
         deadline = job.deadline if isinstance(job, ToolJob) else None
         if deadline is not None:
             score = min(score, deadline)  # the watchdog ends the call at its deadline
-        dispatch: dict[str, Any] = {"job": job.model_dump(mode="json"), "queue": queue}
+        dispatch: dict[str, Any] = {"queue": queue}
         for name, args in commands:
             if name == "lpush":  # the message itself: the watchdog looks for it in its queue
                 dispatch["queue_key"], dispatch["message"] = args[0], args[1]
+        if "message" not in dispatch:  # else the job is read back from the message
+            dispatch["job"] = job.model_dump(mode="json")
         published = await self._journal(
             keys=[keys.invocation_jobs(job.app_name, job.invocation_id), self._watch_key],
             args=publish_args(

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from config import Settings
 from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
-from orchestrator.distributed.redis_jobs import parse_member
+from orchestrator.distributed.redis_jobs import dispatched_job, parse_member
 from orchestrator.errors import is_infrastructure_error
 from orchestrator.flows.contents import RUN_BRANCH
 from workers.transport import CeleryTransport
@@ -109,6 +109,7 @@ class JobWatchdog:
             await self._forget(member)
             return 0
         dispatch: dict[str, Any] = json.loads(dispatch_raw)
+        dispatch["job"] = dispatched_job(dispatch)
         deadline = dispatch["job"].get("deadline")
         if deadline is not None and now >= deadline:
             self._missing_since.pop(member, None)

@@ -3,8 +3,9 @@
 Each invocation has a jobs hash (``redis_keys.invocation_jobs``) with three fields per call:
 
 - ``a:<call id>``: the attempt now out (1 at the first dispatch);
-- ``c:<call id>``: the dispatch, JSON: the job itself, its queue, its broker message (the
-  exact list element kombu pushed, to find it in the queue) and its deadline, if any;
+- ``c:<call id>``: the dispatch, JSON: its queue and its broker message (the exact list
+  element kombu pushed, to find it in the queue; the job is read back from it), or the job
+  itself when the message was sent by other means;
 - ``d:<call id>``: its deadline (epoch seconds), if it has one;
 - ``r:<call id>``: where the job is, JSON: ``{"state": "queued", "at": t}``, then
   ``{"state": "running", "worker": w, "beat": t, "attempt": n}`` once a worker claims it.
@@ -18,6 +19,7 @@ index entry (``PUT_RESULT_SCRIPT`` in :mod:`orchestrator.distributed.redis_store
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -116,3 +118,19 @@ def publish_args(
     return [call_id, attempt, json.dumps(dispatch, separators=(",", ":")), ttl, member, score, now,
             "" if deadline is None else repr(deadline), len(commands),
             *(part for name, args in commands for part in (name, len(args), *args))]
+
+
+def dispatched_job(dispatch: dict[str, Any]) -> dict[str, Any]:
+    """The job's keyword arguments (ToolJob or AgentJob JSON) from a dispatch entry.
+
+    Read back from the broker message (Celery's task protocol 2: a JSON body, base64 encoded,
+    of ``[args, kwargs, embed]``) when the entry keeps the message instead of the job.
+    """
+    if "job" in dispatch:
+        return dict(dispatch["job"])
+    message = json.loads(dispatch["message"])
+    body = message["body"]
+    if message.get("properties", {}).get("body_encoding") == "base64":
+        body = base64.b64decode(body)
+    _, kwargs, _ = json.loads(body)
+    return dict(kwargs)
