@@ -187,6 +187,7 @@ def test_a_call_past_its_deadline_is_answered_with_a_timeout_error(redis_url):
         assert record.status is InvocationStatus.COMPLETED, record.error
         [answer] = _responses(client, "gated", inv)
         assert answer.response == {"error": "Tool 'gated_step' timed out: no answer within 1 s."}
+        # (a sync tool cannot be stopped: it runs on, and its late answer is dropped)
         # The tool's own late answer never replaces the timeout (first answer wins).
         check.lpush(gate_key(inv), "late")
         worker.wait_for_line(lambda line: "gated_step" in line and "succeeded" in line)
@@ -236,5 +237,27 @@ def test_cancelling_an_invocation_stops_its_running_async_tool(redis_url):
         assert client.wait("slow", inv, timeout=10, until=FINISHED).status is InvocationStatus.CANCELLED
         # The next heartbeat sees the cancellation and stops the tool (it would wait 30 s).
         worker.wait_for_line(lambda line: "stopped: invocation cancelled" in line, timeout=10)
+        assert check.llen(runs_key(inv)) == 0  # and it never ran again
         assert time.monotonic() - started < 10
         assert _responses(client, "slow", inv) == []
+
+
+def test_an_async_tool_past_its_deadline_is_stopped(redis_url):
+    url, check = _db(redis_url, 6)
+    env = stack_env(url, SPECS, tool_timeout_seconds="1", **FAST_WATCH)
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        orchestrator = start_celery_process("orchestrator", "stop-orch", env)
+        stack.callback(orchestrator.stop)
+        worker = start_celery_process("worker", "stop-worker", env)
+        stack.callback(worker.stop)
+        client = _client(url)
+        stack.callback(client.close)
+
+        inv = client.enqueue("slow", "u", "wait")  # the async tool would wait 30 s
+        record = client.wait("slow", inv, timeout=10, until=FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        [answer] = _responses(client, "slow", inv)
+        assert "timed out" in answer.response["error"]
+        worker.wait_for_line(lambda line: "stopped: invocation cancelled or call answered" in line,
+                             timeout=10)

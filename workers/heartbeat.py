@@ -6,8 +6,9 @@ the job journal every ``job_heartbeat_seconds`` (see
 :mod:`orchestrator.distributed.redis_jobs`). A job that stops beating, because its worker
 died, is dispatched again by an orchestrator's watchdog once ``3 x job_heartbeat_seconds``
 have passed. Jobs shorter than one interval never beat: claiming a job counts as its first.
-A beat that finds the invocation cancelled stops the job where it can (an async tool or a
-branch, cancelled on its event loop; a sync tool runs to its end and its result is dropped).
+A beat that finds the invocation cancelled, or the call answered already (past its deadline),
+stops the job where it can (an async tool or a branch, cancelled on its event loop; a sync
+tool runs to its end and its result is dropped).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class Heartbeats:
                 with client.pipeline(transaction=False) as pipe:
                     for _, (job, _) in running:
                         beat(keys=[keys.invocation_jobs(job.app_name, job.invocation_id),
-                                   self._watch_key, keys.cancel_flag(job.app_name, job.invocation_id)],
+                                   self._watch_key, keys.cancel_flag(job.app_name, job.invocation_id),
+                                   keys.invocation_results(job.app_name, job.invocation_id)],
                              args=[job.function_call_id, job.attempt, self._worker, now,
                                    watch_member(job.app_name, job.invocation_id,
                                                 job.function_call_id), self.lost_after],
@@ -92,6 +94,6 @@ class Heartbeats:
                     with self._lock:  # once: the job is no longer told again
                         if token in self._running:
                             self._running[token] = (job, None)
-                    logger.info("Invocation %s cancelled: stopping its job %s",
-                                job.invocation_id, job.function_call_id)
+                    logger.info("Call %s of invocation %s answered or cancelled: stopping its job",
+                                job.function_call_id, job.invocation_id)
                     on_cancel()

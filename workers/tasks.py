@@ -198,11 +198,13 @@ _SKIPPED = {
 """What a job that is not run says it did (Flower shows it as the task's result)."""
 
 
-_STOPPED = "stopped: invocation cancelled"
+_STOPPED = "stopped: invocation cancelled or call answered"
 
 
 class _Stopper:
-    """Stops the job running in the current task when its invocation is cancelled.
+    """Stops the job running in the current task once it is not wanted any more.
+
+    That is: its invocation was cancelled, or its call was answered (past its deadline).
 
     Called from the heartbeat thread; the task is cancelled on its own loop, and only while
     the job's body runs (:meth:`armed`). A sync tool called inline holds its loop until it

@@ -82,12 +82,15 @@ end
 return 'run'
 """
 
-# KEYS: jobs hash, watch index, cancel flag. ARGV: call id, attempt, worker, now, index
-# member, lost-after seconds. A running job's sign of life (only while it is still this
-# attempt's); its next look never goes past its deadline. 2 (and no beat) once the
-# invocation was cancelled: the worker stops the job if it can.
+# KEYS: jobs hash, watch index, cancel flag, results hash. ARGV: call id, attempt, worker,
+# now, index member, lost-after seconds. A running job's sign of life (only while it is
+# still this attempt's); its next look never goes past its deadline. 2 (and no beat) once
+# the invocation was cancelled or the call answered (past its deadline, or by another
+# attempt): the worker stops the job if it can.
 BEAT = _NEXT_LOOK + """
-if redis.call('EXISTS', KEYS[3]) == 1 then return 2 end
+if redis.call('EXISTS', KEYS[3]) == 1 or redis.call('HEXISTS', KEYS[4], ARGV[1]) == 1 then
+  return 2
+end
 local current = redis.call('HGET', KEYS[1], 'a:' .. ARGV[1])
 if current ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], 'r:' .. ARGV[1], cjson.encode({state = 'running',
