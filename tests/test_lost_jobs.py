@@ -11,8 +11,12 @@ second run of the tool.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -22,7 +26,7 @@ from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS, PARKED_QUEUE
 from tests.apps_extra import APP_SPECS as EXTRA_SPECS
 from tests.apps_extra import gate_key, runs_key
-from tests.support.processes import stack_env, start_celery_process
+from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 
 FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED})
 SPECS = f"{APP_SPECS},{EXTRA_SPECS}"
@@ -57,17 +61,43 @@ def _responses(client, app: str, inv: str):
     return [r for e in client.events(app, inv) for r in e.get_function_responses()]
 
 
-def test_a_worker_killed_mid_tool_is_noticed_without_waiting_for_the_visibility_timeout(redis_url):
-    url, check = _db(redis_url, 10)
-    env = stack_env(url, SPECS, **FAST_WATCH)  # visibility timeout: the default hour
+@dataclass
+class Stack:
+    url: str
+    env: dict[str, str]
+    check: redis.Redis
+    orchestrator: ManagedProcess
+    worker: ManagedProcess | None
+    client: Any
+    stack: ExitStack
+
+    def start_worker(self, name: str, *args: str) -> ManagedProcess:
+        worker = start_celery_process("worker", name, self.env, *args)
+        self.stack.callback(worker.stop)
+        return worker
+
+
+@contextlib.contextmanager
+def _stack(redis_url: str, db: int, *, worker: bool = True, **settings: str) -> Iterator[Stack]:
+    """Redis db ``db`` flushed, an orchestrator, a worker (unless not wanted) and a client."""
+    url, check = _db(redis_url, db)
+    env = stack_env(url, SPECS, **{**FAST_WATCH, **settings})
     with ExitStack() as stack:
         stack.callback(check.close)
-        orchestrator = start_celery_process("orchestrator", "watch-orch", env)
+        orchestrator = start_celery_process("orchestrator", f"orch-{db}", env)
         stack.callback(orchestrator.stop)
-        first = start_celery_process("worker", "doomed-worker", env)
-        stack.callback(first.stop)
+        running = start_celery_process("worker", f"worker-{db}", env) if worker else None
+        if running is not None:
+            stack.callback(running.stop)
         client = _client(url)
         stack.callback(client.close)
+        yield Stack(url, env, check, orchestrator, running, client, stack)
+
+
+def test_a_worker_killed_mid_tool_is_noticed_without_waiting_for_the_visibility_timeout(redis_url):
+    with _stack(redis_url, 10, worker=False) as s:  # visibility timeout: the default hour
+        check, client = s.check, s.client
+        first = s.start_worker("doomed-worker")
 
         inv = client.enqueue("fragile", "u", "go")
         started = check.blpop([runs_key(inv)], timeout=15)
@@ -79,11 +109,10 @@ def test_a_worker_killed_mid_tool_is_noticed_without_waiting_for_the_visibility_
         assert (call.name, call.where, call.attempt) == ("fragile_step", "running", 1)
         assert call.worker.endswith(f":{first.pid}") and call.last_seen > time.time() - 5
         first.kill()
-        second = start_celery_process("worker", "heir-worker", env)
-        stack.callback(second.stop)
+        second = s.start_worker("heir-worker")
 
         again = check.blpop([runs_key(inv)], timeout=20)  # the heartbeats stopped: attempt 2
-        assert again is not None, orchestrator.output()
+        assert again is not None, s.orchestrator.output()
         assert again[1] == f"{second.pid} {call_id}"
         [call] = client.calls("fragile", inv)
         assert call.attempt == 2 and call.worker.endswith(f":{second.pid}")
@@ -102,14 +131,8 @@ def _lose_the_parked_job(check: redis.Redis) -> None:
 
 
 def test_a_job_lost_between_the_broker_and_a_worker_is_dispatched_again(redis_url):
-    url, check = _db(redis_url, 11)
-    env = stack_env(url, SPECS, **FAST_WATCH)
-    with ExitStack() as stack:
-        stack.callback(check.close)
-        orchestrator = start_celery_process("orchestrator", "watch-orch2", env)
-        stack.callback(orchestrator.stop)
-        client = _client(url)
-        stack.callback(client.close)
+    with _stack(redis_url, 11, worker=False) as s:
+        check, client = s.check, s.client
 
         inv = client.enqueue("parked", "u", "lost-once")
         assert client.wait("parked", inv, timeout=10).status is InvocationStatus.PAUSED
@@ -117,25 +140,18 @@ def test_a_job_lost_between_the_broker_and_a_worker_is_dispatched_again(redis_ur
         assert (call.name, call.where, call.attempt) == ("parked_tool", "queued", 1)
         _lose_the_parked_job(check)
         _wait_for(lambda: client.calls("parked", inv)[0].where == "retrying", what="attempt 2")
-        worker = start_celery_process("worker", "parked-worker", env, "-Q", PARKED_QUEUE)
-        stack.callback(worker.stop)
+        s.start_worker("parked-worker", "-Q", PARKED_QUEUE)
 
         record = client.wait("parked", inv, timeout=20, until=FINISHED)
-        assert record.status is InvocationStatus.COMPLETED, (record.error, orchestrator.output())
+        assert record.status is InvocationStatus.COMPLETED, (record.error, s.orchestrator.output())
         [answer] = _responses(client, "parked", inv)
         assert answer.response == {"tag": "lost-once"}
         assert check.hget(keys.invocation_jobs("parked", inv), f"a:{answer.id}") == "2"
 
 
 def test_after_its_last_attempt_a_lost_call_is_answered_with_an_error_naming_the_tool(redis_url):
-    url, check = _db(redis_url, 12)
-    env = stack_env(url, SPECS, tool_max_attempts="1", **FAST_WATCH)
-    with ExitStack() as stack:
-        stack.callback(check.close)
-        orchestrator = start_celery_process("orchestrator", "watch-orch3", env)
-        stack.callback(orchestrator.stop)
-        client = _client(url)
-        stack.callback(client.close)
+    with _stack(redis_url, 12, worker=False, tool_max_attempts="1") as s:
+        check, client = s.check, s.client
 
         inv = client.enqueue("parked", "u", "lost-for-good")
         _lose_the_parked_job(check)
@@ -149,17 +165,9 @@ def test_after_its_last_attempt_a_lost_call_is_answered_with_an_error_naming_the
 
 
 def test_a_result_that_cannot_be_stored_yet_is_kept_not_computed_again(redis_url):
-    url, check = _db(redis_url, 13)
     # Storing the finished tool's result fails three times, as with Redis restarting.
-    env = stack_env(url, SPECS, failpoints="worker.before_store=error*3", **FAST_WATCH)
-    with ExitStack() as stack:
-        stack.callback(check.close)
-        orchestrator = start_celery_process("orchestrator", "store-orch", env)
-        stack.callback(orchestrator.stop)
-        worker = start_celery_process("worker", "store-worker", env)
-        stack.callback(worker.stop)
-        client = _client(url)
-        stack.callback(client.close)
+    with _stack(redis_url, 13, failpoints="worker.before_store=error*3") as s:
+        check, client = s.check, s.client
 
         inv = client.enqueue("fragile", "u", "go")
         check.lpush(gate_key(inv), "test")
@@ -167,20 +175,12 @@ def test_a_result_that_cannot_be_stored_yet_is_kept_not_computed_again(redis_url
         assert record.status is InvocationStatus.COMPLETED, record.error
         assert len(_responses(client, "fragile", inv)) == 1
         assert check.llen(runs_key(inv)) == 1  # the tool ran once
-        assert sum("Storing a job's result failed" in line for line in worker.lines) == 3
+        assert sum("Storing a job's result failed" in line for line in s.worker.lines) == 3
 
 
 def test_a_call_past_its_deadline_is_answered_with_a_timeout_error(redis_url):
-    url, check = _db(redis_url, 14)
-    env = stack_env(url, SPECS, tool_timeout_seconds="1", **FAST_WATCH)
-    with ExitStack() as stack:
-        stack.callback(check.close)
-        orchestrator = start_celery_process("orchestrator", "deadline-orch", env)
-        stack.callback(orchestrator.stop)
-        worker = start_celery_process("worker", "deadline-worker", env)
-        stack.callback(worker.stop)
-        client = _client(url)
-        stack.callback(client.close)
+    with _stack(redis_url, 14, tool_timeout_seconds="1") as s:
+        check, client = s.check, s.client
 
         inv = client.enqueue("gated", "u", "never released")  # the tool waits up to 15 s
         record = client.wait("gated", inv, timeout=10, until=FINISHED)
@@ -190,21 +190,13 @@ def test_a_call_past_its_deadline_is_answered_with_a_timeout_error(redis_url):
         # (a sync tool cannot be stopped: it runs on, and its late answer is dropped)
         # The tool's own late answer never replaces the timeout (first answer wins).
         check.lpush(gate_key(inv), "late")
-        worker.wait_for_line(lambda line: "gated_step" in line and "succeeded" in line)
+        s.worker.wait_for_line(lambda line: "gated_step" in line and "succeeded" in line)
         assert [r.response for r in _responses(client, "gated", inv)] == [answer.response]
 
 
 def test_status_says_a_call_waits_for_an_answer_from_outside(redis_url):
-    url, check = _db(redis_url, 15)
-    env = stack_env(url, SPECS, **FAST_WATCH)
-    with ExitStack() as stack:
-        stack.callback(check.close)
-        orchestrator = start_celery_process("orchestrator", "status-orch", env)
-        stack.callback(orchestrator.stop)
-        worker = start_celery_process("worker", "status-worker", env)
-        stack.callback(worker.stop)
-        client = _client(url)
-        stack.callback(client.close)
+    with _stack(redis_url, 15) as s:
+        client = s.client
 
         inv = client.enqueue("approval", "u", "pay")
         assert client.wait("approval", inv, timeout=10).status is InvocationStatus.PAUSED
@@ -219,16 +211,8 @@ def test_status_says_a_call_waits_for_an_answer_from_outside(redis_url):
 
 
 def test_cancelling_an_invocation_stops_its_running_async_tool(redis_url):
-    url, check = _db(redis_url, 1)
-    env = stack_env(url, SPECS, **FAST_WATCH)
-    with ExitStack() as stack:
-        stack.callback(check.close)
-        orchestrator = start_celery_process("orchestrator", "cancel-orch", env)
-        stack.callback(orchestrator.stop)
-        worker = start_celery_process("worker", "cancel-worker", env)
-        stack.callback(worker.stop)
-        client = _client(url)
-        stack.callback(client.close)
+    with _stack(redis_url, 1) as s:
+        check, client = s.check, s.client
 
         inv = client.enqueue("slow", "u", "wait")
         assert check.blpop([runs_key(inv)], timeout=15) is not None  # the tool is running
@@ -236,28 +220,20 @@ def test_cancelling_an_invocation_stops_its_running_async_tool(redis_url):
         client.cancel("slow", inv)
         assert client.wait("slow", inv, timeout=10, until=FINISHED).status is InvocationStatus.CANCELLED
         # The next heartbeat sees the cancellation and stops the tool (it would wait 30 s).
-        worker.wait_for_line(lambda line: "stopped: invocation cancelled" in line, timeout=10)
+        s.worker.wait_for_line(lambda line: "stopped: invocation cancelled" in line, timeout=10)
         assert check.llen(runs_key(inv)) == 0  # and it never ran again
         assert time.monotonic() - started < 10
         assert _responses(client, "slow", inv) == []
 
 
 def test_an_async_tool_past_its_deadline_is_stopped(redis_url):
-    url, check = _db(redis_url, 6)
-    env = stack_env(url, SPECS, tool_timeout_seconds="1", **FAST_WATCH)
-    with ExitStack() as stack:
-        stack.callback(check.close)
-        orchestrator = start_celery_process("orchestrator", "stop-orch", env)
-        stack.callback(orchestrator.stop)
-        worker = start_celery_process("worker", "stop-worker", env)
-        stack.callback(worker.stop)
-        client = _client(url)
-        stack.callback(client.close)
+    with _stack(redis_url, 6, tool_timeout_seconds="1") as s:
+        client = s.client
 
         inv = client.enqueue("slow", "u", "wait")  # the async tool would wait 30 s
         record = client.wait("slow", inv, timeout=10, until=FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
         [answer] = _responses(client, "slow", inv)
         assert "timed out" in answer.response["error"]
-        worker.wait_for_line(lambda line: "stopped: invocation cancelled or call answered" in line,
+        s.worker.wait_for_line(lambda line: "stopped: invocation cancelled or call answered" in line,
                              timeout=10)

@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from celery import Task
@@ -236,6 +236,21 @@ class _Stopper:
             self._task.cancel()
 
 
+async def _run_watched(
+    job: ToolJob | AgentJob, body: Coroutine[Any, Any, ToolResult]
+) -> ToolResult | None:
+    """Run a claimed job's body with heartbeats; None if it was stopped (not wanted any more)."""
+    stop = _Stopper()
+    with get_runtime().heartbeats.running(job, on_cancel=stop):
+        try:
+            with stop.armed():
+                return await body
+        except asyncio.CancelledError:
+            if not stop.stopped:
+                raise
+            return None
+
+
 async def _claim(services: Services, job: ToolJob | AgentJob) -> str:
     """'run' if this worker may run the job (now marked running on it), else why not."""
     runtime = get_runtime()
@@ -264,17 +279,10 @@ async def _run_tool(progress: Callable[[dict[str, Any]], None], job: ToolJob) ->
                "tool": job.tool_name, "attempt": job.attempt}
     if (verdict := await _claim(services, job)) != "run":
         return {**summary, "status": _SKIPPED[verdict]}
-    stop = _Stopper()
-    with runtime.heartbeats.running(job, on_cancel=stop):
-        try:
-            with stop.armed():
-                result = await execute_tool_job(
-                    job, services.registry, artifact_service=services.artifacts, progress=progress
-                )
-        except asyncio.CancelledError:
-            if not stop.stopped:
-                raise
-            return {**summary, "status": _STOPPED}
+    result = await _run_watched(job, execute_tool_job(
+        job, services.registry, artifact_service=services.artifacts, progress=progress))
+    if result is None:
+        return {**summary, "status": _STOPPED}
     try:
         check_size(result.response, runtime.settings.max_payload_bytes, "the tool result")
     except PayloadError as error:
@@ -303,16 +311,10 @@ async def _run_agent(job: AgentJob) -> dict[str, Any]:
                "agent": job.agent_name, "branch": job.branch, "attempt": job.attempt}
     if (verdict := await _claim(services, job)) != "run":
         return {**summary, "status": _SKIPPED[verdict]}
-    stop = _Stopper()
-    with runtime.heartbeats.running(job, on_cancel=stop):
-        try:
-            with stop.armed():
-                result = await execute_agent_job(
-                    job, services.registry, artifact_service=services.artifacts)
-        except asyncio.CancelledError:
-            if not stop.stopped:
-                raise
-            return {**summary, "status": _STOPPED}
+    result = await _run_watched(job, execute_agent_job(
+        job, services.registry, artifact_service=services.artifacts))
+    if result is None:
+        return {**summary, "status": _STOPPED}
     await _hand_back(services, job, result)
     status = "error" if result.error else ("paused" if result.response is None else "completed")
     return {**summary, "status": status, "events": len(result.events), "worker": result.worker}
