@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import queue
-import threading
 from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
@@ -34,6 +32,7 @@ from orchestrator.runner_routing import (
     original_user_content,
     resolve_invocation_from_responses,
 )
+from orchestrator.runner_threads import iterate_in_thread
 from orchestrator.sessions.base_session_service import BaseSessionService, SessionWriter
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from orchestrator.sessions.session import Session
@@ -326,30 +325,10 @@ class Runner:
         run_config: RunConfig | None = None,
     ) -> Generator[Event, None, None]:
         """Synchronous ``run_async``: drives it on a background thread with its own loop."""
-        items: queue.Queue[Any] = queue.Queue()
-        done = object()
-
-        async def drive() -> None:
-            try:
-                async for event in self.run_async(
-                    user_id=user_id, session_id=session_id, new_message=new_message,
-                    state_delta=state_delta, run_config=run_config,
-                ):
-                    items.put(event)
-            except BaseException as error:  # re-raised on the caller's thread
-                items.put(_Failure(error))
-            finally:
-                items.put(done)
-
-        thread = threading.Thread(target=asyncio.run, args=(drive(),), daemon=True)
-        thread.start()
-        try:
-            while (item := items.get()) is not done:
-                if isinstance(item, _Failure):
-                    raise item.error
-                yield item
-        finally:
-            thread.join()
+        return iterate_in_thread(lambda: self.run_async(
+            user_id=user_id, session_id=session_id, new_message=new_message,
+            state_delta=state_delta, run_config=run_config,
+        ))
 
     async def close(self) -> None:
         """Close the toolsets of every agent and flush the session service."""
@@ -423,13 +402,6 @@ class InMemoryRunner(Runner):
             session_service=InMemorySessionService(),
             memory_service=InMemoryMemoryService(),
         )
-
-
-class _Failure:
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
 
 
 def _validate_new_message(message: types.Content | None) -> None:
