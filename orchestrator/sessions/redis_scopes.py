@@ -1,12 +1,12 @@
-"""What a lease-bound append of :class:`RedisSessionService` also does: the live-stream mirror.
+"""The lease-bound session writer of an orchestrator, and the live-stream mirror it writes.
 
-An orchestrator working on a session appends through a
-:class:`~orchestrator.sessions.redis_session_service.LeasedSessionWriter` (see
+An orchestrator working on a session appends through a :class:`LeasedSessionWriter` (see
 ``RedisSessionService.leased_writer``), which it builds with its lease and hands to the
 Runner: every append it makes
 
 * succeeds only while the session's lease is still held with the orchestrator's fencing
   token, so a process that lost its lease cannot write behind its successor's back;
+* never commits a second answer to a call (the session keeps the ids of answered calls);
 * also adds its event to the invocation's live stream (the :class:`Mirror`), in the
   append's own script, so a follower sees it exactly when it is stored; a record handed to
   :meth:`Mirror.with_next_append` is written by the next append too (the record, then its
@@ -19,6 +19,13 @@ Plain ``append_event`` calls on the service do none of this.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from orchestrator.events.event import Event
+
+if TYPE_CHECKING:
+    from orchestrator.sessions.redis_session_service import RedisSessionService
+    from orchestrator.sessions.session import Session
 
 
 @dataclass
@@ -36,3 +43,37 @@ class Mirror:
     ) -> None:
         """Have the next append also store this record and add its status to the streams."""
         self.status = (record_key, statuses_key, record_json, status)
+
+
+def final_answers(event: Event) -> list[str]:
+    """Call ids ``event`` answers for good.
+
+    A "confirmation required" answer is provisional: the confirmed call is answered again.
+    """
+    provisional = event.actions.requested_tool_confirmations or {}
+    return [r.id for r in event.get_function_responses() if r.id and r.id not in provisional]
+
+
+class LeasedSessionWriter:
+    """Appends of one lease holder: fenced by its token, mirrored to a live stream.
+
+    The orchestrator builds one per session it takes and hands it to the Runner, so what an
+    append checks and writes is decided where the lease is, not by ambient state.
+    """
+
+    def __init__(
+        self, service: RedisSessionService, fence: tuple[str, str], mirror: Mirror | None
+    ) -> None:
+        self._service = service
+        self.fence = fence
+        """``(lease key, fencing token)`` every append requires."""
+        self.mirror = mirror
+        """The live stream every append also writes, if any."""
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Commit ``event`` while the lease is held; mirrored to the live stream, if any.
+
+        A lost lease raises ``StaleSessionError``, an answer to a call that has one raises
+        ``AlreadyAnsweredError``; nothing is written then.
+        """
+        return await self._service._append(session, event, self.fence, self.mirror)

@@ -53,7 +53,7 @@ from orchestrator.sessions.base_session_service import (
     merge_state,
     split_state_delta,
 )
-from orchestrator.sessions.redis_scopes import Mirror
+from orchestrator.sessions.redis_scopes import LeasedSessionWriter, Mirror, final_answers
 from orchestrator.sessions.redis_session_scripts import (
     ANSWERED,
     APPEND_LUA,
@@ -311,7 +311,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             # Taken now: a concurrent append (a parallel branch) must not write it twice.
             status, mirror.status = mirror.status, None
         record_key, statuses_key, record_json, status_value = status or (meta_key, meta_key, "", "")
-        answers = _final_answers(event) if fence is not None else []
+        answers = final_answers(event) if fence is not None else []
         answered_key = keys.session_answered(session.app_name, session.user_id, session.id)
         script_keys += [lease_key, stream_key, record_key, statuses_key,
                         answered_key if fence is not None else meta_key]
@@ -356,40 +356,6 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
                 "process may own the session now."
             )
         return exc
-
-
-def _final_answers(event: Event) -> list[str]:
-    """Call ids ``event`` answers for good.
-
-    A "confirmation required" answer is provisional: the confirmed call is answered again.
-    """
-    provisional = event.actions.requested_tool_confirmations or {}
-    return [r.id for r in event.get_function_responses() if r.id and r.id not in provisional]
-
-
-class LeasedSessionWriter:
-    """Appends of one lease holder: fenced by its token, mirrored to a live stream.
-
-    The orchestrator builds one per session it takes and hands it to the Runner, so what an
-    append checks and writes is decided where the lease is, not by ambient state.
-    """
-
-    def __init__(
-        self, service: RedisSessionService, fence: tuple[str, str], mirror: Mirror | None
-    ) -> None:
-        self._service = service
-        self.fence = fence
-        """``(lease key, fencing token)`` every append requires."""
-        self.mirror = mirror
-        """The live stream every append also writes, if any."""
-
-    async def append_event(self, session: Session, event: Event) -> Event:
-        """Commit ``event`` while the lease is held; mirrored to the live stream, if any.
-
-        A lost lease raises ``StaleSessionError``, an answer to a call that has one raises
-        ``AlreadyAnsweredError``; nothing is written then.
-        """
-        return await self._service._append(session, event, self.fence, self.mirror)
 
 
 def _parse_events(raw: list[Any], after_timestamp: float | None) -> list[Event]:
