@@ -149,19 +149,20 @@ def test_a_job_lost_between_the_broker_and_a_worker_is_dispatched_again(redis_ur
         assert check.hget(keys.invocation_jobs("parked", inv), f"a:{answer.id}") == "2"
 
 
-def test_after_its_last_attempt_a_lost_call_is_answered_with_an_error_naming_the_tool(redis_url):
+def test_a_call_whose_worker_died_running_it_too_often_is_answered_with_an_error(redis_url):
     with _stack(redis_url, 12, worker=False, tool_max_attempts="1") as s:
         check, client = s.check, s.client
+        doomed = s.start_worker("doomed-worker")
 
-        inv = client.enqueue("parked", "u", "lost-for-good")
-        _lose_the_parked_job(check)
+        inv = client.enqueue("fragile", "u", "go")
+        assert check.blpop([runs_key(inv)], timeout=15) is not None  # running on doomed
+        doomed.kill()  # a tool that kills its worker must not be run forever
 
-        record = client.wait("parked", inv, timeout=20, until=FINISHED)
+        record = client.wait("fragile", inv, timeout=20, until=FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
-        [answer] = _responses(client, "parked", inv)
-        assert "parked_tool" in answer.response["error"]
-        assert "lost" in answer.response["error"]
-        assert not check.exists("test:parked:lost-for-good")  # it never ran
+        [answer] = _responses(client, "fragile", inv)
+        assert "'fragile_step' did not finish" in answer.response["error"]
+        assert "died in 1 of 1 attempt" in answer.response["error"]
 
 
 def test_a_result_that_cannot_be_stored_yet_is_kept_not_computed_again(redis_url):

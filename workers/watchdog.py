@@ -13,8 +13,9 @@ and, for each one that has no result yet:
   answered with a timeout error the model can read;
 - otherwise lost (a silent worker, or a message neither queued nor claimed for
   ``job_lost_after_seconds``): dispatched again with the same call id and the next attempt
-  number, or, after ``tool_max_attempts``, answered with an error naming the tool and the
-  cause, so the model can go on.
+  number, or, once its worker died ``tool_max_attempts`` times while running it, answered
+  with an error naming the tool and the cause, so the model can go on (a message lost before
+  any worker started it does not count: that is not the tool's doing).
 
 Several orchestrators may look at one call at once: a job goes out once per attempt
 (:data:`~orchestrator.distributed.redis_jobs.PUBLISH_ONCE`), and a late copy of an older
@@ -120,7 +121,11 @@ class JobWatchdog:
         if cause is None:
             return 0
         self._missing_since.pop(member, None)
-        await self._dispatch_again(dispatch, int(attempt_raw), cause)
+        # Only runs that died count against the call's attempts (a tool that kills its
+        # worker must not loop forever); a message lost before any worker started it does not.
+        died = run.get("state") == "running"
+        deaths = await self._redis.hincrby(jobs, f"k:{call_id}", 1) if died else 0
+        await self._dispatch_again(dispatch, int(attempt_raw), deaths, cause)
         return 1
 
     async def _look_again(self, member: str, when: float, dispatch: dict[str, Any]) -> None:
@@ -171,15 +176,17 @@ class JobWatchdog:
             return None
         return "its message was lost before any worker started it"
 
-    async def _dispatch_again(self, dispatch: dict[str, Any], attempt: int, cause: str) -> None:
+    async def _dispatch_again(
+        self, dispatch: dict[str, Any], attempt: int, deaths: int, cause: str
+    ) -> None:
         raw = dispatch["job"]
         job: ToolJob | AgentJob = AgentJob.model_validate(raw) if "parallel_agent" in raw else (
             ToolJob.model_validate(raw))
         name = job.agent_name if isinstance(job, AgentJob) else job.tool_name
         limit = (job.max_attempts if isinstance(job, ToolJob) else None) or self._max_attempts
-        if attempt >= limit:
+        if deaths >= limit:
             message = (f"{'Branch' if isinstance(job, AgentJob) else 'Tool'} {name!r} did not "
-                       f"finish: {cause}, after {attempt} attempt(s).")
+                       f"finish: {cause}; its worker died in {deaths} of {attempt} attempt(s).")
             logger.warning("Call %s of invocation %s: %s", job.function_call_id,
                            job.invocation_id, message)
             await self._answer_with_error(
