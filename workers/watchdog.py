@@ -123,8 +123,13 @@ class JobWatchdog:
         self._missing_since.pop(member, None)
         # Only runs that died count against the call's attempts (a tool that kills its
         # worker must not loop forever); a message lost before any worker started it does not.
-        died = run.get("state") == "running"
-        deaths = await self._redis.hincrby(jobs, f"k:{call_id}", 1) if died else 0
+        deaths = 0
+        if run.get("state") == "running":
+            # Once per attempt, however many watchdogs find it dead at the same time.
+            if await self._redis.hsetnx(jobs, f"x:{call_id}:{attempt_raw}", 1):
+                deaths = await self._redis.hincrby(jobs, f"k:{call_id}", 1)
+            else:
+                deaths = int(await self._redis.hget(jobs, f"k:{call_id}") or 0)
         await self._dispatch_again(dispatch, int(attempt_raw), deaths, cause)
         return 1
 

@@ -7,7 +7,8 @@ Each invocation has a jobs hash (``redis_keys.invocation_jobs``) with three fiel
   element kombu pushed, to find it in the queue; the job is read back from it), or the job
   itself when the message was sent by other means;
 - ``d:<call id>``: its deadline (epoch seconds), if it has one;
-- ``k:<call id>``: how many times its worker died while running it (the watchdog counts);
+- ``k:<call id>``: how many times its worker died while running it (the watchdog counts,
+  once per attempt: ``x:<call id>:<attempt>`` marks an attempt counted);
 - ``r:<call id>``: where the job is, JSON: ``{"state": "queued", "at": t}``, then
   ``{"state": "running", "worker": w, "beat": t, "attempt": n}`` once a worker claims it.
 
