@@ -23,7 +23,7 @@ import redis
 
 from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import AgentJob, ToolJob
-from orchestrator.distributed.redis_jobs import BEAT, watch_member
+from orchestrator.distributed.redis_jobs import BEAT, silence_limit, watch_member
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class Heartbeats:
         self._url = redis_url
         self._watch_key = watch_key
         self.interval = max(0.05, interval)
-        self.lost_after = 3 * self.interval
+        self.lost_after = silence_limit(interval)
         """How long a silent job is taken for alive: what claims and beats promise."""
         self._worker = worker
         self._running: dict[int, tuple[ToolJob | AgentJob, Callable[[], None] | None]] = {}

@@ -14,7 +14,12 @@ from config import Settings
 from orchestrator import redis_keys as keys
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.distributed.models import AgentJob, ToolJob
-from orchestrator.distributed.redis_jobs import PUBLISH_ONCE, publish_args, watch_member
+from orchestrator.distributed.redis_jobs import (
+    PUBLISH_ONCE,
+    publish_args,
+    queued_look_after,
+    watch_member,
+)
 from orchestrator.distributed.transport import default_route
 from orchestrator.tools.base_tool import BaseTool
 from workers.broker import CommandProducer, RedisCommand, collects_publishes
@@ -116,7 +121,7 @@ class CeleryTransport:
         if self._journal is None:
             return True
         now = time.time()
-        score = now + self._settings.job_lost_after_seconds / 2  # see workers.watchdog
+        score = now + queued_look_after(self._settings.job_lost_after_seconds)
         deadline = job.deadline if isinstance(job, ToolJob) else None
         if deadline is not None:
             score = min(score, deadline)  # the watchdog ends the call at its deadline

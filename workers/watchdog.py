@@ -33,7 +33,12 @@ from typing import TYPE_CHECKING, Any
 from config import Settings
 from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
-from orchestrator.distributed.redis_jobs import dispatched_job, parse_member
+from orchestrator.distributed.redis_jobs import (
+    dispatched_job,
+    parse_member,
+    queued_look_after,
+    silence_limit,
+)
 from orchestrator.errors import is_infrastructure_error
 from orchestrator.flows.contents import RUN_BRANCH
 from workers.transport import CeleryTransport
@@ -56,10 +61,8 @@ class JobWatchdog:
         self._transport = transport
         self._watch_key = keys.job_watch(settings.invocations_queue)
         self._interval = settings.watchdog_interval_seconds
-        self._silent_after = 3 * settings.job_heartbeat_seconds
-        # A queued job is looked at twice per lost-after period, so one whose message
-        # vanished is dispatched again within about that period (plus a sweep).
-        self._missing_after = settings.job_lost_after_seconds / 2
+        self._silent_after = silence_limit(settings.job_heartbeat_seconds)
+        self._missing_after = queued_look_after(settings.job_lost_after_seconds)
         self._max_attempts = max(1, settings.tool_max_attempts)
         self._default_timeout = settings.tool_timeout_seconds
         self._missing_since: dict[str, float] = {}
@@ -102,22 +105,22 @@ class JobWatchdog:
         app_name, invocation_id, call_id = parse_member(member)
         jobs = keys.invocation_jobs(app_name, invocation_id)
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(jobs, f"a:{call_id}", f"c:{call_id}", f"r:{call_id}")
+            pipe.hmget(jobs, f"a:{call_id}", f"c:{call_id}", f"r:{call_id}", f"d:{call_id}")
             pipe.hexists(keys.invocation_results(app_name, invocation_id), call_id)
             pipe.exists(keys.cancel_flag(app_name, invocation_id))
-            (attempt_raw, dispatch_raw, run_raw), answered, cancelled = await pipe.execute()
+            (attempt_raw, dispatch_raw, run_raw, deadline_raw), answered, cancelled = (
+                await pipe.execute())
         if answered or cancelled or attempt_raw is None or dispatch_raw is None:
             await self._forget(member)
             return 0
         dispatch: dict[str, Any] = json.loads(dispatch_raw)
-        dispatch["job"] = dispatched_job(dispatch)
-        deadline = dispatch["job"].get("deadline")
+        deadline = float(deadline_raw) if deadline_raw is not None else None
         if deadline is not None and now >= deadline:
             self._missing_since.pop(member, None)
-            await self._time_out(dispatch)
+            await self._time_out(dispatched_job(dispatch))
             return 1
         run: dict[str, Any] = json.loads(run_raw) if run_raw else {"state": "queued"}
-        cause = await self._lost_because(member, dispatch, run, now)
+        cause = await self._lost_because(member, dispatch, run, now, deadline)
         if cause is None:
             return 0
         self._missing_since.pop(member, None)
@@ -130,21 +133,20 @@ class JobWatchdog:
                 deaths = await self._redis.hincrby(jobs, f"k:{call_id}", 1)
             else:
                 deaths = int(await self._redis.hget(jobs, f"k:{call_id}") or 0)
-        await self._dispatch_again(dispatch, int(attempt_raw), deaths, cause)
+        await self._dispatch_again(dispatched_job(dispatch), int(attempt_raw), deaths, cause)
         return 1
 
-    async def _look_again(self, member: str, when: float, dispatch: dict[str, Any]) -> None:
+    async def _look_again(self, member: str, when: float, deadline: float | None) -> None:
         """Have the call looked at again at ``when`` (or at its deadline, if sooner)."""
-        deadline = dispatch["job"].get("deadline")
         await self._redis.zadd(self._watch_key, {member: min(when, deadline or when)})
 
-    async def _time_out(self, dispatch: dict[str, Any]) -> None:
+    async def _time_out(self, raw: dict[str, Any]) -> None:
         """Answer a call past its deadline with an error the model can read.
 
         A copy of the job still queued is skipped by the worker that takes it (the call is
         answered); one still running goes on, and its result is dropped (first answer wins).
         """
-        job = ToolJob.model_validate(dispatch["job"])
+        job = ToolJob.model_validate(raw)
         timeout = job.timeout_seconds or self._default_timeout
         message = f"Tool {job.tool_name!r} timed out: no answer within {timeout:g} s."
         logger.warning("Call %s of invocation %s: %s", job.function_call_id, job.invocation_id,
@@ -158,14 +160,15 @@ class JobWatchdog:
             job.app_name, job.invocation_id, result, key=(job.app_name, job.user_id, job.session_id))
 
     async def _lost_because(
-        self, member: str, dispatch: dict[str, Any], run: dict[str, Any], now: float
+        self, member: str, dispatch: dict[str, Any], run: dict[str, Any], now: float,
+        deadline: float | None,
     ) -> str | None:
         """Why the job is lost, or None (it is alive or waiting: look again later)."""
         if run.get("state") == "running":
             self._missing_since.pop(member, None)
             beat = float(run.get("beat", 0))
             if now - beat < self._silent_after:
-                await self._look_again(member, beat + self._silent_after, dispatch)
+                await self._look_again(member, beat + self._silent_after, deadline)
                 return None
             return f"its worker {run.get('worker')} stopped (no sign of life for {now - beat:.0f} s)"
         message, queue_key = dispatch.get("message"), dispatch.get("queue_key")
@@ -173,18 +176,17 @@ class JobWatchdog:
             await self._redis.lpos(queue_key, message) is not None
         ):
             self._missing_since.pop(member, None)  # still waiting for a free worker
-            await self._look_again(member, now + self._missing_after, dispatch)
+            await self._look_again(member, now + self._missing_after, deadline)
             return None
         since = self._missing_since.setdefault(member, now)
         if now - since < self._missing_after:
-            await self._look_again(member, since + self._missing_after, dispatch)
+            await self._look_again(member, since + self._missing_after, deadline)
             return None
         return "its message was lost before any worker started it"
 
     async def _dispatch_again(
-        self, dispatch: dict[str, Any], attempt: int, deaths: int, cause: str
+        self, raw: dict[str, Any], attempt: int, deaths: int, cause: str
     ) -> None:
-        raw = dispatch["job"]
         job: ToolJob | AgentJob = AgentJob.model_validate(raw) if "parallel_agent" in raw else (
             ToolJob.model_validate(raw))
         name = job.agent_name if isinstance(job, AgentJob) else job.tool_name

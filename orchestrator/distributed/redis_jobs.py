@@ -104,6 +104,24 @@ return 1
 """
 
 
+SILENT_BEATS = 3
+"""A running job that missed this many heartbeats is taken for lost (its worker died)."""
+
+
+def silence_limit(heartbeat_seconds: float) -> float:
+    """How long a running job may go without a sign of life before it counts as lost."""
+    return SILENT_BEATS * max(0.05, heartbeat_seconds)
+
+
+def queued_look_after(lost_after_seconds: float) -> float:
+    """How often the watchdog looks at a queued job.
+
+    Twice per lost-after period, so one whose message vanished is dispatched again within
+    about that period.
+    """
+    return lost_after_seconds / 2
+
+
 def watch_member(app_name: str, invocation_id: str, function_call_id: str) -> str:
     """The watch index member of one call."""
     return json.dumps([app_name, invocation_id, function_call_id], separators=(",", ":"))
