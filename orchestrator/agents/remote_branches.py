@@ -80,53 +80,54 @@ async def _dispatch(
     # The dispatch event is committed now: only then do the jobs go out.
     assert ctx.transport is not None
     failpoints.hit("dispatch.before_publish")
-    for sub, call in zip(subs, calls, strict=True):
-        await ctx.transport.submit_agent(branch_job(
-            ctx.session, ctx.invocation_id, agent, sub, call, ctx.user_content,
-            ctx.transport.route_agent(sub) or queue,
-        ))
+    branches = [(sub, call, ctx.transport.route_agent(sub) or queue)
+                for sub, call in zip(subs, calls, strict=True)]
+    for job in branch_jobs(ctx.session, ctx.invocation_id, agent, branches, ctx.user_content):
+        await ctx.transport.submit_agent(job)
         failpoints.hit("dispatch.after_one_branch")
     ctx.mark_paused(agent.name)
 
 
-def branch_job(
+def branch_jobs(
     session: Session,
     invocation_id: str,
     parallel: BaseAgent,
-    sub: BaseAgent,
-    call: types.FunctionCall,
+    branches: list[tuple[BaseAgent, types.FunctionCall, str]],
     user_content: types.Content | None,
-    queue: str,
-) -> AgentJob:
-    """The job that runs branch ``sub`` of ``parallel`` on a worker, answering ``call``.
+) -> list[AgentJob]:
+    """The jobs that run branches of ``parallel`` on workers: ``(sub-agent, its call, queue)``.
 
-    The branch sees the history up to its dispatch event (the session's last event when
-    dispatched; an older one when a recovering orchestrator dispatches it again) that
-    belongs to its branch, never a sibling's.
+    The calls are those of one dispatch event. Each branch sees the history up to that event
+    (the session's last event when dispatched; an older one when a recovering orchestrator
+    dispatches again) that belongs to its branch, never a sibling's. The history and the
+    state snapshot are serialised once for all the branches.
     """
-    branch = str((call.args or {})["branch"])
-    history: list[dict[str, Any]] = []
+    ids = {call.id for _, call, _ in branches}
+    history: list[tuple[str | None, dict[str, Any]]] = []
     for event in session.events:
-        if belongs_to_branch(event.branch, branch):
-            history.append(event.to_wire())
-        if any(c.id == call.id for c in event.get_function_calls()):
+        history.append((event.branch, event.to_wire()))
+        if any(c.id in ids for c in event.get_function_calls()):
             break
-    return AgentJob(
-        app_name=session.app_name,
-        user_id=session.user_id,
-        session_id=session.id,
-        invocation_id=invocation_id,
-        function_call_id=call.id or "",
-        parallel_agent=parallel.name,
-        agent_name=sub.name,
-        branch=branch,
-        state=json_snapshot(session.state),
-        events=history,
-        user_content=(
-            user_content.model_dump(mode="json", exclude_none=True) if user_content else None
-        ),
-        queue=queue,
-    )
+    state = json_snapshot(session.state)
+    content = user_content.model_dump(mode="json", exclude_none=True) if user_content else None
+    jobs = []
+    for sub, call, queue in branches:
+        branch = str((call.args or {})["branch"])
+        jobs.append(AgentJob(
+            app_name=session.app_name,
+            user_id=session.user_id,
+            session_id=session.id,
+            invocation_id=invocation_id,
+            function_call_id=call.id or "",
+            parallel_agent=parallel.name,
+            agent_name=sub.name,
+            branch=branch,
+            state=state,
+            events=[wire for seen, wire in history if belongs_to_branch(seen, branch)],
+            user_content=content,
+            queue=queue,
+        ))
+    return jobs
 
 
 async def _collect(

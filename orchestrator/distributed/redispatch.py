@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from orchestrator.agents.llm_agent import LlmAgent
-from orchestrator.agents.remote_branches import branch_job
+from orchestrator.agents.remote_branches import branch_jobs
 from orchestrator.distributed.ledger import CallEntry
 from orchestrator.flows.contents import RUN_BRANCH
 from orchestrator.flows.remote_calls import tool_job
@@ -49,9 +49,8 @@ async def redispatch(
         queue = (transport.route_agent(sub) if sub is not None else None) or transport.route_agent(agent)
         if sub is None or not queue:
             return False
-        await transport.submit_agent(
-            branch_job(session, invocation_id, agent, sub, entry.call, user_content, queue)
-        )
+        [job] = branch_jobs(session, invocation_id, agent, [(sub, entry.call, queue)], user_content)
+        await transport.submit_agent(job)
     else:
         if not isinstance(agent, LlmAgent):
             return False
