@@ -2,8 +2,8 @@
 
 The worker is started with ``celery -A bench._raw_noop_celery -b URL --result-backend URL worker
 -Q bench.noop``; the benchmark builds the same app with :func:`make_app`. Configuration is the
-one of /work/shared/baseline.md §3b: JSON serializer, Celery defaults otherwise (no task
-events, early acks).
+one of baseline.md (shared folder beside the checkout) §3b: JSON serializer, Celery defaults
+otherwise (no task events, early acks).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Starts a fresh ``redis-server``, one orchestrator and one worker (``adk-celery``
 flags) on db 1, and a bare Celery worker with one no-op task on db 2 (``_raw_noop_celery.py``).
 
 - raw: sequential ``noop.apply_async().get()`` round trips (the baseline, §3b of
-  /work/shared/baseline.md) and a burst of no-op tasks fired at once (tasks/s).
+  baseline.md (shared folder beside the checkout)) and a burst of no-op tasks fired at once (tasks/s).
 - latency: one invocation with one remote long-running tool, end to end: ``Client.enqueue`` ->
   call committed, invocation paused -> worker runs the tool -> resumed -> final event;
   ``Client.wait`` until completed. p50 / p99 over ``--invocations``, with a breakdown from
