@@ -17,6 +17,7 @@ from redis.retry import Retry
 from redis.utils import HIREDIS_AVAILABLE
 
 from config import get_settings
+from orchestrator.errors import register_infrastructure_errors
 
 _JSON_SEPARATORS = (",", ":")
 
@@ -133,6 +134,11 @@ def resolve_client(
             "ADK_CELERY_REDIS_URL."
         )
     return connect(url), True
+
+
+# A dropped or timed-out Redis connection (BusyLoadingError, Redis loading its data after a
+# restart, is a ConnectionError too) is never an agent's or a tool's outcome.
+register_infrastructure_errors(RedisConnectionError, RedisTimeoutError)
 
 
 # How the project's Redis clients ride out a dropped connection or a Redis restart: redis-py

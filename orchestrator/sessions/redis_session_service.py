@@ -27,9 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from orchestrator import platform
 from orchestrator import redis_keys as keys
@@ -45,7 +43,6 @@ from orchestrator.errors import (
     AlreadyExistsError,
     SessionNotFoundError,
     StaleSessionError,
-    register_infrastructure_errors,
 )
 from orchestrator.events.event import Event
 from orchestrator.sessions.base_session_service import (
@@ -70,10 +67,6 @@ from orchestrator.sessions.redis_session_scripts import (
 )
 from orchestrator.sessions.session import GetSessionConfig, ListSessionsResponse, Session
 from orchestrator.sessions.state import State
-
-# A dropped or timed-out Redis connection (BusyLoadingError, Redis loading its data after a
-# restart, is a ConnectionError too) is never an agent's or a tool's outcome.
-register_infrastructure_errors(RedisConnectionError, RedisTimeoutError)
 
 
 def queue_session_reads(
