@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 import redis
 
 from orchestrator import redis_keys as keys
+from orchestrator._redis_support import connect_sync
 from orchestrator.distributed.models import AgentJob, ToolJob
 from orchestrator.distributed.redis_jobs import BEAT, silence_limit, watch_member
 
@@ -66,7 +67,7 @@ class Heartbeats:
                 self._running.pop(token, None)
 
     def _beat_forever(self) -> None:
-        client = redis.Redis.from_url(self._url, socket_timeout=max(5.0, self.interval))
+        client = connect_sync(self._url, socket_timeout=max(5.0, self.interval))
         beat = client.register_script(BEAT)
         while True:
             time.sleep(self.interval)
