@@ -56,6 +56,16 @@ class Settings(BaseSettings):
     """How long invocation records and results are kept in Redis."""
     max_payload_bytes: int = 1_048_576
     """Largest message, tool argument set or tool result accepted (JSON bytes)."""
+    max_identifier_length: int = 128
+    """Longest app name, user, session, invocation or call id a client may send."""
+    identifier_pattern: str = r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*"
+    """The characters of those identifiers (a regular expression each must match whole)."""
+    max_nesting_depth: int = 32
+    """Deepest nesting of objects and arrays in a message, state delta or answer."""
+    client_app_state: bool = False
+    """Let clients' ``state_delta`` write ``app:`` keys (state every user of the app sees)."""
+    client_user_state: bool = True
+    """Let clients' ``state_delta`` write ``user:`` keys (the sending user's own state)."""
     worker_concurrency: int = 8
     """Default concurrency of ``adk-celery orchestrator`` / ``worker`` (threads)."""
     worker_head_start_ms: float = 5.0

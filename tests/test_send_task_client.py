@@ -113,12 +113,12 @@ def test_malformed_plain_messages_fail_the_invocation_and_append_nothing(plain_s
     assert len(before) == 2
 
     bad = {
-        "wrong type": ({"new_message": 42}, "new_message must be text or a Content object, not int"),
-        "list": ({"new_message": ["a", "b"]}, "new_message must be text or a Content object, not list"),
+        "wrong type": ({"new_message": 42}, "new_message: must be text or a Content object, not int"),
+        "list": ({"new_message": ["a", "b"]}, "new_message: must be text or a Content object, not list"),
         "bad content": ({"new_message": {"role": "user", "parts": "oops"}},
-                        "new_message is not a valid Content"),
-        "no parts": ({"new_message": {"role": "user", "parts": []}}, "new_message has no parts"),
-        "bad delta": ({"new_message": "hi", "state_delta": ["x"]}, "state_delta must be a JSON object"),
+                        "new_message: is not a valid Content"),
+        "no parts": ({"new_message": {"role": "user", "parts": []}}, "new_message: has no parts"),
+        "bad delta": ({"new_message": "hi", "state_delta": ["x"]}, "state_delta: must be a JSON object"),
         "oversized": ({"new_message": "x" * (MAX_PAYLOAD + 100)},
                       f"over the limit of {MAX_PAYLOAD} bytes (ADK_CELERY_MAX_PAYLOAD_BYTES)"),
         "oversized delta": ({"new_message": "hi", "state_delta": {"blob": "y" * MAX_PAYLOAD}},
@@ -151,5 +151,5 @@ def test_plain_message_without_app_or_user_is_rejected_with_a_reason(plain_stack
         {"user_id": "svc", "new_message": "hi"},
         {"app_name": "chat", "user_id": "", "new_message": "hi"},
     ], tmp_path)
-    for result in (no_app, no_user):
-        assert result == {"error": "app_name and user_id are required, as non-empty strings."}
+    assert no_app == {"error": "app_name: is required."}
+    assert no_user == {"error": "user_id: must not be empty."}

@@ -84,6 +84,8 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
         event_serializer="json",
         accept_content=["json"],
         result_accept_content=["json"],
+        # Refused messages are answered and logged without their bodies (workers/consumer.py).
+        worker_consumer="workers.consumer:Consumer",
         task_acks_late=True,
         task_reject_on_worker_lost=False,
         worker_prefetch_multiplier=1,

@@ -61,7 +61,22 @@ def _celery_worker(queues: str, args: argparse.Namespace, extra: list[str]) -> N
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point of the ``adk-celery`` command."""
+    """Entry point of the ``adk-celery`` command.
+
+    A refused request (a malformed id or message, an answer for a call that is not
+    pending) prints why on stderr and exits with status 2, without a traceback.
+    """
+    from orchestrator.distributed.intake import RequestError
+    from orchestrator.distributed.stores import AnswerRejectedError
+
+    try:
+        _main(argv)
+    except (RequestError, AnswerRejectedError) as error:
+        print(f"adk-celery: error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _main(argv: Sequence[str] | None) -> None:
     # Like ``celery`` and ``uvicorn``: apps named in ADK_CELERY_APPS import from the
     # directory the command runs in.
     if os.getcwd() not in sys.path:

@@ -16,13 +16,27 @@ from google.genai import types
 from config import Settings, get_settings
 from orchestrator import platform
 from orchestrator._redis_support import connect, connect_sync
+from orchestrator.distributed.intake import (
+    PayloadError,
+    check_identifier,
+    check_json,
+    check_optional_identifier,
+    check_size,
+)
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, PendingCall
 from orchestrator.distributed.redis_stores import READ_RECORD, StatusWait
 from orchestrator.distributed.streams import RedisEventStream, StreamItem
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app, kwargs_repr
-from workers.enqueue import enqueue_scripts, prepare_invocation, queue_invocation, scripts_missing, was_queued
+from workers.enqueue import (
+    check_same_invocation,
+    enqueue_scripts,
+    prepare_invocation,
+    queue_invocation,
+    scripts_missing,
+    was_queued,
+)
 from workers.runtime import Runtime
 
 SETTLED = frozenset({InvocationStatus.PAUSED, InvocationStatus.COMPLETED,
@@ -60,7 +74,20 @@ class Client:
         self, app_name: str, user_id: str, *, state: dict[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
-        """Create a session (optionally with initial state)."""
+        """Create a session (optionally with initial state); RequestError for bad input.
+
+        The initial state is the caller's own choice, as with google-adk's session services,
+        so the ``state_delta`` rules of an enqueue do not apply to it.
+        """
+        limits = self._runtime.limits
+        check_identifier("app_name", app_name, limits)
+        check_identifier("user_id", user_id, limits)
+        check_optional_identifier("session_id", session_id, limits)
+        if state is not None:
+            if not isinstance(state, dict):
+                raise PayloadError("state", f"must be a JSON object, not {type(state).__name__}.")
+            check_json("state", state, limits)
+            check_size(state, limits.max_payload_bytes, "state")
         sessions = self._services().sessions
         return self._runtime.run(sessions.create_session(
             app_name=app_name, user_id=user_id, state=state, session_id=session_id))
@@ -81,8 +108,10 @@ class Client:
         Returns the invocation id once the invocation is recorded and queued; it runs on an
         orchestrator. ``streaming`` runs the model with SSE streaming, so :meth:`follow` also
         sees the partial chunks of each answer. A malformed message or state delta makes a
-        failed invocation whose error says what was wrong; a missing app name or user id
-        raises ValueError. Enqueueing again with the same ``invocation_id`` is a no-op.
+        failed invocation whose error says what was wrong; a malformed app name, user,
+        session or invocation id raises RequestError (a ValueError; nothing is stored).
+        Enqueueing again with the same ``invocation_id`` is a no-op (RequestError if another
+        user or session has that id).
         """
         invocation_id = invocation_id or platform.new_invocation_id()
         if isinstance(message, types.Content):
@@ -102,14 +131,14 @@ class Client:
             self._celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=self._settings.invocations_queue,
                                    argsrepr="()", kwargsrepr=kwargs_repr(kwargs))
             return invocation_id
-        record, new_session = prepare_invocation(kwargs, self._settings.max_payload_bytes)
-        if record is None:
-            raise ValueError("app_name and user_id are required, as non-empty strings.")
+        record, new_session = prepare_invocation(kwargs, self._runtime.limits)
         services = self._services()
         if record.status is InvocationStatus.FAILED:
             self._runtime.run(services.store.create(record))
-        else:
-            self._record_and_queue(services, record, new_session)
+        elif not self._record_and_queue(services, record, new_session):
+            existing = self._runtime.run(services.store.get(app_name, invocation_id))
+            if existing is not None:
+                check_same_invocation(existing, record, session_id is not None)
         return invocation_id
 
     def _wait_here(
@@ -136,10 +165,10 @@ class Client:
             self._redis = connect_sync(self._settings.redis_url or "")
         return self._redis
 
-    def _record_and_queue(self, services: Any, record: InvocationRecord, new_session: bool) -> None:
+    def _record_and_queue(self, services: Any, record: InvocationRecord, new_session: bool) -> bool:
         """The enqueue transaction, on a synchronous connection in the caller's thread.
 
-        A repeated invocation id changes nothing. Raises what a script refused with.
+        False for a repeated invocation id (nothing changed). Raises what a script refused.
         """
         redis_client = self._sync_redis()
         for _ in range(2):
@@ -150,10 +179,11 @@ class Client:
                 break
             for source in enqueue_scripts(services.sessions, services.queue):
                 redis_client.script_load(source)
-        was_queued(replies, new_session)
+        return was_queued(replies, new_session)
 
     def status(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
         """The invocation's record (status, pending calls, error), or None if unknown."""
+        self._check_ids(app_name, invocation_id)
         store = self._services().store
         return self._runtime.run(store.get(app_name, invocation_id))
 
@@ -163,6 +193,7 @@ class Client:
         Each has its tool and is queued, running (on which worker, last seen when), retrying
         (a lost job was dispatched again) or waiting for an answer from outside.
         """
+        self._check_ids(app_name, invocation_id)
         store = self._services().store
         record = self._runtime.run(store.get(app_name, invocation_id))
         return self._runtime.run(store.pending_details(record)) if record is not None else []
@@ -176,6 +207,7 @@ class Client:
         until: frozenset[InvocationStatus] = SETTLED,
     ) -> InvocationRecord:
         """Block until the invocation is paused or finished; TimeoutError after ``timeout``."""
+        self._check_ids(app_name, invocation_id)
         record = self._wait_here(app_name, invocation_id, set(until), timeout)
         if record is None:
             raise TimeoutError(
@@ -231,6 +263,7 @@ class Client:
 
     def events(self, app_name: str, invocation_id: str) -> list[Event]:
         """The committed events of the invocation, oldest first."""
+        self._check_ids(app_name, invocation_id)
         services = self._services()
         record = self._runtime.run(services.store.get(app_name, invocation_id))
         if record is None:
@@ -244,15 +277,25 @@ class Client:
     def answer(
         self, app_name: str, invocation_id: str, function_call_id: str, response: dict[str, Any]
     ) -> None:
-        """Answer a pending call; raises AnswerRejectedError (nothing stored) if it is not one."""
+        """Answer a pending call.
+
+        Raises RequestError for malformed input and AnswerRejectedError if the invocation
+        does not wait for that call; nothing is stored either way.
+        """
         service = self._services().service
         self._runtime.run(service.answer(app_name, invocation_id, function_call_id, response))
 
     def cancel(self, app_name: str, invocation_id: str) -> None:
-        """Cancel the invocation."""
+        """Cancel the invocation; RequestError for malformed identifiers."""
+        self._check_ids(app_name, invocation_id)
         self._celery.send_task(TASK_CANCEL, kwargs={
             "app_name": app_name, "invocation_id": invocation_id,
         }, queue=self._settings.invocations_queue)
+
+    def _check_ids(self, app_name: Any, invocation_id: Any) -> None:
+        """RequestError unless both are well-formed identifiers."""
+        check_identifier("app_name", app_name, self._runtime.limits)
+        check_identifier("invocation_id", invocation_id, self._runtime.limits)
 
     def close(self) -> None:
         """Close the client's Redis and broker connections and stop its background loop."""

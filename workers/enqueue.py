@@ -10,57 +10,78 @@ thread can send it without a hop to an event loop.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from google.genai import types
+from pydantic import ValidationError
 from redis.exceptions import NoScriptError
 
 from orchestrator import platform
+from orchestrator.distributed.intake import (
+    Limits,
+    PayloadError,
+    RequestError,
+    check_identifier,
+    check_json,
+    check_message,
+    check_optional_identifier,
+    check_size,
+    check_state_delta,
+    preview,
+)
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
 from orchestrator.distributed.redis_queue import RedisSessionQueue
 from orchestrator.sessions.redis_session_scripts import check_created_if_absent
 from orchestrator.sessions.redis_session_service import RedisSessionService
 
-
-class PayloadError(ValueError):
-    """A message or result is malformed or too large."""
+_KNOWN_FIELDS = frozenset({"app_name", "user_id", "session_id", "invocation_id", "new_message",
+                           "state_delta", "create_session", "streaming"})
 
 
 def prepare_invocation(
-    kwargs: dict[str, Any], max_payload_bytes: int
-) -> tuple[InvocationRecord | None, bool]:
+    kwargs: dict[str, Any], limits: Limits
+) -> tuple[InvocationRecord, bool]:
     """The record an enqueue request makes, and whether it asks for a new session.
 
-    Bad input never raises: it makes a failed record whose error says what was wrong, or,
-    without an app name and user id to file it under, ``(None, False)``.
+    Identifiers are checked first: a request whose app, user, session or invocation id is
+    malformed cannot be filed anywhere, and raises RequestError (nothing is stored). Past
+    them, a malformed message or state delta makes a failed record whose error says what
+    was wrong (it is stored, so the sender finds the invocation and why it failed).
     """
-    app_name, user_id = kwargs.get("app_name"), kwargs.get("user_id")
-    if not isinstance(app_name, str) or not app_name or not isinstance(user_id, str) or not user_id:
-        return None, False
+    unknown = sorted(str(key) for key in kwargs if key not in _KNOWN_FIELDS)
+    if unknown:
+        raise RequestError(preview(unknown[0]), f"is not a field of an enqueue request "
+                                                f"(fields: {', '.join(sorted(_KNOWN_FIELDS))}).")
+    app_name = check_identifier("app_name", kwargs.get("app_name"), limits)
+    user_id = check_identifier("user_id", kwargs.get("user_id"), limits)
+    session_id = check_optional_identifier("session_id", kwargs.get("session_id"), limits)
+    invocation_id = check_optional_identifier("invocation_id", kwargs.get("invocation_id"), limits)
+    create_session = kwargs.get("create_session")
+    if create_session is not None and not isinstance(create_session, bool):
+        raise RequestError("create_session", "must be true or false.")
     record = InvocationRecord(
-        invocation_id=kwargs.get("invocation_id") or platform.new_invocation_id(),
+        invocation_id=invocation_id or platform.new_invocation_id(),
         app_name=app_name,
         user_id=user_id,
-        session_id=kwargs.get("session_id") or platform.new_uuid(),
+        session_id=session_id or platform.new_uuid(),
     )
     try:
-        message = parse_message(kwargs.get("new_message"))
-        record.new_message = message.model_dump(mode="json", exclude_none=True) if message else None
-        delta = kwargs.get("state_delta")
-        if delta is not None and not isinstance(delta, dict):
-            raise PayloadError("state_delta must be a JSON object.")
-        record.state_delta = delta
         streaming = kwargs.get("streaming")
         if streaming is not None and not isinstance(streaming, bool):
-            raise PayloadError("streaming must be true or false.")
+            raise PayloadError("streaming", "must be true or false.")
         record.streaming = bool(streaming)
-        check_size({"new_message": record.new_message, "state_delta": delta},
-                   max_payload_bytes, "the message")
-    except (PayloadError, ValueError) as error:
+        raw_message = kwargs.get("new_message")
+        check_json("new_message", raw_message, limits)
+        message = parse_message(raw_message)
+        record.new_message = message.model_dump(mode="json", exclude_none=True) if message else None
+        record.state_delta = check_state_delta(kwargs.get("state_delta"), limits)
+        check_size({"new_message": record.new_message, "state_delta": record.state_delta},
+                   limits.max_payload_bytes, "new_message and state_delta")
+    except RequestError as error:
         record.status = InvocationStatus.FAILED
         record.error = f"{type(error).__name__}: {error}"
-    return record, bool(kwargs.get("create_session") or not kwargs.get("session_id"))
+        record.new_message = record.state_delta = None  # refused: none of it is kept
+    return record, bool(create_session or session_id is None)
 
 
 def queue_invocation(
@@ -87,6 +108,21 @@ def scripts_missing(replies: list[Any]) -> bool:
     return any(isinstance(reply, NoScriptError) for reply in replies)
 
 
+def check_same_invocation(existing: InvocationRecord, record: InvocationRecord,
+                          session_given: bool) -> InvocationRecord:
+    """``existing`` if a repeated invocation id names the same invocation, else RequestError.
+
+    An invocation id is scoped to its app, user and session: reusing another user's (or
+    another session's) id is refused, and says nothing of the invocation that has it.
+    """
+    if existing.user_id != record.user_id or (
+        session_given and existing.session_id != record.session_id
+    ):
+        raise RequestError("invocation_id", "is already used by another invocation; "
+                                            "leave it out or choose a new one.")
+    return existing
+
+
 def was_queued(replies: list[Any], new_session: bool) -> bool:
     """True if the invocation was new and its start is queued; False for a repeated id.
 
@@ -100,7 +136,7 @@ def was_queued(replies: list[Any], new_session: bool) -> bool:
 
 
 def parse_message(value: Any) -> types.Content | None:
-    """A message as text or genai Content JSON; anything else is a PayloadError."""
+    """A user message as text or genai Content JSON; anything else is a PayloadError."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -108,19 +144,14 @@ def parse_message(value: Any) -> types.Content | None:
     if isinstance(value, dict):
         try:
             content = types.Content.model_validate(value)
-        except Exception as error:
-            raise PayloadError(f"new_message is not a valid Content: {error}") from None
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'new_message'}: {e['msg']}"
+                for e in error.errors()[:3])
+            raise PayloadError("new_message", f"is not a valid Content ({problems}).") from None
         if not content.parts:
-            raise PayloadError("new_message has no parts.")
+            raise PayloadError("new_message", "has no parts.")
+        check_message(content)
         return content
-    raise PayloadError(f"new_message must be text or a Content object, not {type(value).__name__}.")
-
-
-def check_size(payload: Any, limit: int, what: str) -> None:
-    """Raise PayloadError if ``payload`` is more than ``limit`` bytes of JSON."""
-    size = len(json.dumps(payload, default=str).encode())
-    if size > limit:
-        raise PayloadError(
-            f"{what} is {size} bytes of JSON, over the limit of {limit} bytes "
-            "(ADK_CELERY_MAX_PAYLOAD_BYTES)."
-        )
+    raise PayloadError("new_message",
+                       f"must be text or a Content object, not {type(value).__name__}.")

@@ -19,6 +19,7 @@ from orchestrator import redis_keys as keys
 from orchestrator._redis_support import connect
 from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
 from orchestrator.distributed.executor import WORKER_ID
+from orchestrator.distributed.intake import Limits
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.redis_queue import RedisSessionQueue
 from orchestrator.distributed.redis_stores import RedisInvocationStore
@@ -32,6 +33,7 @@ from orchestrator.sessions.redis_session_service import LeasedSessionWriter, Red
 from orchestrator.tools.function_tool import sync_calls_inline
 from workers.celery_app import app as default_celery_app
 from workers.enqueue import (
+    check_same_invocation,
     enqueue_scripts,
     prepare_invocation,
     queue_invocation,
@@ -94,6 +96,8 @@ class Runtime:
                 "(the embedded mode runs in one process: see examples/demo.py)."
             )
         failpoints.arm(self.settings.failpoints)  # fault tests only; empty otherwise
+        self.limits = Limits.from_settings(self.settings)
+        """What clients' requests are checked against."""
         self._load_apps = load_apps
         self._loop = LoopThread()
         self._services: Services | None = None
@@ -205,6 +209,7 @@ class Runtime:
             # Committed events reach the stream inside their append; the sink sends chunks.
             event_sink=events.publish_partial,
             writer_for=lambda key, token, record: _leased_writer(sessions, events, key, token, record),
+            limits=self.limits,
         )
         return Services(client, sessions, artifacts, store, queue, registry, service,
                         events=events, wakeups=wakeups, transport=transport)
@@ -242,17 +247,16 @@ class Runtime:
 
     async def submit_invocation(
         self, kwargs: dict[str, Any]
-    ) -> tuple[InvocationRecord | None, SessionKey | None]:
-        """Validate an enqueue request, record it, and queue its start.
+    ) -> tuple[InvocationRecord, SessionKey | None]:
+        """Check an enqueue request, record it, and queue its start.
 
-        Bad input never raises here: it becomes a failed invocation whose error says what was
-        wrong (or, without an app/user to file it under, a ``(None, None)`` return). A
-        repeated invocation id changes nothing and returns the record stored first.
+        Malformed identifiers raise RequestError (nothing is stored); a malformed message or
+        state delta becomes a failed invocation whose error says what was wrong. A repeated
+        invocation id changes nothing and returns the record stored first (RequestError if
+        that id is another user's or another session's).
         """
         services = await self.services()
-        record, new_session = prepare_invocation(kwargs, self.settings.max_payload_bytes)
-        if record is None:
-            return None, None
+        record, new_session = prepare_invocation(kwargs, self.limits)
         if record.status is InvocationStatus.FAILED:
             await services.store.create(record)
             return record, None
@@ -265,7 +269,9 @@ class Runtime:
             for source in enqueue_scripts(services.sessions, services.queue):
                 await services.redis.script_load(source)
         if not was_queued(replies, new_session):
-            record = await services.store.get(record.app_name, record.invocation_id) or record
+            existing = await services.store.get(record.app_name, record.invocation_id)
+            if existing is not None:
+                record = check_same_invocation(existing, record, bool(kwargs.get("session_id")))
         return record, session_key(record)
 
 

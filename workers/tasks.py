@@ -22,6 +22,7 @@ from orchestrator.distributed.executor import (
     execute_tool_job,
     is_plain_sync_tool,
 )
+from orchestrator.distributed.intake import RequestError, check_identifier
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.stores import AnswerRejectedError, SessionKey
 from orchestrator.errors import is_infrastructure_error
@@ -54,16 +55,24 @@ def invoke(self: Task, **kwargs: Any) -> dict[str, Any]:
 
 
 async def _invoke(kwargs: dict[str, Any]) -> dict[str, Any]:
-    record, _ = await get_runtime().submit_invocation(kwargs)
-    if record is None:
-        return {"error": "app_name and user_id are required, as non-empty strings."}
+    try:
+        record, _ = await get_runtime().submit_invocation(kwargs)
+    except RequestError as error:
+        return {"error": str(error)}
     return {"invocation_id": record.invocation_id, "session_id": record.session_id}
 
 
 @celery_app.task(name=TASK_DRAIN, bind=True, ignore_result=True)
 def drain(self: Task, app_name: str, user_id: str, session_id: str) -> None:
     """Ask the orchestrators to process the work queued for one session (a wake-up)."""
-    get_runtime().run(_post_wakeup((app_name, user_id, session_id)))
+    limits = get_runtime().limits
+    try:
+        key = tuple(check_identifier(field, value, limits) for field, value in (
+            ("app_name", app_name), ("user_id", user_id), ("session_id", session_id)))
+    except RequestError as error:
+        logger.warning("Wake-up refused: %s", error)
+        return
+    get_runtime().run(_post_wakeup((key[0], key[1], key[2])))
 
 
 async def _post_wakeup(key: SessionKey) -> None:
@@ -76,14 +85,16 @@ async def _post_wakeup(key: SessionKey) -> None:
 def answer(
     self: Task, app_name: str, invocation_id: str, function_call_id: str, response: dict[str, Any]
 ) -> dict[str, Any]:
-    """Answer a pending function call from outside; the invocation resumes."""
+    """Answer a pending function call from outside; the invocation resumes.
+
+    Returns ``{"error": ...}`` (and stores nothing) for malformed input or a call the
+    invocation does not wait for.
+    """
     runtime = get_runtime()
     services = runtime.run(runtime.services())
-    if not isinstance(response, dict):
-        return {"error": "response must be a JSON object."}
     try:
         runtime.run(services.service.answer(app_name, invocation_id, function_call_id, response))
-    except AnswerRejectedError as error:
+    except (AnswerRejectedError, RequestError) as error:
         return {"error": str(error)}
     return {"invocation_id": invocation_id, "answered": function_call_id}
 
@@ -93,7 +104,10 @@ def cancel(self: Task, app_name: str, invocation_id: str) -> dict[str, Any]:
     """Cancel an invocation (queued, running or paused)."""
     runtime = get_runtime()
     services = runtime.run(runtime.services())
-    key = runtime.run(services.service.cancel(app_name, invocation_id))
+    try:
+        key = runtime.run(services.service.cancel(app_name, invocation_id))
+    except RequestError as error:
+        return {"error": str(error)}
     if key is None:
         return {"error": f"Unknown invocation {invocation_id!r} of app {app_name!r}."}
     return {"invocation_id": invocation_id, "cancel_requested": True}

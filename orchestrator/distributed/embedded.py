@@ -17,6 +17,12 @@ from orchestrator import platform
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
 from orchestrator.distributed.executor import execute_agent_job, execute_tool_job
+from orchestrator.distributed.intake import (
+    check_identifier,
+    check_message,
+    check_optional_identifier,
+    check_state_delta,
+)
 from orchestrator.distributed.models import (
     AgentJob,
     InvocationRecord,
@@ -183,13 +189,22 @@ class EmbeddedRuntime:
         """Queue a message for a session (created when ``session_id`` is None); return the id.
 
         ``streaming`` runs the model calls with SSE streaming, so partial chunks reach
-        :meth:`follow` before each committed answer.
+        :meth:`follow` before each committed answer. RequestError (nothing stored) for a
+        malformed id, a message carrying function calls or responses, or a state delta a
+        client may not apply (see :mod:`orchestrator.distributed.intake`).
         """
+        limits = self.service.limits
+        check_identifier("app_name", app_name, limits)
+        check_identifier("user_id", user_id, limits)
+        check_optional_identifier("session_id", session_id, limits)
+        if isinstance(new_message, str):
+            new_message = types.Content(role="user", parts=[types.Part(text=new_message)])
+        if new_message is not None:
+            check_message(new_message)  # answers go through answer(), which checks them
+        check_state_delta(state_delta, limits)
         if session_id is None:
             session = await self.session_service.create_session(app_name=app_name, user_id=user_id)
             session_id = session.id
-        if isinstance(new_message, str):
-            new_message = types.Content(role="user", parts=[types.Part(text=new_message)])
         record = InvocationRecord(
             invocation_id=platform.new_invocation_id(),
             app_name=app_name,

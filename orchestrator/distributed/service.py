@@ -22,6 +22,7 @@ from google.genai import types
 
 from orchestrator import failpoints, platform
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
+from orchestrator.distributed.intake import Limits, check_answer, check_identifier
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import (
     InvocationRecord,
@@ -86,8 +87,11 @@ class InvocationService:
         lease_renew_seconds: float | None = None,
         event_sink: EventSink | None = None,
         writer_for: WriterFactory | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.registry = registry
+        self.limits = limits or Limits()
+        """What answers and cancels from clients are checked against."""
         self.event_sink = event_sink
         """Receives every event of every run as it happens (partial chunks included)."""
         self.writer_for = writer_for
@@ -133,7 +137,7 @@ class InvocationService:
         if key is None:
             record = await self.store.get(app_name, invocation_id)
             if record is None:
-                logger.warning("Result for unknown invocation %s/%s dropped", app_name, invocation_id)
+                logger.warning("Result for unknown invocation %r/%r dropped", app_name, invocation_id)
                 return None
             key = session_key(record)
         if result.response is None and not result.events:
@@ -152,9 +156,12 @@ class InvocationService:
     ) -> SessionKey:
         """Answer a pending call from outside (a human, another service); queue a resume.
 
-        Raises AnswerRejectedError (nothing stored) for an unknown invocation, a call id the
-        invocation is not waiting for, or a call that already has its answer.
+        Raises RequestError for malformed input (a field of the wrong type, too large, not
+        JSON), AnswerRejectedError for an unknown invocation, a call id the invocation is not
+        waiting for, or a call that already has its answer; nothing is stored either way.
         """
+        check_identifier("app_name", app_name, self.limits)
+        response = check_answer(invocation_id, function_call_id, response, self.limits)
         record = await self.store.get(app_name, invocation_id)
         if record is None:
             raise AnswerRejectedError(f"Unknown invocation {invocation_id!r} of app {app_name!r}.")
@@ -178,7 +185,12 @@ class InvocationService:
         return key
 
     async def cancel(self, app_name: str, invocation_id: str) -> SessionKey | None:
-        """Request cancellation; the next holder of the session records it."""
+        """Request cancellation; the next holder of the session records it.
+
+        None for an unknown invocation; RequestError for malformed identifiers.
+        """
+        check_identifier("app_name", app_name, self.limits)
+        check_identifier("invocation_id", invocation_id, self.limits)
         record = await self.store.get(app_name, invocation_id)
         if record is None:
             return None
@@ -225,7 +237,7 @@ class InvocationService:
             while True:
                 await asyncio.sleep(interval)
                 if not await self.queue.renew(key, token):
-                    logger.error("Lost the lease of session %s", key)
+                    logger.error("Lost the lease of session %r", key)
                     return
 
         return asyncio.ensure_future(renew())
@@ -242,7 +254,7 @@ class InvocationService:
             loaded = await self.store.load(key[0], item.invocation_id)
         record, cancelled, results, session = loaded
         if record is None:
-            logger.warning("Work item for unknown invocation %s dropped", item.invocation_id)
+            logger.warning("Work item for unknown invocation %r dropped", item.invocation_id)
             return None
         if record.status.is_terminal:
             return None
@@ -269,7 +281,7 @@ class InvocationService:
         except Exception as error:
             if is_infrastructure_error(error):
                 raise
-            logger.info("Invocation %s failed: %s", record.invocation_id, error)
+            logger.info("Invocation %r failed: %r", record.invocation_id, error)
             return _failed(record, f"{type(error).__name__}: {error}")
 
     async def _plan(
@@ -290,7 +302,7 @@ class InvocationService:
             # The log went further than the record: the orchestrator that held the session
             # died after committing events and before saving the record. Jobs of open calls
             # may never have gone out; then the run goes on from the log.
-            logger.warning("Recovering invocation %s from its log", record.invocation_id)
+            logger.warning("Recovering invocation %r from its log", record.invocation_id)
             await self._dispatch_open_calls(runner, record, ledger, results, session)
         plan = await plan_resume(self, runner, record, results, session, ledger, writer)
         if plan.is_empty and interrupted:

@@ -1,0 +1,71 @@
+"""The workers' message consumer: Celery's, except for messages it cannot take.
+
+Celery's own consumer logs the whole body of a message it cannot decode (invalid UTF-8,
+JSON nested past the decoder's limit), of a task message it refuses (pickle, a malformed
+header) and of a task it does not know, and leaves the sender of an undecodable message
+without an answer. Those bodies are whatever a client sent, personal data included, and
+an identifier in them can forge log lines. This consumer logs one line saying what was
+refused and why (the task id and name escaped, never the body) and, when the message
+names its task id, stores a failure for it, so a sender waiting on the result gets the
+reason instead of waiting forever.
+
+Selected by ``worker_consumer`` in :mod:`workers.celery_app`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery.exceptions import NotRegistered
+from celery.worker.consumer import Consumer as CeleryConsumer
+
+logger = logging.getLogger(__name__)
+
+_MAX_ID_CHARS = 255
+"""Longest task id a failure is stored under (a longer one is not a task id we sent)."""
+
+
+class Consumer(CeleryConsumer):  # type: ignore[misc]
+    """Celery's consumer; refused messages are answered and logged without their bodies."""
+
+    def on_decode_error(self, message: Any, exc: Exception) -> None:
+        """A body that is not valid JSON (or not UTF-8): answer the sender, ack the message."""
+        self._refuse(message, f"its body could not be decoded ({type(exc).__name__})")
+        message.ack()
+
+    def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
+        """A task message we do not accept (a content type other than JSON, bad headers)."""
+        self._refuse(message, f"it is not a valid task message ({type(exc).__name__})")
+        message.reject_log_error(logger, self.connection_errors)
+
+    def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
+        """A task name no worker here runs."""
+        name = _header(message, "task")
+        self._refuse(message, f"no task {name!r} runs here", NotRegistered(str(name)))
+        message.reject_log_error(logger, self.connection_errors)
+
+    def _refuse(self, message: Any, reason: str, error: Exception | None = None) -> None:
+        task_id, name = _header(message, "id"), _header(message, "task")
+        logger.error("Refused message (task %r, id %r): %s; it was dropped.",
+                     _short(name), _short(task_id), reason)
+        if not isinstance(task_id, str) or not task_id or len(task_id) > _MAX_ID_CHARS:
+            return
+        try:
+            self.app.backend.mark_as_failure(task_id, error or ValueError(
+                f"Message refused: {reason}. Send JSON task messages (UTF-8 text)."))
+            if self.event_dispatcher:
+                self.event_dispatcher.send("task-failed", uuid=task_id, exception=reason)
+        except Exception as store_error:  # answering is best effort; the refusal stands
+            logger.warning("Could not store the refusal of task %r: %s",
+                           _short(task_id), type(store_error).__name__)
+
+
+def _header(message: Any, name: str) -> Any:
+    headers = getattr(message, "headers", None)
+    return headers.get(name) if isinstance(headers, dict) else None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
