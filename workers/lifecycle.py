@@ -4,7 +4,8 @@ A worker consuming the invocations queue is an orchestrator: besides its Celery 
 (invoke, answer, cancel) it drains the sessions announced on the wake stream, on its
 runtime's event loop. With the prefork pool each child process runs its own consumer (the
 Runner loops then use every child); with threads or solo the worker process runs one.
-Plain ``celery -A workers worker -Q adk.invocations`` gets the same behaviour.
+Plain ``celery -A workers worker -Q adk.invocations`` gets the same behaviour. Such a
+process never runs a tool or a branch (:func:`refused_here`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,37 @@ from workers.runtime import get_runtime
 logger = logging.getLogger(__name__)
 
 _role: dict[str, bool] = {"orchestrating": False, "prefork": False, "started": False}
+
+
+def is_orchestrator() -> bool:
+    """True in an orchestrator's processes: a Celery worker consuming the invocations queue.
+
+    Set before the pool starts, so prefork children inherit it. Orchestrators never run
+    tools or branches (a job delivered to one is refused: see ``workers.tasks``).
+    """
+    return _role["orchestrating"]
+
+
+REFUSED_HERE = "refused: orchestrators never run tools or branches"
+
+
+def refused_here(
+    task_name: str, delivery_info: dict[str, Any] | None, kwargs: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The refusal of a tool or branch job delivered to an orchestrator, else None.
+
+    An orchestrator's pool runs the invocations' own tasks (often one at a time): a tool
+    there would hold them up, and nothing dispatches jobs to it. Its role says so (it
+    consumes the invocations queue), and so does a message that came through that queue.
+    The task returns its refusal normally, so the message is acknowledged, not redelivered.
+    """
+    routing_key = (delivery_info or {}).get("routing_key")
+    if not is_orchestrator() and routing_key != get_settings().invocations_queue:
+        return None
+    logger.warning("Refused %s job %.100r of invocation %.100r delivered to an orchestrator "
+                   "(routing key %.100r): orchestrators never run tools or branches", task_name,
+                   kwargs.get("function_call_id"), kwargs.get("invocation_id"), routing_key)
+    return {"status": REFUSED_HERE}
 
 
 @signals.celeryd_after_setup.connect

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from celery import Task
 from celery.exceptions import Reject
+from kombu.utils.json import JSONEncoder
 from pydantic import ValidationError
 
 from orchestrator import failpoints
@@ -24,6 +25,7 @@ from orchestrator.distributed.executor import (
 )
 from orchestrator.distributed.intake import RequestError, check_identifier
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
+from orchestrator.distributed.redis_jobs import job_digest
 from orchestrator.distributed.stores import AnswerRejectedError, SessionKey
 from orchestrator.errors import is_infrastructure_error
 from workers.celery_app import (
@@ -36,6 +38,7 @@ from workers.celery_app import (
 )
 from workers.celery_app import app as celery_app
 from workers.enqueue import PayloadError, check_size
+from workers.lifecycle import refused_here
 from workers.runtime import Services, get_runtime
 
 logger = logging.getLogger(__name__)
@@ -118,8 +121,13 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     """Run one tool call for an invocation and hand its result back (workers).
 
     The result is stored before this task returns (and so before its message is acked); a
-    redelivered copy finds the result stored and does not run the tool again.
+    redelivered copy finds the result stored and does not run the tool again. A job that
+    matches no call an orchestrator dispatched is refused (see :func:`_claim`), and so is any
+    job delivered to an orchestrator.
     """
+    if (refusal := refused_here(TASK_RUN_TOOL, self.request.delivery_info, kwargs)) is not None:
+        return refusal
+    digest = job_digest(kwargs, JSONEncoder)  # of what came in, before validation
     try:
         job = ToolJob.model_validate(kwargs)
     except ValidationError as error:
@@ -129,8 +137,8 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     # Celery's request context is thread-local: read it here, not on the loop thread.
     reporter = _progress_reporter(self, self.request.id, self.request.hostname, job)
     if is_plain_sync_tool(job, runtime.apps()):
-        return runtime.run_here(_run_tool(reporter, job))
-    return runtime.run(_run_tool(reporter, job))
+        return runtime.run_here(_run_tool(reporter, job, digest))
+    return runtime.run(_run_tool(reporter, job, digest))
 
 
 _dispatcher_lock = threading.Lock()
@@ -208,6 +216,8 @@ _SKIPPED = {
     "cancelled": "skipped: invocation cancelled",
     "answered": "already answered",
     "superseded": "skipped: a later attempt of this call was dispatched",
+    "waiting": "skipped: already ran; the call waits for an answer from outside",
+    "forged": "refused: no call was dispatched with this job",
 }
 """What a job that is not run says it did (Flower shows it as the task's result)."""
 
@@ -265,14 +275,29 @@ async def _run_watched(
             return None
 
 
-async def _claim(services: Services, job: ToolJob | AgentJob) -> str:
-    """'run' if this worker may run the job (now marked running on it), else why not."""
+async def _claim(services: Services, job: ToolJob | AgentJob, digest: str) -> str:
+    """'run' if this worker may run the job (now marked running on it), else why not.
+
+    Only a job an orchestrator published runs: its journal holds the digest of the exact
+    job sent for the call's current attempt, and ``digest`` (of the job as received) must be
+    it. A forged job (another call, tool, agent, user, arguments or state) is refused and
+    logged: it runs nothing, stores nothing, so nothing of it is ever appended.
+    """
     runtime = get_runtime()
-    return await _retrying("Claiming a job", lambda: services.store.claim_job(
+    verdict: str = await _retrying("Claiming a job", lambda: services.store.claim_job(
         job.app_name, job.invocation_id, job.function_call_id, attempt=job.attempt,
         worker=WORKER_ID, branch=isinstance(job, AgentJob),
-        lost_after=runtime.heartbeats.lost_after,
+        lost_after=runtime.heartbeats.lost_after, digest=digest,
     ))
+    name = job.agent_name if isinstance(job, AgentJob) else job.tool_name
+    if verdict == "forged":
+        logger.warning("Refused a forged job: call %.100r (%.100r, attempt %r) of invocation "
+                       "%.100r of app %.100r matches no job an orchestrator dispatched",
+                       job.function_call_id, name, job.attempt, job.invocation_id, job.app_name)
+    elif verdict != "run":
+        logger.info("Skipped call %.100r (%.100r, attempt %r) of invocation %.100r: %s",
+                    job.function_call_id, name, job.attempt, job.invocation_id, _SKIPPED[verdict])
+    return verdict
 
 
 async def _hand_back(services: Services, job: ToolJob | AgentJob, result: ToolResult) -> None:
@@ -286,12 +311,14 @@ async def _hand_back(services: Services, job: ToolJob | AgentJob, result: ToolRe
     await _retrying("Storing a job's result", store)
 
 
-async def _run_tool(progress: Callable[[dict[str, Any]], None], job: ToolJob) -> dict[str, Any]:
+async def _run_tool(
+    progress: Callable[[dict[str, Any]], None], job: ToolJob, digest: str
+) -> dict[str, Any]:
     runtime = get_runtime()
     services = await runtime.services()
     summary = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
                "tool": job.tool_name, "attempt": job.attempt}
-    if (verdict := await _claim(services, job)) != "run":
+    if (verdict := await _claim(services, job, digest)) != "run":
         return {**summary, "status": _SKIPPED[verdict]}
     result = await _run_watched(job, execute_tool_job(
         job, services.registry, artifact_service=services.artifacts, progress=progress))
@@ -309,21 +336,28 @@ async def _run_tool(progress: Callable[[dict[str, Any]], None], job: ToolJob) ->
 
 @celery_app.task(name=TASK_RUN_AGENT, bind=True, acks_late=True, ignore_result=True)
 def run_agent(self: Task, **kwargs: Any) -> dict[str, Any]:
-    """Run one ParallelAgent branch for an invocation and hand its events back (workers)."""
+    """Run one ParallelAgent branch for an invocation and hand its events back (workers).
+
+    Like :func:`run_tool`: only a branch job an orchestrator dispatched runs, and never on
+    an orchestrator.
+    """
+    if (refusal := refused_here(TASK_RUN_AGENT, self.request.delivery_info, kwargs)) is not None:
+        return refusal
+    digest = job_digest(kwargs, JSONEncoder)
     try:
         job = AgentJob.model_validate(kwargs)
     except ValidationError as error:
         logger.error("Malformed branch job rejected: %s", error)
         return {"error": f"malformed branch job: {error.error_count()} invalid field(s)"}
-    return get_runtime().run(_run_agent(job))
+    return get_runtime().run(_run_agent(job, digest))
 
 
-async def _run_agent(job: AgentJob) -> dict[str, Any]:
+async def _run_agent(job: AgentJob, digest: str) -> dict[str, Any]:
     runtime = get_runtime()
     services = await runtime.services()
     summary = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
                "agent": job.agent_name, "branch": job.branch, "attempt": job.attempt}
-    if (verdict := await _claim(services, job)) != "run":
+    if (verdict := await _claim(services, job, digest)) != "run":
         return {**summary, "status": _SKIPPED[verdict]}
     result = await _run_watched(job, execute_agent_job(
         job, services.registry, artifact_service=services.artifacts))

@@ -16,6 +16,7 @@ from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.distributed.models import AgentJob, ToolJob
 from orchestrator.distributed.redis_jobs import (
     PUBLISH_ONCE,
+    job_digest,
     publish_args,
     queued_look_after,
     watch_member,
@@ -33,7 +34,9 @@ class CeleryTransport:
     :mod:`workers.broker`'s transport, a job's message and its task-sent event are built by
     Celery and kombu as usual (:class:`~workers.broker.CommandProducer`) and sent on that
     client, from the event loop: one round trip, no thread. Otherwise ``send_task`` runs in
-    a thread (publishing is blocking I/O).
+    a thread (publishing is blocking I/O). Either way ``redis`` journals each job with its
+    digest; workers run only journaled jobs, so a transport without it sends jobs no worker
+    will run.
     """
 
     def __init__(
@@ -77,9 +80,14 @@ class CeleryTransport:
     async def _publish(
         self, task: str, job: ToolJob | AgentJob, queue: str, shown_as: str, fields: dict[str, Any]
     ) -> None:
-        """Send ``job`` as ``task`` on ``queue``."""
+        """Send ``job`` as ``task`` on ``queue``, journaled with its digest.
+
+        The digest of the exact keyword arguments sent is what a worker checks the job it
+        receives against (see :func:`~orchestrator.distributed.redis_jobs.job_digest`).
+        """
+        kwargs = job.model_dump(mode="json")
         options: dict[str, Any] = {
-            "kwargs": job.model_dump(mode="json"),
+            "kwargs": kwargs,
             "queue": queue,
             "shadow": f"{task}:{shown_as}",
             "task_id": f"{job.invocation_id}:{job.function_call_id}",
@@ -94,7 +102,7 @@ class CeleryTransport:
         if job.attempt > 1:
             options["task_id"] += f":{job.attempt}"
         if self._redis is None:
-            if await self._publish_once(job, queue, []):
+            if await self._publish_once(job, kwargs, queue, []):
                 await asyncio.to_thread(self._app.send_task, task, **options)
             return
 
@@ -106,17 +114,18 @@ class CeleryTransport:
             commands = producer.commands(send)
         else:  # connecting and declaring the queue are blocking calls: once, in a thread
             commands = await asyncio.to_thread(self._commands, send)
-        await self._publish_once(job, queue, commands)
+        await self._publish_once(job, kwargs, queue, commands)
 
     async def _publish_once(
-        self, job: ToolJob | AgentJob, queue: str, commands: list[RedisCommand]
+        self, job: ToolJob | AgentJob, kwargs: dict[str, Any], queue: str,
+        commands: list[RedisCommand],
     ) -> bool:
         """Journal the job and send ``commands`` (its message) in one script; True if sent.
 
         A job is published if and only if its journal entry is written, and only once per
         attempt (see :mod:`orchestrator.distributed.redis_jobs`). Without ``commands`` (a
         broker this transport cannot send on itself) only the journal is written, and the
-        caller sends the message when this returns True.
+        caller sends the message when this returns True. ``kwargs``: the job as sent.
         """
         if self._journal is None:
             return True
@@ -130,13 +139,13 @@ class CeleryTransport:
             if name == "lpush":  # the message itself: the watchdog looks for it in its queue
                 dispatch["queue_key"], dispatch["message"] = args[0], args[1]
         if "message" not in dispatch:  # else the job is read back from the message
-            dispatch["job"] = job.model_dump(mode="json")
+            dispatch["job"] = kwargs
         published = await self._journal(
             keys=[keys.invocation_jobs(job.app_name, job.invocation_id), self._watch_key],
             args=publish_args(
                 job.function_call_id, job.attempt, dispatch, self._settings.record_ttl_seconds,
                 watch_member(job.app_name, job.invocation_id, job.function_call_id),
-                score, now, deadline, commands),
+                score, now, deadline, job_digest(kwargs), commands),
         )
         return bool(published)
 

@@ -19,7 +19,9 @@ and, for each one that has no result yet:
 
 Several orchestrators may look at one call at once: a job goes out once per attempt
 (:data:`~orchestrator.distributed.redis_jobs.PUBLISH_ONCE`), and a late copy of an older
-attempt is skipped by the worker that receives it (it claims 'superseded').
+attempt is skipped by the worker that receives it (it claims 'superseded'). Each attempt is
+journaled with the digest of its own job, so the worker that receives it runs it as one an
+orchestrator dispatched (see :data:`~orchestrator.distributed.redis_jobs.CLAIM`).
 """
 
 from __future__ import annotations

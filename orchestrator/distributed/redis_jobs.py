@@ -1,12 +1,14 @@
 """The job journal in Redis: every remote call's job, from publication to its result.
 
-Each invocation has a jobs hash (``redis_keys.invocation_jobs``) with three fields per call:
+Each invocation has a jobs hash (``redis_keys.invocation_jobs``) with these fields per call:
 
 - ``a:<call id>``: the attempt now out (1 at the first dispatch);
 - ``c:<call id>``: the dispatch, JSON: its queue and its broker message (the exact list
   element kombu pushed, to find it in the queue; the job is read back from it), or the job
   itself when the message was sent by other means;
 - ``d:<call id>``: its deadline (epoch seconds), if it has one;
+- ``h:<call id>``: the digest of the attempt now out (:func:`job_digest` of its keyword
+  arguments): a worker runs a job only if its own digest of what it received is this one;
 - ``k:<call id>``: how many times its worker died while running it (the watchdog counts,
   once per attempt: ``x:<call id>:<attempt>`` marks an attempt counted);
 - ``r:<call id>``: where the job is, JSON: ``{"state": "queued", "at": t}``, then
@@ -22,25 +24,27 @@ index entry (``PUT_RESULT_SCRIPT`` in :mod:`orchestrator.distributed.redis_store
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from typing import Any
 
 # KEYS: jobs hash, watch index. ARGV: call id, attempt, dispatch JSON, ttl seconds, index
-# member, index score, now, deadline or '', number of commands, then each command as name,
-# argument count, arguments (the message and its task-sent event, as kombu would send them:
-# LPUSH, PUBLISH). Publishes only if the call's current attempt is the one before ARGV[2]
-# (none for 1): a job goes out once per attempt, whoever submits it. 1 if published, else 0.
+# member, index score, now, deadline or '', the job's digest, number of commands, then each
+# command as name, argument count, arguments (the message and its task-sent event, as kombu
+# would send them: LPUSH, PUBLISH). Publishes only if the call's current attempt is the one
+# before ARGV[2] (none for 1): a job goes out once per attempt, whoever submits it. 1 if
+# published, else 0.
 PUBLISH_ONCE = """
 local id = ARGV[1]
 local current = redis.call('HGET', KEYS[1], 'a:' .. id)
 if (current or '0') ~= tostring(tonumber(ARGV[2]) - 1) then return 0 end
-redis.call('HSET', KEYS[1], 'a:' .. id, ARGV[2], 'c:' .. id, ARGV[3],
+redis.call('HSET', KEYS[1], 'a:' .. id, ARGV[2], 'c:' .. id, ARGV[3], 'h:' .. id, ARGV[9],
   'r:' .. id, cjson.encode({state = 'queued', at = tonumber(ARGV[7])}))
 if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'd:' .. id, ARGV[8]) end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
-local i = 10
-for _ = 1, tonumber(ARGV[9]) do
+local i = 11
+for _ = 1, tonumber(ARGV[10]) do
   local name, count = ARGV[i], tonumber(ARGV[i + 1])
   redis.call(name, unpack(ARGV, i + 2, i + 1 + count))
   i = i + 2 + count
@@ -60,27 +64,37 @@ end
 """
 
 # KEYS: cancel flag, results hash, jobs hash, watch index. ARGV: call id, attempt, worker,
-# now, '1' for a branch job, index member, lost-after seconds. What a worker does before
-# running a job: 'cancelled', 'answered' (a final result is stored; for a branch, also a
-# paused one with its events), 'superseded' (a later attempt was dispatched), else 'run',
-# having marked the job running on this worker.
+# now, '1' for a branch job, index member, lost-after seconds, the job's digest. What a
+# worker does before running a job:
+# - 'forged': no job was published for the call, or not this one (another attempt number,
+#   or its digest is not the one published for that attempt: another tool, agent, user,
+#   arguments or state snapshot than the orchestrator dispatched);
+# - 'superseded': a later attempt of the call was dispatched (a stale copy, or a replay);
+# - 'cancelled': the invocation was cancelled;
+# - 'answered': a final result is stored (for a branch, also a paused one with its events);
+# - 'waiting': the tool already ran and left the call waiting for an answer from outside
+#   (its pending placeholder is stored): running it again would only repeat its effects;
+# - else 'run', having marked the job running on this worker.
 CLAIM = _NEXT_LOOK + """
+local id = ARGV[1]
+local current = redis.call('HGET', KEYS[3], 'a:' .. id)
+if not current then return 'forged' end
+if tonumber(current) > tonumber(ARGV[2]) then return 'superseded' end
+if tonumber(current) ~= tonumber(ARGV[2]) or redis.call('HGET', KEYS[3], 'h:' .. id) ~= ARGV[8]
+then
+  return 'forged'
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 'cancelled' end
-local done = redis.call('HGET', KEYS[2], ARGV[1])
+local done = redis.call('HGET', KEYS[2], id)
 if done then
   local result = cjson.decode(done)
   if result['response'] ~= nil and result['response'] ~= cjson.null then return 'answered' end
-  if ARGV[5] == '1' and type(result['events']) == 'table' and #result['events'] > 0 then
-    return 'answered'
-  end
+  if ARGV[5] ~= '1' then return 'waiting' end
+  if type(result['events']) == 'table' and #result['events'] > 0 then return 'answered' end
 end
-local current = redis.call('HGET', KEYS[3], 'a:' .. ARGV[1])
-if current and tonumber(current) > tonumber(ARGV[2]) then return 'superseded' end
-if current then
-  redis.call('HSET', KEYS[3], 'r:' .. ARGV[1], cjson.encode({state = 'running',
-    worker = ARGV[3], beat = tonumber(ARGV[4]), attempt = tonumber(ARGV[2])}))
-  redis.call('ZADD', KEYS[4], next_look(KEYS[3], ARGV[1], ARGV[4], ARGV[7]), ARGV[6])
-end
+redis.call('HSET', KEYS[3], 'r:' .. id, cjson.encode({state = 'running',
+  worker = ARGV[3], beat = tonumber(ARGV[4]), attempt = tonumber(ARGV[2])}))
+redis.call('ZADD', KEYS[4], next_look(KEYS[3], id, ARGV[4], ARGV[7]), ARGV[6])
 return 'run'
 """
 
@@ -133,13 +147,26 @@ def parse_member(member: str) -> tuple[str, str, str]:
     return str(app_name), str(invocation_id), str(call_id)
 
 
+def job_digest(kwargs: dict[str, Any], encoder: type[json.JSONEncoder] | None = None) -> str:
+    """The digest of a job's keyword arguments: sha256 of their canonical JSON (keys sorted).
+
+    Every field counts (app, user, session, invocation, call, tool or agent, arguments, state
+    snapshot, attempt, ...), so a job differing in any of them from the one published is
+    told apart. ``encoder``: for values the broker's JSON decoder may have turned into
+    objects (kombu's ``{"__type__": ..., "__value__": ...}`` envelopes); encoding them back
+    the same way gives the digest the publisher computed from plain JSON.
+    """
+    text = json.dumps(kwargs, cls=encoder, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def publish_args(
     call_id: str, attempt: int, dispatch: dict[str, Any], ttl: int, member: str, score: float,
-    now: float, deadline: float | None, commands: list[tuple[str, tuple[Any, ...]]],
+    now: float, deadline: float | None, digest: str, commands: list[tuple[str, tuple[Any, ...]]],
 ) -> list[Any]:
-    """ARGV of :data:`PUBLISH_ONCE`."""
+    """ARGV of :data:`PUBLISH_ONCE` (``digest``: :func:`job_digest` of the job published)."""
     return [call_id, attempt, json.dumps(dispatch, separators=(",", ":")), ttl, member, score, now,
-            "" if deadline is None else repr(deadline), len(commands),
+            "" if deadline is None else repr(deadline), digest, len(commands),
             *(part for name, args in commands for part in (name, len(args), *args))]
 
 

@@ -161,19 +161,22 @@ class RedisInvocationStore:
 
     async def claim_job(
         self, app_name: str, invocation_id: str, function_call_id: str, *, attempt: int,
-        worker: str, branch: bool, lost_after: float,
+        worker: str, branch: bool, lost_after: float, digest: str,
     ) -> str:
         """Before a worker runs a job: 'run' (now marked running on ``worker``), or why not.
 
-        'cancelled', 'answered' (a result is in) or 'superseded' (a later attempt of the call
-        was dispatched): see :data:`~orchestrator.distributed.redis_jobs.CLAIM`.
+        ``digest``: :func:`~orchestrator.distributed.redis_jobs.job_digest` of the job as the
+        worker received it. 'forged' (no such job was published: another call, attempt or
+        content), 'superseded' (a later attempt of the call was dispatched), 'cancelled',
+        'answered' (a result is in) or 'waiting' (the tool ran and the call waits for an
+        outside answer): see :data:`~orchestrator.distributed.redis_jobs.CLAIM`.
         """
         verdict = await self._claim(
             keys=[keys.cancel_flag(app_name, invocation_id),
                   keys.invocation_results(app_name, invocation_id),
                   keys.invocation_jobs(app_name, invocation_id), self.job_watch_key],
             args=[function_call_id, attempt, worker, time.time(), "1" if branch else "",
-                  watch_member(app_name, invocation_id, function_call_id), lost_after],
+                  watch_member(app_name, invocation_id, function_call_id), lost_after, digest],
         )
         return str(verdict)
 
