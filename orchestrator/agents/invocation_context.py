@@ -24,11 +24,27 @@ if TYPE_CHECKING:
     from orchestrator.sessions.session import Session
 
 
+def count_model_calls(events: list[Event], invocation_id: str) -> int:
+    """How many model calls this invocation's committed events record.
+
+    One model call commits one event authored by an agent: the model's content (role
+    ``model``) or its error. So the count survives pauses, resumes and crashes: whoever
+    continues the invocation reads it from the log. It can only err high (an agent that
+    writes model-role content without a model call counts as one), never low.
+    """
+    return sum(
+        1 for event in events
+        if event.invocation_id == invocation_id and not event.partial and event.author != "user"
+        and ((event.content is not None and event.content.role == "model") or event.error_code)
+    )
+
+
 @dataclass
 class _Counters:
     """Mutable per-invocation counters shared by every copy of a context."""
 
     llm_calls: int = 0
+    """Model calls of the invocation so far, across every run that continued it."""
     paused_agents: set[str] = field(default_factory=set)
     recovering: bool = False
     """Set when a run continues an invocation whose orchestrator stopped mid-run; the first
@@ -62,7 +78,21 @@ class InvocationContext:
     """Where remote tool calls go; None runs every tool in this process."""
     progress_reporter: Callable[[dict[str, Any]], None] | None = None
     """Set on workers: receives ``tool_context.report_progress`` payloads."""
-    _counters: _Counters = field(default_factory=_Counters)
+    _counters: _Counters | None = None
+    """Shared by every copy; a new context counts the model calls its log already holds."""
+
+    def __post_init__(self) -> None:
+        if self._counters is None:
+            # ``max_llm_calls`` is per invocation, not per run: a resumed or recovered run
+            # starts from the calls the invocation already made.
+            self._counters = _Counters(
+                llm_calls=count_model_calls(self.session.events, self.invocation_id))
+
+    @property
+    def counters(self) -> _Counters:
+        """The counters shared by every copy of this context."""
+        assert self._counters is not None
+        return self._counters
 
     @property
     def app_name(self) -> str:
@@ -85,9 +115,9 @@ class InvocationContext:
 
     def increment_llm_call_count(self) -> None:
         """Count a model call; raise LlmCallsLimitExceededError past ``max_llm_calls``."""
-        self._counters.llm_calls += 1
+        self.counters.llm_calls += 1
         limit = self.run_config.max_llm_calls
-        if limit > 0 and self._counters.llm_calls > limit:
+        if limit > 0 and self.counters.llm_calls > limit:
             raise LlmCallsLimitExceededError(
                 f"Max number of llm calls limit of `{limit}` exceeded"
             )
@@ -118,19 +148,19 @@ class InvocationContext:
 
     def mark_paused(self, agent_name: str) -> None:
         """Record that ``agent_name`` stopped waiting for an answer (visible to all copies)."""
-        self._counters.paused_agents.add(agent_name)
+        self.counters.paused_agents.add(agent_name)
 
     def is_paused(self, agent_name: str) -> bool:
         """True if ``agent_name`` paused in this run."""
-        return agent_name in self._counters.paused_agents
+        return agent_name in self.counters.paused_agents
 
     def start_recovery(self) -> None:
         """Mark this run as continuing, from its log, an invocation interrupted mid-run."""
-        self._counters.recovering = True
+        self.counters.recovering = True
 
     def take_recovery(self) -> bool:
         """True (once) if this run recovers an interrupted invocation."""
-        recovering, self._counters.recovering = self._counters.recovering, False
+        recovering, self.counters.recovering = self.counters.recovering, False
         return recovering
 
     def populate_invocation_agent_states(self) -> None:
