@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -75,6 +75,13 @@ class Settings(BaseSettings):
     """``user:password`` for Flower's basic auth (``adk-celery flower``)."""
     flower_port: int = 5555
     """Port of ``adk-celery flower``."""
+    flower_allow_control: bool = False
+    """Let Flower's users run tasks and control workers (shut down, pool, queues, revoke)."""
+    flower_task_arguments: Literal["redacted", "truncated", "full"] = "redacted"
+    """What Flower shows of task arguments: identifiers only (``redacted``), each text cut
+    to 40 characters (``truncated``), or all of it (``full``)."""
+    task_result_ttl_seconds: int = 3600
+    """How long Celery keeps a task's result for its sender (the invoke task's ids)."""
     job_heartbeat_seconds: float = 5.0
     """How often a worker running a job says it is alive (a job silent for three times this
     long is taken for lost and dispatched again)."""

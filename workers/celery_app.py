@@ -93,8 +93,10 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
         worker_send_task_events=True,
         # Invocation status lives in our own records; Flower follows task events.
         task_track_started=False,
-        result_extended=True,
-        result_expires=settings.record_ttl_seconds,
+        # A task's result is for its sender (the invoke task's ids), read at once: kept an
+        # hour, without the task's arguments (a message's text stays out of the backend).
+        result_extended=False,
+        result_expires=settings.task_result_ttl_seconds,
         broker_transport_options=transport_options,
         result_backend_transport_options=transport_options,
         broker_connection_retry_on_startup=True,

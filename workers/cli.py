@@ -173,12 +173,10 @@ def _main(argv: Sequence[str] | None) -> None:
 def _run_flower(args: argparse.Namespace, extra: list[str]) -> None:
     from config import get_settings
     from workers import app
+    from workers.flower import run_flower
 
     settings = get_settings()
-    argv = ["flower", f"--port={args.port or settings.flower_port}", f"--address={args.address}"]
-    if settings.flower_basic_auth is not None:
-        argv.append(f"--basic-auth={settings.flower_basic_auth.get_secret_value()}")
-    app.start([*argv, *extra])
+    run_flower(app, settings, args.port or settings.flower_port, args.address, extra)
 
 
 def _enqueue(args: argparse.Namespace) -> None:

@@ -1,0 +1,206 @@
+"""``adk-celery flower``: Flower, locked down for a cluster that runs other people's data.
+
+Stock Flower answers ``/metrics`` and ``/healthcheck`` without authentication, lets any
+logged-in user shut workers down or send any task (``/api/task/async-apply/...``), and shows
+task arguments as their senders wrote them (an invocation's message text, with whatever
+personal data it holds). As shipped here:
+
+- every route but the static files and the login pages needs the configured login
+  (``ADK_CELERY_FLOWER_BASIC_AUTH``, or Flower's own ``--auth`` / ``FLOWER_AUTH``); with no
+  login configured Flower only starts on a loopback address, and says so;
+- the routes that run tasks or control workers answer 403 unless
+  ``ADK_CELERY_FLOWER_ALLOW_CONTROL`` is set (the worker pages' buttons then say why);
+- task arguments are redacted before Flower keeps them (``ADK_CELERY_FLOWER_TASK_ARGUMENTS``):
+  identifiers stay readable, message text and state do not.
+
+Flower's own command line is kept: options after ``adk-celery flower`` go to Flower. The
+launcher uses Flower 2's documented building blocks (its ``Flower`` application, ``Events``
+and option parsing); ``pyproject.toml`` pins Flower below 3.
+"""
+
+from __future__ import annotations
+
+import ast
+import ipaddress
+import logging
+import signal
+import sys
+from typing import Any
+
+import tornado.web
+from celery import Celery
+from flower import command as flower_command
+from flower.app import Flower
+from flower.events import Events
+from flower.options import options as flower_options
+from flower.urls import settings as flower_settings
+from flower.views import BaseHandler
+from flower.views.monitor import Healthcheck, Metrics
+
+from config import Settings
+
+logger = logging.getLogger(__name__)
+
+CONTROL_ROUTES = (
+    r"/api/worker/shutdown/(.+)", r"/api/worker/pool/restart/(.+)", r"/api/worker/pool/grow/(.+)",
+    r"/api/worker/pool/shrink/(.+)", r"/api/worker/pool/autoscale/(.+)",
+    r"/api/worker/queue/add-consumer/(.+)", r"/api/worker/queue/cancel-consumer/(.+)",
+    r"/api/task/apply/(.+)", r"/api/task/async-apply/(.+)", r"/api/task/send-task/(.+)",
+    r"/api/task/abort/(.+)", r"/api/task/timeout/(.+)", r"/api/task/rate-limit/(.+)",
+    r"/api/task/revoke/(.+)",
+)
+"""Flower's routes that run tasks or change workers (off unless allowed)."""
+
+SHOWN_FIELDS = frozenset({"app_name", "user_id", "session_id", "invocation_id",
+                          "function_call_id", "tool_name", "agent_name", "parallel_agent",
+                          "branch", "attempt", "queue", "streaming", "create_session"})
+"""Task keyword arguments shown as they are when arguments are redacted: who and what."""
+
+_PARSE_LIMIT = 8192
+"""Longest argument text parsed to redact it field by field (longer: redacted whole)."""
+
+
+class _Authenticated(BaseHandler):  # type: ignore[misc]
+    """Refuses a request without the configured login, before any handler method runs."""
+
+    def prepare(self) -> None:
+        if not self.get_current_user():
+            raise tornado.web.HTTPError(401)
+
+
+class AuthenticatedMetrics(_Authenticated, Metrics):  # type: ignore[misc]
+    """Flower's Prometheus metrics, behind the login."""
+
+
+class AuthenticatedHealthcheck(_Authenticated, Healthcheck):  # type: ignore[misc]
+    """Flower's health check, behind the login."""
+
+
+class ControlDisabled(_Authenticated):
+    """What a task-running or worker-control route answers when control is off."""
+
+    def _refuse(self, *_: Any) -> None:
+        self.set_status(403)
+        self.set_header("Content-Type", "text/plain; charset=UTF-8")
+        self.finish("Running tasks and controlling workers from Flower is turned off "
+                    "(ADK_CELERY_FLOWER_ALLOW_CONTROL).")
+
+    get = post = put = delete = _refuse
+
+    def check_xsrf_cookie(self) -> None:
+        """The refusal needs no XSRF token (it changes nothing)."""
+
+
+def redact_arguments(text: Any, mode: str) -> Any:
+    """The task arguments Flower may keep, from a task event's ``args``/``kwargs`` text.
+
+    ``full``: as sent; ``truncated``: each string value cut to 40 characters; ``redacted``:
+    identifiers (:data:`SHOWN_FIELDS`) kept, every other value replaced by its type and size.
+    Text that is not a plain literal (or too long to parse) is replaced whole.
+    """
+    if mode == "full" or not isinstance(text, str) or text in ("", "()", "{}", "[]"):
+        return text
+    try:
+        value = ast.literal_eval(text) if len(text) <= _PARSE_LIMIT else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    if value is None:
+        return f"<{len(text)} characters redacted>"
+    return repr(_redact(value, mode))
+
+
+def _redact(value: Any, mode: str, key: str | None = None) -> Any:
+    if isinstance(value, dict):
+        return {k: _redact(v, mode, k if isinstance(k, str) else None) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact(v, mode) for v in value]
+    if mode == "truncated":
+        return value[:40] + "..." if isinstance(value, str) and len(value) > 40 else value
+    if key in SHOWN_FIELDS and isinstance(value, str | int | bool) and len(str(value)) <= 128:
+        return value
+    size = f", {len(value)} characters" if isinstance(value, str) else ""
+    return f"<{type(value).__name__}{size} redacted>"
+
+
+class RedactingEvents(Events):  # type: ignore[misc]
+    """Flower's event receiver; task arguments are redacted before Flower stores them."""
+
+    mode = "redacted"
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """Redact ``args`` and ``kwargs`` of a task event, then hand it to Flower."""
+        if self.mode != "full" and str(event.get("type", "")).startswith("task-"):
+            for field in ("args", "kwargs"):
+                if field in event:
+                    event[field] = redact_arguments(event[field], self.mode)
+        super().on_event(event)
+
+
+class LockedFlower(Flower):  # type: ignore[misc]
+    """Flower with its metrics and health check behind the login, and control optional."""
+
+    def __init__(self, *, allow_control: bool, task_arguments: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        RedactingEvents.mode = task_arguments
+        overrides: list[Any] = [(r"/metrics", AuthenticatedMetrics),
+                                (r"/healthcheck", AuthenticatedHealthcheck)]
+        if not allow_control:
+            overrides += [(route, ControlDisabled) for route in CONTROL_ROUTES]
+        # Added host rules are matched before Flower's own routes (tornado's add_handlers).
+        self.add_handlers(r".*", overrides)
+
+
+def is_loopback(address: str) -> bool:
+    """True for an address only this machine can reach."""
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def run_flower(capp: Celery, settings: Settings, port: int, address: str, extra: list[str]) -> None:
+    """Start the locked-down Flower on ``address:port`` (``extra``: Flower's own options)."""
+    argv = [f"--port={port}", f"--address={address}", *extra]
+    if settings.flower_basic_auth is not None:
+        argv.append(f"--basic-auth={settings.flower_basic_auth.get_secret_value()}")
+    flower_command.apply_env_options()
+    flower_command.apply_options("flower", argv)
+    flower_command.extract_settings()
+    flower_command.setup_logging()
+    if not (flower_options.basic_auth or flower_options.auth):
+        if not is_loopback(flower_options.address):
+            sys.exit(f"adk-celery flower: no login configured (ADK_CELERY_FLOWER_BASIC_AUTH); "
+                     f"refusing to serve on {flower_options.address!r}, which is not loopback.")
+        logger.warning("Flower has no login configured: serving on %s only (loopback).",
+                       flower_options.address)
+    app = LockedFlower(
+        capp=capp, options=flower_options, allow_control=settings.flower_allow_control,
+        task_arguments=settings.flower_task_arguments,
+        events=_events(capp), **flower_settings,
+    )
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    bound = app.start_http_server()
+    logger.info("Flower on http://%s:%s (control %s, task arguments %s)", flower_options.address,
+                bound, "on" if settings.flower_allow_control else "off",
+                settings.flower_task_arguments)
+    try:
+        app.start()
+    except (KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        app.stop()
+
+
+def _events(capp: Celery) -> RedactingEvents:
+    """Flower's event receiver, built as Flower builds it, redacting."""
+    from tornado import ioloop
+
+    return RedactingEvents(
+        capp, db=flower_options.db, persistent=flower_options.persistent,
+        state_save_interval=flower_options.state_save_interval,
+        enable_events=flower_options.enable_events, io_loop=ioloop.IOLoop.instance(),
+        max_workers_in_memory=flower_options.max_workers,
+        max_tasks_in_memory=flower_options.max_tasks,
+    )
