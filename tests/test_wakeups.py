@@ -1,4 +1,5 @@
-"""Wake-ups on real Redis: each reaches one orchestrator, survives its death, waits out a busy lease."""
+"""Wake-ups on real Redis: each reaches one orchestrator, survives its death, waits out a busy
+lease, and a flood of them on one session holds one slot and holds back no other session."""
 
 from __future__ import annotations
 
@@ -132,3 +133,131 @@ async def test_a_result_is_stored_its_resume_queued_and_announced_once(redis_cli
     entries = await redis_client.xrange(STREAM)
     assert [fields for _, fields in entries] == [
         {"app": "chat", "user": "u", "session": "s-1", "inv": "e-3"}]
+
+
+# ---- fair sharing: a session holds at most one slot ------------------------------------------
+
+FLOODED = ("chat", "u", "s-flooded")
+OTHER = ("chat", "u", "s-other")
+
+
+async def _eventually(check, what: str, timeout: float = 10.0) -> None:
+    """Poll an async condition on Redis until it holds (with a deadline)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+class _Sessions:
+    """A drain handler that behaves like sessions with leases: one drain per session at once.
+
+    Drains of ``FLOODED`` wait for ``release``; every other session drains at once.
+    """
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.drained: dict[tuple, asyncio.Event] = {}
+        self.calls: list[tuple] = []
+        self._held: set[tuple] = set()
+
+    def done(self, key) -> asyncio.Event:
+        return self.drained.setdefault(key, asyncio.Event())
+
+    async def drain(self, key, hint) -> bool:
+        if key in self._held:
+            return False  # the lease is busy
+        self._held.add(key)
+        self.calls.append(key)
+        try:
+            if key == FLOODED:
+                await self.release.wait()
+        finally:
+            self._held.discard(key)
+        self.done(key).set()
+        return True
+
+
+async def test_a_flood_on_one_session_does_not_hold_back_other_sessions(redis_client):
+    wakeups = RedisWakeups(redis_client, STREAM)
+    sessions = _Sessions()
+    consumer = wakeups.consumer(sessions.drain, concurrency=4, retry_seconds=0.01,
+                                reclaim_idle_seconds=30)
+    await wakeups.ensure_group()
+    for n in range(50):
+        await wakeups.post(FLOODED, f"e-{n}")
+    await wakeups.post(OTHER, "e-other")
+    consumer.start()
+    try:
+        # The other session is drained while the flooded one's first drain still runs.
+        await _until(sessions.done(OTHER), "the other session's drain")
+        assert not sessions.release.is_set() and sessions.calls.count(FLOODED) == 1
+        # The flood costs two pending entries: the running drain's and one parked on it.
+        await _eventually(lambda: _pending_is(wakeups, 2), "the superseded wake-ups' acks")
+        sessions.release.set()
+        await _eventually(lambda: _pending_is(wakeups, 0), "every wake-up answered")
+    finally:
+        await consumer.stop()
+    # The parked wake-up got one more drain (its item may have come as the first let go).
+    assert sessions.calls.count(FLOODED) == 2
+    assert await redis_client.xlen(STREAM) == 0
+
+
+async def test_waiting_out_a_busy_lease_holds_no_slot(redis_client):
+    wakeups = RedisWakeups(redis_client, STREAM)
+    sessions = _Sessions()
+    free = asyncio.Event()
+    attempts = 0
+
+    async def drain(key, hint):
+        nonlocal attempts
+        if key == FLOODED and not free.is_set():
+            attempts += 1
+            return False  # held by another orchestrator
+        return await sessions.drain(key, hint)
+
+    sessions.release.set()
+    consumer = wakeups.consumer(drain, concurrency=1, retry_seconds=0.05, reclaim_idle_seconds=30)
+    await wakeups.ensure_group()
+    await wakeups.post(FLOODED, "e-busy")
+    await wakeups.post(OTHER, "e-other")
+    consumer.start()
+    try:
+        await _until(sessions.done(OTHER), "the other session, with the only slot free")
+        assert attempts >= 1 and not sessions.done(FLOODED).is_set()
+        free.set()
+        await _until(sessions.done(FLOODED), "the busy session, once its holder let go")
+        await _eventually(lambda: _pending_is(wakeups, 0), "both wake-ups answered")
+    finally:
+        await consumer.stop()
+
+
+async def test_a_parked_wake_up_outlives_the_orchestrator_that_parked_it(redis_client):
+    wakeups = RedisWakeups(redis_client, STREAM)
+    stuck = _Sessions()  # the first orchestrator's drain of the flooded session never ends
+    first = wakeups.consumer(stuck.drain, reclaim_idle_seconds=30, name="first")
+    await wakeups.ensure_group()
+    for n in range(20):
+        await wakeups.post(FLOODED, f"e-{n}")
+    first.start()
+    try:
+        await _eventually(lambda: _pending_is(wakeups, 2), "the superseded wake-ups' acks")
+    finally:
+        await first.stop(timeout=0)  # dies mid-drain: both of its entries stay pending
+    assert await wakeups.pending() == 2
+
+    survivor_sessions = _Sessions()
+    survivor_sessions.release.set()
+    survivor = wakeups.consumer(survivor_sessions.drain, reclaim_idle_seconds=0.2,
+                                name="survivor")
+    survivor.start()
+    try:
+        await _until(survivor_sessions.done(FLOODED), "the survivor to drain the session")
+        await _eventually(lambda: _pending_is(wakeups, 0), "both entries answered")
+    finally:
+        await survivor.stop()
+
+
+async def _pending_is(wakeups: RedisWakeups, count: int) -> bool:
+    return await wakeups.pending() == count

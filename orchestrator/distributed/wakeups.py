@@ -5,17 +5,28 @@ a cancel) pushes the item on the session's queue and, in the same round trip, ad
 entry ``{app, user, session, inv}`` (``inv``: the item's invocation) to the wake stream of the
 invocations queue. Every orchestrator reads that stream through one consumer group, so each
 entry reaches one orchestrator, which drains the session (see
-:meth:`InvocationService.drain`).
+:meth:`InvocationService.drain`): a drain works until the session's queue is empty.
 
 What holds:
 
-- An entry is acknowledged (and deleted) only after its drain ended. An orchestrator that
-  dies leaves its entries pending; another one claims them (``XAUTOCLAIM``) once they have
-  been idle for ``reclaim_idle_seconds`` (the session lease's time to live, so the dead
-  holder's lease has expired by then) and drains the session, recovering what was left.
+- One drain per session per orchestrator, and a session holds at most one of its
+  ``concurrency`` slots: a slot is held only while a drain runs. A wake-up for a session this
+  orchestrator is already draining (or waiting to drain) takes no slot: the first such one is
+  parked and answered by one more drain once the current one ended (so an item pushed while
+  that drain was letting go is not missed); later ones are acknowledged at once, since the
+  parked entry, still pending, stands for them (the work itself waits in the session's queue).
+  A flood of wake-ups for one session thus costs a slot and two pending entries, and the
+  entries of other sessions behind it in the stream are read at once.
+- An entry is acknowledged (and deleted) only after a drain that began after it was read has
+  ended, or once a pending entry of the same session stands for it. An orchestrator that dies
+  leaves its entries pending; another one claims them (``XAUTOCLAIM``) once they have been
+  idle for ``reclaim_idle_seconds`` (the session lease's time to live, so the dead holder's
+  lease has expired by then) and drains the session, recovering what was left.
 - A drain that finds the session's lease held by another orchestrator keeps its entry and
   retries after ``retry_seconds`` (doubling up to a cap): the holder normally takes the new
-  item itself before letting go, and the retry covers a holder that died.
+  item itself before letting go, and the retry covers a holder that died. The wait holds no
+  slot, nor does the wait after an infrastructure error; at most ``concurrency`` times
+  :data:`_FOLLOWED_PER_SLOT` sessions are followed at once (reading pauses beyond that).
 - Entries are never trimmed: the stream holds only entries not yet acknowledged.
 
 This replaces a Celery task per wake-up: reading a stream in the orchestrator's own event
@@ -30,6 +41,7 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -53,6 +65,24 @@ _TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError)
 DrainHandler = Callable[[SessionKey, str | None], Awaitable[bool]]
 """``await drain(key, hint)``: True once the session was drained, False if its lease was
 busy; ``hint`` is the invocation the wake-up announced, if it named one."""
+
+
+_FOLLOWED_PER_SLOT = 4
+"""Sessions followed at once per slot (draining, or waiting out a busy lease or an error):
+bounds what one orchestrator takes on when many sessions are busy elsewhere."""
+
+
+@dataclass
+class _Followed:
+    """A session this orchestrator drains, and the wake-ups that drain answers for."""
+
+    hint: str | None
+    """The invocation the next drain reads along with taking the session."""
+    entries: list[str]
+    """Wake-ups the drain running now answers for: acknowledged once it ended."""
+    parked: str | None = None
+    """The first wake-up read since that drain began: answered by one more drain."""
+    parked_hint: str | None = None
 
 
 class RedisWakeups:
@@ -129,7 +159,13 @@ class WakeConsumer:
         self._retry_cap = max(self._retry, reclaim_idle_seconds / 2)
         self._reclaim_idle_ms = max(1, int(reclaim_idle_seconds * 1000))
         self.name = name
-        self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._slots = asyncio.Semaphore(self._limit)
+        """Held while a drain runs: at most ``concurrency`` at once."""
+        self._followed: dict[SessionKey, _Followed] = {}
+        self._resting = 0
+        """Followed sessions waiting between two attempts (they hold no slot)."""
+        self._max_followed = self._limit * _FOLLOWED_PER_SLOT
+        self._running: set[asyncio.Task[None]] = set()
         self._room = asyncio.Event()
         self._room.set()
         self._tasks: list[asyncio.Task[None]] = []
@@ -153,12 +189,23 @@ class WakeConsumer:
                 task.cancel()
                 await asyncio.wait([task], timeout=0.1)
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        running = list(self._in_flight.values())
+        running = list(self._running)
         if running:
             _, late = await asyncio.wait(running, timeout=timeout)
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
+
+    def _room_left(self) -> int:
+        """Entries to read now: one per free slot, within the bound on followed sessions."""
+        claiming = len(self._followed) - self._resting
+        return min(self._limit - claiming, self._max_followed - len(self._followed))
+
+    def _update_room(self) -> None:
+        if self._room_left() > 0:
+            self._room.set()
+        else:
+            self._room.clear()
 
     async def _read_loop(self) -> None:
         await self._wakeups.ensure_group()
@@ -168,7 +215,7 @@ class WakeConsumer:
             try:
                 reply = await self._redis.xreadgroup(
                     self._wakeups._group, self.name, {stream: ">"},
-                    count=self._limit - len(self._in_flight), block=_BLOCK_MS,
+                    count=max(1, self._room_left()), block=_BLOCK_MS,
                 )
             except ResponseError as error:
                 if "NOGROUP" not in str(error):
@@ -179,9 +226,7 @@ class WakeConsumer:
                 logger.warning("Reading wake-ups failed (%s); retrying", error)
                 await asyncio.sleep(self._retry)
                 continue
-            for _, entries in reply or []:
-                for entry_id, fields in entries:
-                    self._spawn(entry_id, fields)
+            await self._take_in([entry for _, entries in reply or [] for entry in entries])
 
     async def _reclaim_loop(self) -> None:
         """Take over entries another orchestrator left pending (it died) once idle enough."""
@@ -200,69 +245,113 @@ class WakeConsumer:
             except _TRANSIENT as error:
                 logger.warning("Reclaiming wake-ups failed (%s); retrying", error)
                 continue
-            for entry_id, fields in reply[1]:
-                if entry_id not in self._in_flight and fields:
-                    logger.info("Reclaimed wake-up %s for %s", entry_id, fields)
-                    self._spawn(entry_id, fields)
+            claimed = [(entry_id, fields) for entry_id, fields in reply[1] if fields]
+            for entry_id, fields in claimed:
+                logger.info("Reclaimed wake-up %r for session %r", entry_id, fields.get("session"))
+            await self._take_in(claimed)
 
-    def _spawn(self, entry_id: str, fields: dict[str, str]) -> None:
-        task = asyncio.ensure_future(self._handle(entry_id, fields))
-        self._in_flight[entry_id] = task
-        if len(self._in_flight) >= self._limit:
-            self._room.clear()
-        task.add_done_callback(lambda _: self._done(entry_id))
+    async def _take_in(self, entries: list[tuple[str, dict[str, str]]]) -> None:
+        """Follow the sessions of newly read entries; acknowledge the superseded at once."""
+        superseded = [entry_id for entry_id, fields in entries if not self._follow(entry_id, fields)]
+        if superseded:
+            await self._acknowledge(superseded)
 
-    def _done(self, entry_id: str) -> None:
-        self._in_flight.pop(entry_id, None)
-        self._room.set()
+    def _follow(self, entry_id: str, fields: dict[str, str]) -> bool:
+        """Start draining the entry's session, or park the entry on its drain.
 
-    async def _handle(self, entry_id: str, fields: dict[str, str]) -> None:
+        False when the entry is answered already: malformed, or superseded by the entry
+        parked on its session's drain.
+        """
         key = (fields.get("app", ""), fields.get("user", ""), fields.get("session", ""))
-        if all(key):
-            if not await self._drain_until_done(key, fields.get("inv")):
-                return  # left pending: claimed again once idle, by this or another orchestrator
-        else:
-            logger.error("Malformed wake-up %s dropped: %s", entry_id, fields)
-        await self._acknowledge(entry_id)
+        if not all(key):
+            logger.error("Malformed wake-up %r dropped", entry_id)
+            return False
+        hint = fields.get("inv")
+        followed = self._followed.get(key)
+        if followed is None:
+            followed = self._followed[key] = _Followed(hint, [entry_id])
+            task = asyncio.ensure_future(self._drain_session(key, followed))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+            self._update_room()
+            return True
+        if entry_id == followed.parked or entry_id in followed.entries:
+            return True  # one of ours, reclaimed while its drain runs long: still followed
+        if followed.parked is None:
+            followed.parked, followed.parked_hint = entry_id, hint
+            return True
+        return False
+
+    async def _drain_session(self, key: SessionKey, followed: _Followed) -> None:
+        """Drain ``key`` until every wake-up read for it is answered, then stop following it."""
+        try:
+            while await self._drain_until_done(key, followed.hint):
+                await self._acknowledge(followed.entries)
+                if followed.parked is None:
+                    return  # no await from here to forgetting the session: nothing slips in
+                # Wake-ups read during that drain: their items may have come after its last
+                # look at the queue (as it let go), so one more drain answers them.
+                followed.entries, followed.hint = [followed.parked], followed.parked_hint
+                followed.parked = followed.parked_hint = None
+            # A bug: the entries stay pending, claimed again once idle, by this or another
+            # orchestrator.
+        finally:
+            if self._followed.get(key) is followed:
+                del self._followed[key]
+            self._update_room()
 
     async def _drain_until_done(self, key: SessionKey, hint: str | None) -> bool:
         """Drain ``key``, waiting out a busy lease and infrastructure errors; False on a bug.
 
-        After an infrastructure error (Redis away, the lease lost) the item that was being
-        worked on stays claimed and the next drain takes it up again from the log, after a
-        delay that doubles up to the reclaim delay.
+        Only the drain itself holds a slot; the waits between attempts do not. After an
+        infrastructure error (Redis away, the lease lost) the item that was being worked on
+        stays claimed and the next drain takes it up again from the log, after a delay that
+        doubles up to the reclaim delay.
         """
         delay = failure_delay = self._retry
         while True:
             try:
-                if await self._drain(key, hint):
+                async with self._slots:
+                    drained = await self._drain(key, hint)
+                if drained:
                     return True
                 # Another orchestrator holds the session: it most likely takes the new item
                 # before letting go; retrying covers a holder that died.
-                await asyncio.sleep(delay)
+                await self._rest(delay)
                 delay = min(delay * 2, self._retry_cap)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 if not is_infrastructure_error(error):
-                    logger.exception("Draining session %s failed", key)
+                    logger.exception("Draining session %r failed", key)
                     return False
-                logger.warning("Draining session %s hit %s: %s; retrying in %.1f s",
+                logger.warning("Draining session %r hit %s: %s; retrying in %.1f s",
                                key, type(error).__name__, error, failure_delay)
-                await asyncio.sleep(failure_delay)
+                await self._rest(failure_delay)
                 failure_delay = min(failure_delay * 2, self._retry_cap)
 
-    async def _acknowledge(self, entry_id: str) -> None:
-        """Acknowledge and delete a handled entry, waiting out a Redis that is away."""
+    async def _rest(self, seconds: float) -> None:
+        """Wait between two attempts on a session, holding no slot."""
+        self._resting += 1
+        self._update_room()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self._resting -= 1
+            self._update_room()
+
+    async def _acknowledge(self, entry_ids: list[str]) -> None:
+        """Acknowledge and delete handled entries, waiting out a Redis that is away."""
         delay = self._retry
         while True:
             try:
                 async with self._redis.pipeline(transaction=False) as pipe:
-                    pipe.xack(self._wakeups.stream_key, self._wakeups._group, entry_id)
-                    pipe.xdel(self._wakeups.stream_key, entry_id)
+                    pipe.xack(self._wakeups.stream_key, self._wakeups._group, *entry_ids)
+                    pipe.xdel(self._wakeups.stream_key, *entry_ids)
                     await pipe.execute()
                 return
             except _TRANSIENT as error:
-                logger.warning("Acknowledging wake-up %s failed (%s); retrying", entry_id, error)
+                logger.warning("Acknowledging %d wake-up(s) failed (%s); retrying",
+                               len(entry_ids), error)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._retry_cap)
