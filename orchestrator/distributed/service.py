@@ -214,9 +214,13 @@ class InvocationService:
             return True  # nothing queued (the lease went back at once)
         renewer = self._start_renewer(key, token)
         released = False
+        # The session as last read from storage: the next item reads only what was appended
+        # since (a flood of messages on one session costs each of them its own events, not
+        # the whole history's parse, and the event loop stays free for other sessions).
+        earlier: Session | None = None
         try:
             while item is not None:
-                ended = await self._process(key, token, item, loaded)
+                ended, earlier = await self._process(key, token, item, loaded, earlier)
                 loaded = None
                 # The record is saved in the step that claims the next item or lets go.
                 item = await self.queue.claim_or_release(key, token, finished=item, save=ended)
@@ -243,9 +247,13 @@ class InvocationService:
         return asyncio.ensure_future(renew())
 
     async def _process(
-        self, key: SessionKey, token: str, item: WorkItem, loaded: Loaded | None
-    ) -> InvocationRecord | None:
-        """Work on one item; return the record to save when done (None: nothing changed).
+        self, key: SessionKey, token: str, item: WorkItem, loaded: Loaded | None,
+        earlier: Session | None,
+    ) -> tuple[InvocationRecord | None, Session | None]:
+        """Work on one item; return the record to save (None: nothing changed) and the session.
+
+        The session returned is a copy of it as read from storage before the run: the next
+        item of the drain reads only what was appended since.
 
         An infrastructure error (Redis gone, the lease lost) is raised, not recorded: the item
         stays claimed and whoever takes the session next works on it again, from the log.
@@ -253,36 +261,46 @@ class InvocationService:
         if loaded is None:
             loaded = await self.store.load(key[0], item.invocation_id)
         record, cancelled, results, session = loaded
+        if session is not None:
+            earlier = _stored_copy(session)
         if record is None:
             logger.warning("Work item for unknown invocation %r dropped", item.invocation_id)
-            return None
+            return None, earlier
         if record.status.is_terminal:
-            return None
+            return None, earlier
         if item.kind == "cancel" or cancelled:
-            return _ended(record, InvocationStatus.CANCELLED)
+            return _ended(record, InvocationStatus.CANCELLED), earlier
         runner = self._runners.get(record.app_name)
         if runner is None:
             return _failed(record, f"UnknownAppError: unknown app {record.app_name!r}; this "
-                                   f"orchestrator serves: {', '.join(self.registry.names) or 'none'}.")
+                                   f"orchestrator serves: {', '.join(self.registry.names) or 'none'}."
+                           ), earlier
         try:
             if session is None:
-                session = await self.session_service.get_session(
-                    app_name=record.app_name, user_id=record.user_id, session_id=record.session_id)
+                session = await self._read_session(record, earlier)
+                earlier = _stored_copy(session) if session is not None else None
             writer, save_with_commit = (
                 self.writer_for(key, token, record) if self.writer_for is not None
                 else (self.session_service, None))
             plan = await self._plan(runner, record, item, results, session, writer)
             if plan.is_empty:
-                return None
+                return None, earlier
             failpoints.hit("orchestrator.before_run")
             ended = await self._drive(record, plan, save_with_commit)
             failpoints.hit(f"orchestrator.{item.kind}.before_save")
-            return ended
+            return ended, earlier
         except Exception as error:
             if is_infrastructure_error(error):
                 raise
             logger.info("Invocation %r failed: %r", record.invocation_id, error)
-            return _failed(record, f"{type(error).__name__}: {error}")
+            return _failed(record, f"{type(error).__name__}: {error}"), earlier
+
+    async def _read_session(self, record: InvocationRecord, earlier: Session | None) -> Session | None:
+        """The record's session as stored, reading only what came after ``earlier`` if given."""
+        if earlier is not None and earlier.id == record.session_id:
+            return await self.session_service.reread_session(earlier)
+        return await self.session_service.get_session(
+            app_name=record.app_name, user_id=record.user_id, session_id=record.session_id)
 
     async def _plan(
         self, runner: Runner, record: InvocationRecord, item: WorkItem,
@@ -392,6 +410,11 @@ class InvocationService:
                 if call.id == function_call_id:
                     return call.name or ""
         raise AnswerRejectedError(f"No call {function_call_id!r} in the session log.")
+
+
+def _stored_copy(session: Session) -> Session:
+    """A copy of a session just read, kept as it was stored (the run appends to the original)."""
+    return session.model_copy(update={"events": list(session.events)})
 
 
 def _interrupted(record: InvocationRecord, ledger: CallLedger) -> bool:

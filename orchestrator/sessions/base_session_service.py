@@ -85,6 +85,15 @@ class BaseSessionService(abc.ABC):
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete a session; deleting a missing session does nothing."""
 
+    async def reread_session(self, earlier: Session) -> Session | None:
+        """The session as stored now, given ``earlier``, a copy this service returned before.
+
+        Services that can read only what was appended since (Redis) do; this default reads
+        the whole session again. None if the session is gone.
+        """
+        return await self.get_session(
+            app_name=earlier.app_name, user_id=earlier.user_id, session_id=earlier.id)
+
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """Return the user's state with prefixes stripped (optional)."""
         raise NotImplementedError

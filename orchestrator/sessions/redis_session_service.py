@@ -24,6 +24,7 @@ its token writes nothing and raises :class:`~orchestrator.errors.StaleSessionErr
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -191,6 +192,33 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         after = config.after_timestamp if config is not None else None
         return session_from_replies(app_name, user_id, session_id, replies, after)
 
+    async def reread_session(self, earlier: Session) -> Session | None:
+        """The session as stored now: ``earlier``'s events, and only the newer ones parsed.
+
+        ``earlier`` must be a copy this service returned and nobody appended to (an
+        orchestrator keeps one per drain). Events are only ever appended, so the stored list
+        starts with ``earlier``'s: one round trip reads the state hashes, the events past
+        ``earlier``'s and, to check that, the last of ``earlier``'s. If the list is not what
+        ``earlier`` says (the session was deleted and made again), the whole session is read.
+        """
+        known = len(earlier.events)
+        meta, state, app_state, user_state, events = session_read_keys(
+            earlier.app_name, earlier.user_id, earlier.id)
+        async with self._client.pipeline(transaction=True) as pipe:
+            for hash_key in (meta, state, app_state, user_state):
+                pipe.hgetall(hash_key)
+            pipe.lrange(events, max(known - 1, 0), -1)
+            replies = await pipe.execute()
+        tail = replies[4]
+        if known and (not tail or _event_id(tail[0]) != earlier.events[-1].id):
+            return await self.get_session(
+                app_name=earlier.app_name, user_id=earlier.user_id, session_id=earlier.id)
+        fresh = session_from_replies(earlier.app_name, earlier.user_id, earlier.id,
+                                     [*replies[:4], tail[1:] if known else tail])
+        if fresh is not None:
+            fresh.events[:0] = earlier.events
+        return fresh
+
     async def list_sessions(
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
@@ -349,6 +377,15 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
                 "process may own the session now."
             )
         return exc
+
+
+def _event_id(raw: Any) -> str | None:
+    """The id of a stored event (its JSON), without building the Event."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value.get("id") if isinstance(value, dict) else None
 
 
 def _parse_events(raw: list[Any], after_timestamp: float | None) -> list[Event]:
