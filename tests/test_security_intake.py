@@ -59,9 +59,11 @@ def session_events(client, app: str, user: str, session_id: str) -> list[Any]:
 
 
 def all_keys(url: str) -> set[bytes]:
-    """Every key but Celery's task results (the sender's answer)."""
-    return {key for key in redis.Redis.from_url(url).scan_iter(count=1000)
-            if not key.startswith(b"celery-task-meta-")}
+    """Every key of the project (``adk:``): what an accepted request would have written.
+
+    Celery's and kombu's own keys (task results, messages in flight) are left out.
+    """
+    return set(redis.Redis.from_url(url).scan_iter(match="adk:*", count=1000))
 
 
 # ---- 1. answers come in through the answer path only -----------------------------------
@@ -110,6 +112,9 @@ def test_oversized_identifiers_are_refused_and_store_nothing(celery_stack, sende
     assert result["error"].startswith("session_id: is 1000000 characters long")
 
     assert all_keys(url) - before == set()
+    # Nor does Celery keep the request: task results hold no arguments (result_extended off).
+    store = redis.Redis.from_url(url)
+    assert all(len(store.get(key) or b"") < 10_000 for key in store.scan_iter("celery-task-meta-*"))
 
 
 def test_an_answer_over_the_payload_limit_is_refused_and_the_call_stays_open(celery_stack, sender):
