@@ -9,11 +9,16 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from workers import cli_ops
+
 if TYPE_CHECKING:
     from orchestrator.distributed.streams import StreamItem
     from orchestrator.events.event import Event
     from workers.client import Client
 
+
+PASS_THROUGH = frozenset({"orchestrator", "worker", "flower"})
+"""Commands whose unknown options go on to Celery or Flower; the others refuse them."""
 
 POOL_THREADS = "workers.thread_pool:TaskPool"
 """What ``--pool threads`` runs: Celery's threads pool, starting each job at once."""
@@ -120,11 +125,11 @@ def _main(argv: Sequence[str] | None) -> None:
     follow.add_argument("invocation_id")
     _follow_args(follow)
     _follow_args(enqueue)
-    status = sub.add_parser("status", help="print an invocation's record as JSON")
-    status.add_argument("app_name")
-    status.add_argument("invocation_id")
+    cli_ops.add_commands(sub)
 
     args, extra = parser.parse_known_args(argv)
+    if extra and args.command not in PASS_THROUGH:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command in ("orchestrator", "worker"):
         _apply_apps(args.app)
         from config import get_settings
@@ -143,31 +148,13 @@ def _main(argv: Sequence[str] | None) -> None:
     elif args.command == "enqueue":
         _enqueue(args)
     elif args.command == "follow":
-        from workers.client import Client
+        def follow(client: Client) -> int:
+            cli_ops.require_invocation(client, args.app_name, args.invocation_id)
+            return _follow(client, args)
 
-        client = Client()
-        try:
-            code = _follow(client, args)
-        finally:
-            client.close()
-        sys.exit(code)
-    elif args.command == "status":
-        from workers.client import Client
-
-        client = Client()
-        try:
-            record = client.status(args.app_name, args.invocation_id)
-            if record is None:
-                print("null")
-                return
-            shown = record.model_dump(mode="json")
-            # Where each pending call stands: queued, running on a worker, retrying, or
-            # waiting for an answer from outside.
-            shown["calls"] = [c.model_dump(mode="json", exclude_none=True)
-                              for c in client.calls(args.app_name, args.invocation_id)]
-            print(json.dumps(shown, indent=2))
-        finally:
-            client.close()
+        sys.exit(cli_ops.with_client(follow))
+    else:
+        cli_ops.run(args)
 
 
 def _run_flower(args: argparse.Namespace, extra: list[str]) -> None:
@@ -180,27 +167,23 @@ def _run_flower(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 def _enqueue(args: argparse.Namespace) -> None:
-    from workers.client import Client
+    def enqueue(client: Client) -> int:
+        invocation_id = client.enqueue(
+            args.app_name, args.user_id, args.message, session_id=args.session_id,
+            streaming=args.stream,
+        )
+        print(invocation_id, flush=True)
+        if args.follow:
+            args.invocation_id = invocation_id
+            return _follow(client, args)
+        if args.wait:
+            record = client.wait(args.app_name, invocation_id)
+            for event in client.events(args.app_name, invocation_id):
+                print(json.dumps(event.to_wire()))
+            print(record.model_dump_json())
+        return 0
 
-    client = Client()
-    invocation_id = client.enqueue(
-        args.app_name, args.user_id, args.message, session_id=args.session_id,
-        streaming=args.stream,
-    )
-    print(invocation_id, flush=True)
-    if args.follow:
-        args.invocation_id = invocation_id
-        try:
-            code = _follow(client, args)
-        finally:
-            client.close()
-        sys.exit(code)
-    if args.wait:
-        record = client.wait(args.app_name, invocation_id)
-        for event in client.events(args.app_name, invocation_id):
-            print(json.dumps(event.to_wire()))
-        print(record.model_dump_json())
-    client.close()
+    sys.exit(cli_ops.with_client(enqueue))
 
 
 def _follow_args(parser: argparse.ArgumentParser) -> None:

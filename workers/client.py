@@ -261,6 +261,14 @@ class Client:
         return _iterate(self._runtime, stream.follow(
             app_name, invocation_id, from_start=from_start, until=until, timeout=timeout))
 
+    def list_sessions(self, app_name: str, user_id: str | None = None) -> list[Session]:
+        """The sessions of a user (every user's when None), without events."""
+        check_identifier("app_name", app_name, self._runtime.limits)
+        check_optional_identifier("user_id", user_id, self._runtime.limits)
+        sessions = self._services().sessions
+        return list(self._runtime.run(
+            sessions.list_sessions(app_name=app_name, user_id=user_id)).sessions)
+
     def events(self, app_name: str, invocation_id: str) -> list[Event]:
         """The committed events of the invocation, oldest first."""
         self._check_ids(app_name, invocation_id)

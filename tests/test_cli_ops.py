@@ -1,0 +1,90 @@
+"""The operator commands of ``adk-celery`` against real processes: status, answer, cancel,
+sessions, follow; and their errors: one line on stderr and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from orchestrator.distributed.models import InvocationStatus
+from tests.support.processes import ROOT, stack_env
+from workers.client import FINISHED
+
+
+def cli(env: dict[str, str], *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "workers.cli", *argv], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def env(celery_stack):
+    return stack_env(celery_stack["url"], "")
+
+
+def test_status_answer_and_follow_a_paused_invocation(celery_stack, env):
+    client = celery_stack["client"]
+    invocation_id = client.enqueue("approval", "ops", "pay 100")
+    record = client.wait("approval", invocation_id, timeout=15)
+    [call_id] = record.pending_calls
+
+    shown = cli(env, "status", "approval", invocation_id)
+    assert shown.returncode == 0, shown.stderr
+    status = json.loads(shown.stdout)
+    assert status["status"] == "paused"
+    assert status["calls"] == [{"function_call_id": call_id, "name": "request_approval",
+                                "where": "waiting for an answer"}]
+
+    answered = cli(env, "answer", "approval", invocation_id, call_id, '{"approved": true}')
+    assert (answered.returncode, answered.stdout.strip()) == (0, f"answered {call_id}")
+    followed = cli(env, "follow", "approval", invocation_id, "--timeout", "15")
+    assert followed.returncode == 0, followed.stderr
+    assert "[completed]" in followed.stdout
+    again = cli(env, "answer", "approval", invocation_id, call_id, '{"approved": false}')
+    assert again.returncode == 2 and again.stderr.startswith("adk-celery: error: Invocation ")
+    assert "Traceback" not in again.stderr
+
+
+def test_cancel_and_sessions(celery_stack, env):
+    client = celery_stack["client"]
+    invocation_id = client.enqueue("approval", "ops-cancel", "pay 5")
+    record = client.wait("approval", invocation_id, timeout=15)
+
+    cancelled = cli(env, "cancel", "approval", invocation_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert client.wait("approval", invocation_id, timeout=15, until=FINISHED).status is (
+        InvocationStatus.CANCELLED)
+    listed = cli(env, "sessions", "approval", "ops-cancel")
+    assert listed.returncode == 0
+    assert [line.split("\t")[:2] for line in listed.stdout.splitlines()] == [
+        [record.session_id, "ops-cancel"]]
+
+
+@pytest.mark.parametrize("argv", [("status", "approval", "e-nope"), ("follow", "approval", "e-nope"),
+                                  ("cancel", "approval", "e-nope"),
+                                  ("answer", "approval", "e-nope", "c1", "{}")])
+def test_an_unknown_invocation_exits_2_at_once(env, argv):
+    done = cli(env, *argv, timeout=30)
+    assert done.returncode == 2
+    assert done.stderr == "adk-celery: error: no invocation 'e-nope' of app 'approval'.\n"
+
+
+def test_bad_input_and_setup_errors_are_one_line(env):
+    unknown = cli(env, "status", "approval", "e-1", "--verbose")
+    assert unknown.returncode == 2 and "unrecognized arguments: --verbose" in unknown.stderr
+    assert unknown.stderr.startswith("usage: adk-celery")
+    bad_json = cli(env, "answer", "approval", "e-1", "c1", "{oops")
+    assert bad_json.returncode == 2 and bad_json.stderr.startswith("adk-celery: error: response: not JSON")
+    bad_id = cli(env, "status", "approval", "e 1")
+    assert bad_id.returncode == 2 and "invocation_id: 'e 1' has characters outside" in bad_id.stderr
+
+    no_url = {k: v for k, v in env.items() if k != "ADK_CELERY_REDIS_URL"}
+    missing = cli(no_url, "status", "approval", "e-1")
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("adk-celery: error: ADK_CELERY_REDIS_URL is not set")
+    down = cli({**env, "ADK_CELERY_REDIS_URL": "redis://127.0.0.1:1/0"}, "status", "approval", "e-1")
+    assert down.returncode == 2 and down.stderr.startswith("adk-celery: error: cannot reach Redis")
+    for done in (unknown, bad_json, bad_id, missing, down):
+        assert "Traceback" not in done.stderr

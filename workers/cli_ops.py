@@ -1,0 +1,130 @@
+"""``adk-celery`` commands for operators: look at invocations and sessions, answer, cancel.
+
+Each command talks to Redis through a :class:`~workers.client.Client` and exits with a
+status a script can test: 0 done, 1 the invocation failed or was cancelled (``follow``),
+2 a refused request, an unknown invocation, a missing setting or an unreachable Redis,
+always with one line on stderr saying which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workers.client import Client
+
+ENVIRONMENT = """environment:
+  ADK_CELERY_REDIS_URL   Redis of the orchestrators and workers (required)
+  ADK_CELERY_APPS        not needed here: these commands never load or run agents"""
+
+
+def add_commands(sub: Any) -> None:
+    """Add the operator commands to the ``adk-celery`` subparsers."""
+
+    def command(name: str, help_text: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=description, epilog=ENVIRONMENT,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    status = command("status", "print an invocation's record and its pending calls as JSON",
+                     "Print the invocation's record (status, error, pending calls) and where "
+                     "each pending call stands: queued, running on which worker, retrying, or "
+                     "waiting for an answer. Exits 2 if the invocation is unknown.")
+    _invocation_args(status)
+    answer = command("answer", "answer a pending call of a paused invocation",
+                     "Answer a call the invocation waits for (a human approval, another "
+                     "service's result); the invocation resumes. RESPONSE is a JSON object.")
+    _invocation_args(answer)
+    answer.add_argument("function_call_id", help="the pending call (see `status`)")
+    answer.add_argument("response", help='JSON object, e.g. \'{"approved": true}\'')
+    cancel = command("cancel", "cancel an invocation (queued, running or paused)",
+                     "Ask for the invocation to be cancelled; the orchestrator holding its "
+                     "session records it. Exits 2 if the invocation is unknown.")
+    _invocation_args(cancel)
+    sessions = command("sessions", "list a user's sessions (or every session of an app)",
+                       "One line per session: id, user, last update, number of state keys.")
+    sessions.add_argument("app_name")
+    sessions.add_argument("user_id", nargs="?", default=None,
+                          help="only this user's sessions (default: every user's)")
+
+
+def _invocation_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("app_name")
+    parser.add_argument("invocation_id")
+
+
+def run(args: argparse.Namespace) -> None:
+    """Run an operator command (``args.command`` is one of :func:`add_commands`'s)."""
+    commands: dict[str, Callable[[Client, argparse.Namespace], None]] = {
+        "status": _status, "answer": _answer, "cancel": _cancel, "sessions": _sessions,
+    }
+    with_client(lambda client: commands[args.command](client, args))
+
+
+def with_client(body: Callable[[Client], Any]) -> Any:
+    """Run ``body`` with a Client, closed afterwards.
+
+    A missing setting or an unreachable Redis exits 2 with one line instead of a traceback.
+    """
+    import redis
+
+    from workers.client import Client
+
+    try:
+        client = Client()
+    except RuntimeError as error:  # ADK_CELERY_REDIS_URL unset
+        fail(str(error))
+    try:
+        return body(client)
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as error:
+        fail(f"cannot reach Redis ({type(error).__name__}: {error}); is it running, and is "
+             "ADK_CELERY_REDIS_URL right?")
+    finally:
+        client.close()
+
+
+def fail(message: str) -> None:
+    """Print ``adk-celery: error: message`` on stderr and exit with status 2."""
+    print(f"adk-celery: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def require_invocation(client: Client, app_name: str, invocation_id: str) -> Any:
+    """The invocation's record; exits 2 at once if there is none."""
+    record = client.status(app_name, invocation_id)
+    if record is None:
+        fail(f"no invocation {invocation_id!r} of app {app_name!r}.")
+    return record
+
+
+def _status(client: Client, args: argparse.Namespace) -> None:
+    record = require_invocation(client, args.app_name, args.invocation_id)
+    shown = record.model_dump(mode="json")
+    shown["calls"] = [call.model_dump(mode="json", exclude_none=True)
+                      for call in client.calls(args.app_name, args.invocation_id)]
+    print(json.dumps(shown, indent=2))
+
+
+def _answer(client: Client, args: argparse.Namespace) -> None:
+    try:
+        response = json.loads(args.response)
+    except ValueError as error:
+        fail(f"response: not JSON ({error}).")
+    require_invocation(client, args.app_name, args.invocation_id)
+    client.answer(args.app_name, args.invocation_id, args.function_call_id, response)
+    print(f"answered {args.function_call_id}")
+
+
+def _cancel(client: Client, args: argparse.Namespace) -> None:
+    require_invocation(client, args.app_name, args.invocation_id)
+    client.cancel(args.app_name, args.invocation_id)
+    print(f"cancel requested for {args.invocation_id}")
+
+
+def _sessions(client: Client, args: argparse.Namespace) -> None:
+    for session in client.list_sessions(args.app_name, args.user_id):
+        print(f"{session.id}\t{session.user_id}\t{session.last_update_time:.3f}\t"
+              f"{len(session.state)} state keys")
