@@ -15,6 +15,7 @@ from google.genai import types
 
 from config import Settings, get_settings
 from orchestrator import platform
+from orchestrator import redis_keys as keys
 from orchestrator._redis_support import connect, connect_sync
 from orchestrator.distributed.intake import (
     PayloadError,
@@ -63,6 +64,9 @@ class Client:
         self._runtime = Runtime(self._settings, load_apps=False, celery_app=self._celery)
         self._built: Any = None
         self._redis: redis.Redis | None = None
+        self._seen: dict[tuple[str, str], str] = {}
+        """Per invocation answered here: its newest status entry when it was answered (the
+        next ``wait`` returns a status that came after it, not the pause it answered)."""
 
     def _services(self) -> Any:
         """The runtime's services (built on its loop once; later calls cost no thread hop)."""
@@ -147,7 +151,8 @@ class Client:
     ) -> InvocationRecord | None:
         """Follow the invocation's status entries on a synchronous connection, in this thread."""
         redis_client = self._sync_redis()
-        wait = StatusWait(app_name, invocation_id, statuses, timeout)
+        wait = StatusWait(app_name, invocation_id, statuses, timeout,
+                          after=self._seen.pop((app_name, invocation_id), None))
         with redis_client.pipeline(transaction=True) as pipe:
             wait.queue_start(pipe)
             found = wait.started(pipe.execute())
@@ -206,7 +211,12 @@ class Client:
         timeout: float | None = 60.0,
         until: frozenset[InvocationStatus] = SETTLED,
     ) -> InvocationRecord:
-        """Block until the invocation is paused or finished; TimeoutError after ``timeout``."""
+        """Block until the invocation is paused or finished; TimeoutError after ``timeout``.
+
+        After :meth:`answer` on this client, it waits for a status that came after that
+        answer, not the pause the answer ends (``wait``, ``answer``, ``wait`` reads as the
+        flow it is).
+        """
         self._check_ids(app_name, invocation_id)
         record = self._wait_here(app_name, invocation_id, set(until), timeout)
         if record is None:
@@ -291,7 +301,10 @@ class Client:
         does not wait for that call; nothing is stored either way.
         """
         service = self._services().service
+        seen = self._sync_redis().xrevrange(keys.invocation_statuses(app_name, invocation_id), count=1)
         self._runtime.run(service.answer(app_name, invocation_id, function_call_id, response))
+        if seen:
+            self._seen[(app_name, invocation_id)] = seen[0][0]
 
     def cancel(self, app_name: str, invocation_id: str) -> None:
         """Cancel the invocation; RequestError for malformed identifiers."""

@@ -72,10 +72,12 @@ class StatusWait:
     """
 
     def __init__(self, app_name: str, invocation_id: str, statuses: set[InvocationStatus],
-                 timeout: float | None) -> None:
+                 timeout: float | None, *, after: str | None = None) -> None:
         self.stream = keys.invocation_statuses(app_name, invocation_id)
         self.record_key = keys.invocation(app_name, invocation_id)
         self.last_id = "0-0"
+        self._after = after
+        """A status entry id the caller has already seen: only later statuses count."""
         self._statuses = statuses
         self._wanted = {status.value for status in statuses}
         self._deadline = None if timeout is None else time.monotonic() + timeout
@@ -88,6 +90,9 @@ class StatusWait:
     def started(self, replies: list[Any]) -> InvocationRecord | None:
         """The record if it is already in a wanted status; else follow from the newest entry."""
         raw, latest = replies
+        if self._after is not None:
+            self.last_id = self._after  # what came since: the current status was seen
+            return None
         record = InvocationRecord.model_validate_json(raw) if raw else None
         if record is not None and record.status in self._statuses:
             return record
