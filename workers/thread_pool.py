@@ -13,12 +13,15 @@ which then start at most that much later. ``adk-celery worker`` selects this poo
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from celery.concurrency import thread
 
 from config import get_settings
+
+logger = logging.getLogger(__name__)
 
 
 class TaskPool(thread.TaskPool):
@@ -27,6 +30,17 @@ class TaskPool(thread.TaskPool):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.head_start = max(get_settings().worker_head_start_ms, 0.0) / 1000
+
+    def terminate_job(self, pid: Any, signal: Any = None) -> None:
+        """A thread cannot be killed: on a cold shutdown its job dies with the process.
+
+        Celery asks the pool to kill running jobs when a second Ctrl-C (or SIGQUIT) turns
+        a warm shutdown cold; its base pool raises NotImplementedError there. The job's
+        message was never acknowledged, so it is delivered again (or the watchdog dispatches
+        its call again once the worker's heartbeats stop).
+        """
+        logger.warning("Cold shutdown: a running job's thread cannot be killed; it ends with "
+                       "this process and its call is run again elsewhere.")
 
     def on_apply(self, *args: Any, **kwargs: Any) -> Any:
         """Hand the job to a pool thread, then wait for it to finish, up to the head start."""
