@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
+import sys
 from typing import Any
 
 from celery import signals
@@ -55,9 +57,29 @@ def refused_here(
     return {"status": REFUSED_HERE}
 
 
+def load_apps_or_exit() -> None:
+    """Import the configured apps now: a worker that cannot serve them fails at start-up.
+
+    Plain ``celery -A workers worker`` gets what ``adk-celery worker`` does: apps import
+    from the directory the command runs in, and one that cannot be imported stops the
+    worker with one line, instead of failing every job later.
+    """
+    from orchestrator.distributed.registry import AppRegistry
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        registry = AppRegistry.from_specs(get_settings().app_specs())
+    except Exception as error:  # any import-time failure of the user's module
+        raise SystemExit(f"adk-celery: cannot load ADK_CELERY_APPS "
+                         f"({get_settings().apps!r}): {type(error).__name__}: {error}") from None
+    logger.info("Apps: %s", ", ".join(registry.names) or "none (ADK_CELERY_APPS is empty)")
+
+
 @signals.celeryd_after_setup.connect
 def _note_role(sender: str, instance: Any, **_: Any) -> None:
     """Decide, before the pool starts, whether and where this worker consumes wake-ups."""
+    load_apps_or_exit()
     settings = get_settings()
     queues = set(instance.app.amqp.queues.consume_from or instance.app.amqp.queues)
     _role["orchestrating"] = settings.invocations_queue in queues
