@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from workers.client import Client
 
 
+PROCESS_ENVIRONMENT = """environment:
+  ADK_CELERY_REDIS_URL   Redis for broker, results and state (required)
+  ADK_CELERY_APPS        module:attribute of the apps to serve, comma-separated
+  see the README's Settings table for the rest (all ADK_CELERY_*)"""
+
 PASS_THROUGH = frozenset({"orchestrator", "worker", "flower"})
 """Commands whose unknown options go on to Celery or Flower; the others refuse them."""
 
@@ -92,20 +97,38 @@ def _main(argv: Sequence[str] | None) -> None:
     def worker_args(p: argparse.ArgumentParser, default_name: str, pool: str) -> None:
         p.add_argument("--app", action="append", metavar="MODULE:ATTR",
                        help="App or root agent to serve (repeatable; default ADK_CELERY_APPS)")
-        p.add_argument("--concurrency", type=int, default=None)
+        p.add_argument("--concurrency", type=int, default=None,
+                       help="Celery pool size for the threads and prefork pools, and the "
+                            "prefetch of every pool (default ADK_CELERY_WORKER_CONCURRENCY, 8; "
+                            "the solo pool runs one task at a time)")
         p.add_argument("--pool", default=pool, choices=["threads", "prefork", "solo"],
                        help=f"Celery pool (default {pool})")
-        p.add_argument("--loglevel", default="INFO")
-        p.add_argument("--hostname", default=f"{default_name}@%h")
+        p.add_argument("--loglevel", default="INFO", help="default INFO")
+        p.add_argument("--hostname", default=f"{default_name}@%h",
+                       help=f"Celery node name (default {default_name}@<host name>)")
 
-    orch = sub.add_parser("orchestrator", help="run Runner loops for queued invocations")
+    def process_command(name: str, help_text: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_text, description=description,
+                              epilog=PROCESS_ENVIRONMENT,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    orch = process_command(
+        "orchestrator", "run Runner loops for queued invocations",
+        "Consume the invocations queue (ADK_CELERY_INVOCATIONS_QUEUE) and run the Runner "
+        "loops of queued invocations on one event loop, up to ADK_CELERY_ORCHESTRATOR_CONCURRENCY "
+        "sessions at once (64). Unknown options go to `celery worker`.")
     # Orchestrator tasks only record and queue work (Runner loops run on the wake-up
     # consumer's event loop), so one solo consumer spares a thread hop per task.
     worker_args(orch, "orchestrator", "solo")
-    work = sub.add_parser("worker", help="run remote tool calls")
+    work = process_command(
+        "worker", "run remote tool calls and parallel branches",
+        "Run the jobs of remote tool calls and parallel branches. Unknown options go to "
+        "`celery worker`.")
     worker_args(work, "worker", "threads")  # tools may block: run several at once
     work.add_argument("-Q", "--queues", default=None,
-                      help="comma-separated queues (default: the tools queue and tool_queues)")
+                      help="comma-separated queues (default: ADK_CELERY_TOOLS_QUEUE, "
+                           "ADK_CELERY_AGENTS_QUEUE and the queues of ADK_CELERY_TOOL_QUEUES "
+                           "and ADK_CELERY_AGENT_QUEUES: adk.tools,agents unless set)")
     flower = sub.add_parser("flower", help="run Flower on the same broker")
     flower.add_argument("--port", type=int, default=None)
     flower.add_argument("--address", default="127.0.0.1")
