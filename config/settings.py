@@ -96,6 +96,17 @@ class Settings(BaseSettings):
     tool_max_attempts: int = 3
     """How many times a remote call whose job was lost (worker died, message lost) is
     dispatched before it is answered with an error naming the tool and the cause."""
+    api_host: str = "127.0.0.1"
+    """Address of ``adk-celery api``."""
+    api_port: int = 8000
+    """Port of ``adk-celery api``."""
+    api_tokens: SecretStr | None = None
+    """Bearer tokens of ``adk-celery api``, JSON: ``{"token": ["app", ...]}`` (``["*"]``: every
+    app). Unset: no authentication, and the server only listens on a loopback address."""
+    api_cors_origins: list[str] = Field(default_factory=list)
+    """Origins browsers may call ``adk-celery api`` from (CORS), JSON list; empty: none."""
+    api_max_body_bytes: int = 2_097_152
+    """Largest HTTP request body ``adk-celery api`` reads."""
     failpoints: str = ""
     """Fault tests only: ``name=action,...`` (see :mod:`orchestrator.failpoints`)."""
 

@@ -132,6 +132,14 @@ def _main(argv: Sequence[str] | None) -> None:
     flower = sub.add_parser("flower", help="run Flower on the same broker")
     flower.add_argument("--port", type=int, default=None)
     flower.add_argument("--address", default="127.0.0.1")
+    api = process_command(
+        "api", "serve the HTTP API (google-adk's api_server routes and invocation routes)",
+        "Serve HTTP in front of the orchestrators: google-adk's api_server routes (/run, "
+        "/run_sse, sessions, /list-apps, ...) and invocation routes (enqueue, status, follow, "
+        "answer, cancel); OpenAPI docs at /docs. Without ADK_CELERY_API_TOKENS it only listens "
+        "on loopback.")
+    api.add_argument("--host", default=None, help="default ADK_CELERY_API_HOST (127.0.0.1)")
+    api.add_argument("--port", type=int, default=None, help="default ADK_CELERY_API_PORT (8000)")
     enqueue = sub.add_parser("enqueue", help="queue a message and print the invocation id")
     enqueue.add_argument("app_name")
     enqueue.add_argument("user_id")
@@ -168,6 +176,10 @@ def _main(argv: Sequence[str] | None) -> None:
         _celery_worker(queues, args, extra)
     elif args.command == "flower":
         _run_flower(args, extra)
+    elif args.command == "api":
+        from workers.api.app import serve
+
+        serve(args.host, args.port)
     elif args.command == "enqueue":
         _enqueue(args)
     elif args.command == "follow":

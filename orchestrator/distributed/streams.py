@@ -25,6 +25,7 @@ and expires with the invocation record; a very long streamed run keeps its lates
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 from collections import deque
@@ -64,6 +65,8 @@ class StreamItem:
     """The event (``kind == "event"``): committed, or a streaming chunk when ``partial``."""
     status: InvocationStatus | None = None
     """The invocation's new status (``kind == "status"``)."""
+    entry_id: str | None = None
+    """Its position in the stream (Redis), to resume a follow after it (``after``)."""
 
     @property
     def partial(self) -> bool:
@@ -229,20 +232,22 @@ class RedisEventStream:
         from_start: bool = True,
         until: Collection[InvocationStatus] = SETTLED,
         timeout: float | None = None,
+        after: str | None = None,
     ) -> AsyncIterator[StreamItem]:
         """Yield the invocation's events and status changes in order, as they are published.
 
         ``from_start``: replay from the first entry (default), else only what comes next
         (but a stream that already ends with a status that would stop the follow yields just
-        that status). Stops after a terminal status, and after a status in ``until``
-        (default: ``paused``) that is the latest entry when read, i.e. the invocation's
-        current status. Raises TimeoutError when ``timeout`` seconds pass first. Entries of
-        unknown kinds are skipped.
+        that status). ``after``: resume after that entry (a :attr:`StreamItem.entry_id`).
+        Stops after a terminal status, and after a status in ``until`` (default:
+        ``paused``) that is the latest entry when read, i.e. the invocation's current
+        status. Raises TimeoutError when ``timeout`` seconds pass first. Entries of unknown
+        kinds are skipped. Each item carries its ``entry_id``.
         """
         stream = keys.invocation_stream(app_name, invocation_id)
         deadline = _Deadline(timeout, f"Invocation {invocation_id!r}")
-        last_id = "0-0"
-        if not from_start:
+        last_id = after or "0-0"
+        if not from_start and after is None:
             latest = await self._redis.xrevrange(stream, count=1)
             if latest:
                 last_id = _text(latest[0][0])
@@ -259,6 +264,7 @@ class RedisEventStream:
                 item = _parse_entry(fields)
                 if item is None:
                     continue
+                item = dataclasses.replace(item, entry_id=_text(entry_id))
                 yield item
                 ends = _ends_follow(item, until)
                 if ends or (ends is None and position == len(entries) - 1

@@ -1,0 +1,189 @@
+"""``adk-celery api`` over real processes: ADK's routes as an ADK client calls them (plain
+httpx), the invocation routes, and who may call what."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.processes import ManagedProcess, stack_env
+from tests.support.redis_server import free_port
+
+TOKENS = {"tok-chat": ["chat"], "tok-all": ["*"]}
+
+
+def start_api(env: dict[str, str], *extra: str) -> tuple[ManagedProcess, str]:
+    port = free_port()
+    api = ManagedProcess("api", [sys.executable, "-m", "workers.cli", "api", "--port", str(port),
+                                 *extra], env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        if api.proc.poll() is not None:
+            pytest.fail(f"api exited:\n{api.output()}")
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return api, base
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, api.output()
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def api(celery_stack):
+    from tests.apps import APP_SPECS
+
+    api, base = start_api(stack_env(celery_stack["url"], APP_SPECS))
+    yield base
+    api.stop()
+
+
+@pytest.fixture(scope="module")
+def locked_api(celery_stack):
+    from tests.apps import APP_SPECS
+
+    api, base = start_api(stack_env(celery_stack["url"], APP_SPECS, api_tokens=json.dumps(TOKENS),
+                                    api_max_body_bytes="4096"))
+    yield base
+    api.stop()
+
+
+def frames(response: httpx.Response) -> list[dict[str, Any]]:
+    """Parse an SSE body: each frame's fields (id, event, data as JSON)."""
+    parsed = []
+    for block in response.text.split("\n\n"):
+        if not block.strip():
+            continue
+        frame: dict[str, Any] = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(": ")
+            frame[key] = json.loads(value) if key == "data" else value
+        parsed.append(frame)
+    return parsed
+
+
+def test_adk_routes_describe_the_apps(api):
+    assert httpx.get(f"{api}/health").json() == {"status": "ok"}
+    version = httpx.get(f"{api}/version").json()
+    assert version["language"] == "python" and version["version"]
+    apps = httpx.get(f"{api}/list-apps").json()
+    assert "approval" in apps and apps == sorted(apps)
+    info = httpx.get(f"{api}/apps/approval/app-info").json()
+    assert info["rootAgentName"] == "agent" and info["name"] == "approval"
+    assert httpx.get(f"{api}/apps/nope/app-info").status_code == 404
+
+
+def test_sessions_as_adk_serves_them(api):
+    base = f"{api}/apps/chat/users/alice/sessions"
+    created = httpx.post(base, json={"sessionId": "s-api-1", "state": {"k": 1}})
+    assert created.status_code == 200, created.text
+    assert {k: created.json()[k] for k in ("id", "appName", "userId", "state", "events")} == {
+        "id": "s-api-1", "appName": "chat", "userId": "alice", "state": {"k": 1}, "events": []}
+    assert httpx.post(base, json={"sessionId": "s-api-1"}).status_code == 409
+    assert httpx.post(base).json()["id"]  # no body: a new id
+    listed = httpx.get(base).json()
+    assert "s-api-1" in [s["id"] for s in listed] and all(s["events"] == [] for s in listed)
+    patched = httpx.patch(f"{base}/s-api-1", json={"stateDelta": {"k": 2}}).json()
+    assert patched["state"] == {"k": 2} and patched["events"][-1]["invocationId"].startswith("p-")
+    assert httpx.patch(f"{base}/s-api-1", json={"stateDelta": {"app:x": 1}}).status_code == 422
+    assert httpx.delete(f"{base}/s-api-1").status_code == 200
+    missing = httpx.get(f"{base}/s-api-1")
+    assert (missing.status_code, missing.json()) == (404, {"detail": "Session not found"})
+
+
+def test_run_and_run_sse(api):
+    session = httpx.post(f"{api}/apps/chat/users/bob/sessions").json()
+    request = {"appName": "chat", "userId": "bob", "sessionId": session["id"],
+               "newMessage": {"role": "user", "parts": [{"text": "hello"}]}}
+    events = httpx.post(f"{api}/run", json=request, timeout=30).json()
+    assert [e["author"] for e in events] == ["agent"]
+    assert events[0]["content"]["role"] == "model" and events[0]["invocationId"].startswith("e-")
+    streamed = frames(httpx.post(f"{api}/run_sse", json=request, timeout=30))
+    assert [f["data"]["author"] for f in streamed] == ["agent"] and set(streamed[0]) == {"data"}
+    missing = httpx.post(f"{api}/run", json={**request, "sessionId": "no-such"}, timeout=30)
+    assert (missing.status_code, missing.json()) == (404, {"detail": "Session not found"})
+    bad = httpx.post(f"{api}/run", json={**request, "newMessage": {"role": "user", "parts": [
+        {"functionResponse": {"id": "x", "name": "y", "response": {}}}]}}, timeout=30)
+    assert bad.status_code == 422 and "new_message.parts[0].function_response" in bad.text
+
+
+def test_an_adk_client_answers_a_long_running_call_and_follows_by_sse(api):
+    """Plain httpx, as a client written against ADK's routes plus the answer route."""
+    session = httpx.post(f"{api}/apps/approval/users/carol/sessions").json()
+    events = httpx.post(f"{api}/run", timeout=30, json={
+        "appName": "approval", "userId": "carol", "sessionId": session["id"],
+        "newMessage": {"role": "user", "parts": [{"text": "pay 100"}]}}).json()
+    call = events[-1]["content"]["parts"][0]["functionCall"]
+    assert call["name"] == "request_approval" and events[-1]["longRunningToolIds"] == [call["id"]]
+    invocation_id = events[-1]["invocationId"]
+    status = httpx.get(f"{api}/apps/approval/invocations/{invocation_id}").json()
+    assert status["status"] == "paused"
+    assert status["calls"] == [{"function_call_id": call["id"], "name": "request_approval",
+                                "where": "waiting for an answer"}]
+
+    answered = httpx.post(f"{api}/apps/approval/invocations/{invocation_id}/answer",
+                          json={"functionCallId": call["id"], "response": {"approved": True}})
+    assert answered.status_code == 202, answered.text
+    again = httpx.post(f"{api}/apps/approval/invocations/{invocation_id}/answer",
+                       json={"functionCallId": call["id"], "response": {"approved": False}})
+    assert again.status_code == 409
+
+    stream_url = f"{api}/apps/approval/invocations/{invocation_id}/stream"
+    followed = frames(httpx.get(stream_url, timeout=30))
+    assert followed[-1] == {"id": followed[-1]["id"], "event": "status",
+                            "data": {"status": "completed"}}
+    texts = [f["data"]["content"]["parts"][0].get("text") for f in followed
+             if f["event"] == "event" and f["data"]["author"] == "agent"]
+    assert texts[-1] == "approval: {'approved': True}"
+    # Reconnecting with Last-Event-ID resumes after that frame.
+    resumed = frames(httpx.get(stream_url, headers={"Last-Event-ID": followed[-3]["id"]}, timeout=30))
+    assert resumed == followed[-2:]
+
+
+def test_enqueue_without_waiting_and_cancel(api):
+    enqueued = httpx.post(f"{api}/apps/approval/users/dave/invocations",
+                          json={"newMessage": "pay 7"})
+    assert enqueued.status_code == 202
+    invocation_id = enqueued.json()["invocationId"]
+    deadline = time.monotonic() + 15
+    while httpx.get(f"{api}/apps/approval/invocations/{invocation_id}").json()["status"] != "paused":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert httpx.post(f"{api}/apps/approval/invocations/{invocation_id}/cancel").status_code == 202
+    followed = frames(httpx.get(f"{api}/apps/approval/invocations/{invocation_id}/stream", timeout=30))
+    assert followed[-1]["data"] == {"status": "cancelled"}
+    assert httpx.get(f"{api}/apps/approval/invocations/e-unknown").status_code == 404
+    bad = httpx.post(f"{api}/apps/approval/users/bad%20user/invocations", json={"newMessage": "x"})
+    assert bad.status_code == 422 and bad.json()["detail"].startswith("user_id: 'bad user'")
+
+
+def test_tokens_open_their_apps_only_and_bodies_are_bounded(locked_api):
+    chat = {"Authorization": "Bearer tok-chat"}
+    assert httpx.get(f"{locked_api}/list-apps").status_code == 401
+    assert httpx.get(f"{locked_api}/list-apps", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert httpx.get(f"{locked_api}/list-apps", headers=chat).json() == ["chat"]
+    assert httpx.post(f"{locked_api}/apps/approval/users/u/sessions", headers=chat).status_code == 403
+    assert httpx.post(f"{locked_api}/apps/chat/users/u/sessions", headers=chat).status_code == 200
+    everything = httpx.get(f"{locked_api}/list-apps", headers={"Authorization": "Bearer tok-all"})
+    assert "approval" in everything.json()
+    big = httpx.post(f"{locked_api}/apps/chat/users/u/sessions", headers=chat,
+                     json={"state": {"blob": "x" * 10_000}})
+    assert big.status_code == 413 and "ADK_CELERY_API_MAX_BODY_BYTES" in big.text
+    assert httpx.get(f"{locked_api}/docs", headers=chat).status_code == 200
+
+
+def test_without_tokens_the_api_refuses_to_listen_beyond_loopback(celery_stack):
+    env = stack_env(celery_stack["url"], "")
+    api = ManagedProcess("api-open", [sys.executable, "-m", "workers.cli", "api", "--host",
+                                      "0.0.0.0", "--port", str(free_port())], env)
+    try:
+        assert api.proc.wait(30) != 0
+    finally:
+        api.stop()
+    assert "no ADK_CELERY_API_TOKENS set; refusing to listen on '0.0.0.0'" in api.output()

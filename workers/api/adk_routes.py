@@ -1,0 +1,259 @@
+"""google-adk's ``adk api_server`` routes, with its request and response JSON.
+
+An ADK client ports by changing its base URL. Behind ``/run`` and ``/run_sse`` the run is
+distributed: it is enqueued for the orchestrators and followed on its live stream until it
+ends or pauses (a long-running call is the last event of a paused run, as in ADK).
+"""
+
+from __future__ import annotations
+
+import platform as python_platform
+import time
+from collections.abc import AsyncIterator
+from importlib import metadata
+from typing import Any
+
+from fastapi import APIRouter, Body, HTTPException, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from orchestrator.distributed.intake import RequestError, check_identifier, check_state_delta
+from orchestrator.distributed.models import InvocationStatus
+from orchestrator.events.event import Event
+from orchestrator.events.event_actions import EventActions
+from workers.api.backend import Backend, event_json, session_json, sse
+
+router = APIRouter()
+
+_NO_BODY = Body(default=None)
+"""An optional JSON body."""
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class RunAgentRequest(_Camel):
+    """ADK's ``RunAgentRequest`` (camelCase or snake_case)."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    new_message: dict[str, Any] | None = None
+    streaming: bool = False
+    state_delta: dict[str, Any] | None = None
+    invocation_id: str | None = None
+
+
+class CreateSessionRequest(_Camel):
+    """Body of ``POST .../sessions``: an optional id and initial state."""
+
+    session_id: str | None = None
+    state: dict[str, Any] | None = None
+    events: list[dict[str, Any]] | None = None
+
+
+class PatchSessionRequest(_Camel):
+    """Body of ``PATCH .../sessions/{id}``."""
+
+    state_delta: dict[str, Any] = Field(default_factory=dict)
+
+
+def backend_of(request: Request) -> Backend:
+    """The server's :class:`Backend`."""
+    backend: Backend = request.app.state.backend
+    return backend
+
+
+def checked(request: Request, app_name: str, *ids: tuple[str, str]) -> Backend:
+    """The backend, once the token opens ``app_name`` and the ids are well formed (422)."""
+    backend = backend_of(request)
+    backend.access.check_app(request, app_name)
+    try:
+        check_identifier("app_name", app_name, backend.runtime.limits)
+        for field, value in ids:
+            check_identifier(field, value, backend.runtime.limits)
+    except RequestError as error:
+        raise HTTPException(422, str(error)) from None
+    if app_name not in backend.registry.names:
+        raise HTTPException(404, f"no app {app_name!r}")
+    return backend
+
+
+@router.get("/health")
+async def health() -> dict[str, str]:
+    """Liveness (no authentication, as ADK's)."""
+    return {"status": "ok"}
+
+
+@router.get("/version")
+async def version() -> dict[str, str]:
+    """The version of adk-celery serving."""
+    return {"version": metadata.version("adk-celery"), "language": "python",
+            "language_version": python_platform.python_version()}
+
+
+@router.get("/list-apps")
+async def list_apps(request: Request, detailed: bool = False) -> Any:
+    """The apps this deployment serves (those the caller's token opens)."""
+    backend = backend_of(request)
+    names = backend.access.visible(request, sorted(backend.registry.names))
+    if not detailed:
+        return names
+    return {"apps": [_app_info(backend, name) for name in names]}
+
+
+@router.get("/apps/{app_name}/app-info")
+async def app_info(request: Request, app_name: str) -> dict[str, Any]:
+    """What the app is: its root agent and the agents under it."""
+    return _app_info(checked(request, app_name), app_name)
+
+
+def _app_info(backend: Backend, name: str) -> dict[str, Any]:
+    root = backend.registry.get(name).root_agent
+    agents: list[str] = []
+    stack = [root]
+    while stack:
+        agent = stack.pop(0)
+        agents.append(agent.name)
+        stack.extend(agent.sub_agents)
+    return {"name": name, "rootAgentName": root.name, "description": root.description or "",
+            "language": "python", "isComputerUse": False, "agents": agents}
+
+
+@router.post("/apps/{app_name}/users/{user_id}/sessions")
+async def create_session(request: Request, app_name: str, user_id: str,
+                         body: CreateSessionRequest | None = _NO_BODY) -> dict[str, Any]:
+    """Create a session, with or without an id and initial state."""
+    backend = checked(request, app_name, ("user_id", user_id))
+    body = body or CreateSessionRequest()
+    if body.events:
+        raise HTTPException(422, "events: restoring a session's events is not supported here")
+    return await _create(backend, app_name, user_id, body.session_id, body.state)
+
+
+@router.post("/apps/{app_name}/users/{user_id}/sessions/{session_id}")
+async def create_session_with_id(request: Request, app_name: str, user_id: str, session_id: str,
+                                 state: dict[str, Any] | None = _NO_BODY) -> dict[str, Any]:
+    """Create a session with this id (ADK's older route: the body is the initial state)."""
+    backend = checked(request, app_name, ("user_id", user_id), ("session_id", session_id))
+    return await _create(backend, app_name, user_id, session_id, state)
+
+
+async def _create(backend: Backend, app_name: str, user_id: str, session_id: str | None,
+                  state: dict[str, Any] | None) -> dict[str, Any]:
+    from orchestrator.errors import AlreadyExistsError
+
+    try:
+        if session_id is not None:
+            check_identifier("session_id", session_id, backend.runtime.limits)
+        check_state_delta(state, backend.runtime.limits)
+    except RequestError as error:
+        raise HTTPException(422, str(error)) from None
+    services = await backend.services()
+    try:
+        session = await services.sessions.create_session(
+            app_name=app_name, user_id=user_id, state=state, session_id=session_id)
+    except AlreadyExistsError as error:
+        raise HTTPException(409, str(error)) from None
+    return session_json(session)
+
+
+@router.get("/apps/{app_name}/users/{user_id}/sessions")
+async def list_sessions(request: Request, app_name: str, user_id: str) -> list[dict[str, Any]]:
+    """The user's sessions, without their events."""
+    backend = checked(request, app_name, ("user_id", user_id))
+    services = await backend.services()
+    found = await services.sessions.list_sessions(app_name=app_name, user_id=user_id)
+    return [session_json(s, with_events=False) for s in found.sessions]
+
+
+@router.get("/apps/{app_name}/users/{user_id}/sessions/{session_id}")
+async def get_session(request: Request, app_name: str, user_id: str,
+                      session_id: str) -> dict[str, Any]:
+    """The session with its events; 404 ``Session not found``."""
+    backend = checked(request, app_name, ("user_id", user_id), ("session_id", session_id))
+    return session_json(await backend.session(app_name, user_id, session_id))
+
+
+@router.patch("/apps/{app_name}/users/{user_id}/sessions/{session_id}")
+async def patch_session(request: Request, app_name: str, user_id: str, session_id: str,
+                        body: PatchSessionRequest) -> dict[str, Any]:
+    """Apply a state delta as an event of its own (``p-`` invocation), as ADK does."""
+    from orchestrator import platform
+
+    backend = checked(request, app_name, ("user_id", user_id), ("session_id", session_id))
+    try:
+        delta = check_state_delta(body.state_delta, backend.runtime.limits) or {}
+    except RequestError as error:
+        raise HTTPException(422, str(error)) from None
+    session = await backend.session(app_name, user_id, session_id)
+    services = await backend.services()
+    await services.sessions.append_event(session, Event(
+        invocation_id=f"p-{platform.new_uuid()}", author="user",
+        actions=EventActions(state_delta=delta)))
+    return session_json(await backend.session(app_name, user_id, session_id))
+
+
+@router.delete("/apps/{app_name}/users/{user_id}/sessions/{session_id}")
+async def delete_session(request: Request, app_name: str, user_id: str, session_id: str) -> None:
+    """Delete the session (nothing if it does not exist)."""
+    backend = checked(request, app_name, ("user_id", user_id), ("session_id", session_id))
+    services = await backend.services()
+    await services.sessions.delete_session(app_name=app_name, user_id=user_id,
+                                           session_id=session_id)
+
+
+async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, Any]:
+    backend = checked(request, body.app_name, ("user_id", body.user_id),
+                      ("session_id", body.session_id))
+    await backend.session(body.app_name, body.user_id, body.session_id)  # 404 first, as ADK
+    record = await backend.enqueue({
+        "app_name": body.app_name, "user_id": body.user_id, "session_id": body.session_id,
+        "new_message": body.new_message, "state_delta": body.state_delta,
+        "streaming": body.streaming, "invocation_id": body.invocation_id,
+    })
+    if record.status is InvocationStatus.FAILED:  # refused at intake: nothing ran
+        raise HTTPException(422, record.error or "the request was refused")
+    return backend, record
+
+
+async def _run_events(backend: Backend, record: Any, partial: bool) -> AsyncIterator[Any]:
+    """The run's events (without the user's message, as ADK's runner), then its end."""
+    async for item in backend.follow(record):
+        event = item.event
+        if event is not None and event.author != "user" and (partial or not event.partial):
+            yield event
+        elif item.status is InvocationStatus.FAILED:
+            final = await backend.record(record.app_name, record.invocation_id)
+            yield RuntimeError(final.error or "the invocation failed")
+
+
+@router.post("/run")
+async def run(request: Request, body: RunAgentRequest) -> list[dict[str, Any]]:
+    """Run to the end (or the pause) and return the events, as ADK's ``/run``."""
+    backend, record = await _start_run(request, body)
+    events: list[dict[str, Any]] = []
+    async for item in _run_events(backend, record, partial=False):
+        if isinstance(item, Exception):
+            raise HTTPException(500, str(item))
+        events.append(event_json(item))
+    return events
+
+
+@router.post("/run_sse")
+async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
+    """The run's events as Server-Sent Events (partial chunks with ``streaming``)."""
+    backend, record = await _start_run(request, body)
+
+    async def frames() -> AsyncIterator[str]:
+        async for item in _run_events(backend, record, partial=body.streaming):
+            if isinstance(item, Exception):
+                yield sse({"error": str(item), "error_details": {
+                    "error_type": "InvocationFailed", "error_message": str(item),
+                    "timestamp": time.time()}})
+            else:
+                yield sse(event_json(item))
+
+    return StreamingResponse(frames(), media_type="text/event-stream")

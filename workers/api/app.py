@@ -1,0 +1,69 @@
+"""The FastAPI application of ``adk-celery api`` and how the command starts it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from config import Settings, get_settings
+from workers.api import adk_routes, invocation_routes
+from workers.api.backend import Backend
+from workers.api.security import BodyLimit, is_loopback
+
+logger = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The HTTP API for ``settings`` (the environment's by default).
+
+    Raises ValueError for malformed settings (tokens), RuntimeError without a Redis URL.
+    """
+    settings = settings or get_settings()
+    backend = Backend(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        backend.close()
+
+    app = FastAPI(title="adk-celery", version=_version(), lifespan=lifespan,
+                  description="google-adk's api_server routes over distributed orchestrators, "
+                              "plus invocation routes (enqueue, status, follow, answer, cancel).")
+    app.state.backend = backend
+    app.include_router(adk_routes.router)
+    app.include_router(invocation_routes.router)
+    if settings.api_cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.api_cors_origins,
+                           allow_methods=["*"], allow_headers=["*"])
+    app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
+    return app
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    return metadata.version("adk-celery")
+
+
+def serve(host: str | None, port: int | None) -> None:
+    """Run the API with uvicorn (``adk-celery api``); exits with one line on bad settings."""
+    import uvicorn
+
+    settings = get_settings()
+    host = host or settings.api_host
+    try:
+        app = create_app(settings)
+    except (ValueError, RuntimeError) as error:
+        sys.exit(f"adk-celery api: {error}")
+    if not app.state.backend.access.required:
+        if not is_loopback(host):
+            sys.exit(f"adk-celery api: no ADK_CELERY_API_TOKENS set; refusing to listen on "
+                     f"{host!r}, which is not loopback.")
+        print(f"adk-celery api: no ADK_CELERY_API_TOKENS set: no authentication, listening "
+              f"on {host} (loopback) only.", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info")

@@ -1,0 +1,107 @@
+"""What the HTTP routes stand on: the apps' descriptions, Redis services, and the JSON forms.
+
+The server never runs an agent: a run is enqueued exactly as ``Client.enqueue`` does and
+followed on the invocation's live stream. The apps are imported only to describe them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import HTTPException
+
+from config import Settings
+from orchestrator.distributed.intake import RequestError
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.streams import SETTLED, StreamItem
+from orchestrator.events.event import Event
+from orchestrator.sessions.session import Session
+from workers.api.security import Access
+from workers.runtime import Runtime, Services
+
+
+class Backend:
+    """One per server process: settings, access rules, the apps, and Redis services."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.access = Access.from_settings(settings)
+        self.registry = AppRegistry.from_specs(settings.app_specs())
+        self.runtime = Runtime(settings, load_apps=False)
+
+    async def services(self) -> Services:
+        """The Redis services of the server's event loop."""
+        return await self.runtime.services()
+
+    def close(self) -> None:
+        """Close the Redis connections."""
+        self.runtime.close()
+
+    async def enqueue(self, fields: dict[str, Any]) -> InvocationRecord:
+        """Record and queue an invocation (the checks of every door); 422 if refused."""
+        try:
+            record, _ = await self.runtime.submit_invocation(fields)
+        except RequestError as error:
+            raise HTTPException(422, str(error)) from None
+        return record
+
+    async def record(self, app_name: str, invocation_id: str) -> InvocationRecord:
+        """The invocation's record; 404 if there is none."""
+        services = await self.services()
+        record = await services.store.get(app_name, invocation_id)
+        if record is None:
+            raise HTTPException(404, f"no invocation {invocation_id!r} of app {app_name!r}")
+        return record
+
+    async def session(self, app_name: str, user_id: str, session_id: str) -> Session:
+        """The session; 404 ``Session not found`` (ADK's words) if there is none."""
+        services = await self.services()
+        session = await services.sessions.get_session(
+            app_name=app_name, user_id=user_id, session_id=session_id)
+        if session is None:
+            raise HTTPException(404, "Session not found")
+        return session
+
+    async def follow(
+        self, record: InvocationRecord, *, until: frozenset[InvocationStatus] = SETTLED,
+        after: str | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """The invocation's live stream (replayed from its start, or after ``after``)."""
+        services = await self.services()
+        assert services.events is not None
+        async for item in services.events.follow(
+            record.app_name, record.invocation_id, until=until, after=after,
+        ):
+            yield item
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """An event as ADK's API server writes it: camelCase, no nulls."""
+    return event.to_wire()
+
+
+def session_json(session: Session, *, with_events: bool = True) -> dict[str, Any]:
+    """A session as ADK's API server writes it (events left out of lists)."""
+    shown = session.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"events"})
+    shown["events"] = [event_json(e) for e in session.events] if with_events else []
+    return shown
+
+
+def record_json(record: InvocationRecord) -> dict[str, Any]:
+    """An invocation's record for clients (without the stored message)."""
+    return {
+        "invocationId": record.invocation_id, "appName": record.app_name,
+        "userId": record.user_id, "sessionId": record.session_id,
+        "status": record.status.value, "error": record.error,
+        "pendingCalls": record.pending_calls, "createdAt": record.created_at,
+        "updatedAt": record.updated_at,
+    }
+
+
+def sse(data: Any, *, event: str | None = None, entry_id: str | None = None) -> str:
+    """One Server-Sent Events frame."""
+    head = (f"id: {entry_id}\n" if entry_id else "") + (f"event: {event}\n" if event else "")
+    return f"{head}data: {json.dumps(data, separators=(',', ':'))}\n\n"

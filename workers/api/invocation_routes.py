@@ -1,0 +1,147 @@
+"""Routes beyond ADK's: enqueue without waiting, status, events, follow, answer, cancel.
+
+An invocation is addressed by its app and id (``/apps/{app}/invocations/{id}``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Header, HTTPException, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from orchestrator.distributed.intake import RequestError
+from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.stores import AnswerRejectedError
+from orchestrator.distributed.streams import FINISHED, SETTLED
+from workers.api.adk_routes import _Camel, checked
+from workers.api.backend import Backend, event_json, record_json, sse
+
+router = APIRouter(tags=["invocations"])
+
+
+class EnqueueRequest(_Camel):
+    """A message for a session: ``newMessage`` (text or Content JSON), optional extras."""
+
+    new_message: Any = None
+    state_delta: dict[str, Any] | None = None
+    streaming: bool = False
+    invocation_id: str | None = None
+
+
+class AnswerRequest(_Camel):
+    """The answer to a pending call."""
+
+    function_call_id: str
+    response: dict[str, Any]
+
+
+async def _enqueue(backend: Backend, fields: dict[str, Any]) -> JSONResponse:
+    record = await backend.enqueue(fields)
+    return JSONResponse(record_json(record), status_code=202)
+
+
+@router.post("/apps/{app_name}/users/{user_id}/sessions/{session_id}/invocations",
+             status_code=202)
+async def enqueue(request: Request, app_name: str, user_id: str, session_id: str,
+                  body: EnqueueRequest) -> JSONResponse:
+    """Queue a message for an existing session; 202 with the invocation at once."""
+    backend = checked(request, app_name, ("user_id", user_id), ("session_id", session_id))
+    await backend.session(app_name, user_id, session_id)
+    return await _enqueue(backend, {
+        "app_name": app_name, "user_id": user_id, "session_id": session_id,
+        "new_message": body.new_message, "state_delta": body.state_delta,
+        "streaming": body.streaming, "invocation_id": body.invocation_id})
+
+
+@router.post("/apps/{app_name}/users/{user_id}/invocations", status_code=202)
+async def enqueue_new_session(request: Request, app_name: str, user_id: str,
+                              body: EnqueueRequest) -> JSONResponse:
+    """Queue a message for a new session; 202 with the invocation (and its session id)."""
+    backend = checked(request, app_name, ("user_id", user_id))
+    return await _enqueue(backend, {
+        "app_name": app_name, "user_id": user_id, "new_message": body.new_message,
+        "state_delta": body.state_delta, "streaming": body.streaming,
+        "invocation_id": body.invocation_id})
+
+
+@router.get("/apps/{app_name}/invocations/{invocation_id}")
+async def status(request: Request, app_name: str, invocation_id: str) -> dict[str, Any]:
+    """The invocation's status, error and pending calls, with where each call stands."""
+    backend = checked(request, app_name, ("invocation_id", invocation_id))
+    record = await backend.record(app_name, invocation_id)
+    services = await backend.services()
+    calls = await services.store.pending_details(record)
+    return {**record_json(record),
+            "calls": [c.model_dump(mode="json", by_alias=False, exclude_none=True) for c in calls]}
+
+
+@router.get("/apps/{app_name}/invocations/{invocation_id}/events")
+async def events(request: Request, app_name: str, invocation_id: str) -> list[dict[str, Any]]:
+    """The invocation's committed events, oldest first."""
+    backend = checked(request, app_name, ("invocation_id", invocation_id))
+    record = await backend.record(app_name, invocation_id)
+    session = await backend.session(app_name, record.user_id, record.session_id)
+    return [event_json(e) for e in session.events if e.invocation_id == invocation_id]
+
+
+@router.get("/apps/{app_name}/invocations/{invocation_id}/stream")
+async def stream(request: Request, app_name: str, invocation_id: str, until: str = "finished",
+                 last_event_id: str | None = Header(default=None)) -> StreamingResponse:
+    """Follow the invocation live (Server-Sent Events), replayed from its start.
+
+    Each frame has an ``id``: reconnecting with ``Last-Event-ID`` resumes after it. Frames
+    are ``event: event`` (an event, partial chunks included) and ``event: status``. Ends at
+    a terminal status, or also at a pause with ``?until=paused``.
+    """
+    backend = checked(request, app_name, ("invocation_id", invocation_id))
+    if until not in ("finished", "paused"):
+        raise HTTPException(422, "until: must be 'finished' or 'paused'")
+    if last_event_id is not None and not _is_entry_id(last_event_id):
+        raise HTTPException(422, "Last-Event-ID: not an id this stream sent")
+    record = await backend.record(app_name, invocation_id)
+
+    async def frames() -> AsyncIterator[str]:
+        async for item in backend.follow(record, after=last_event_id,
+                                         until=FINISHED if until == "finished" else SETTLED):
+            if item.event is not None:
+                yield sse(event_json(item.event), event="event", entry_id=item.entry_id)
+            elif item.status is not None:
+                yield sse({"status": item.status.value}, event="status", entry_id=item.entry_id)
+
+    return StreamingResponse(frames(), media_type="text/event-stream")
+
+
+def _is_entry_id(value: str) -> bool:
+    left, _, right = value.partition("-")
+    return left.isdigit() and right.isdigit() and len(value) <= 40
+
+
+@router.post("/apps/{app_name}/invocations/{invocation_id}/answer", status_code=202)
+async def answer(request: Request, app_name: str, invocation_id: str,
+                 body: AnswerRequest) -> dict[str, Any]:
+    """Answer a call the invocation waits for; 409 if it does not wait for that call."""
+    backend = checked(request, app_name, ("invocation_id", invocation_id))
+    services = await backend.services()
+    try:
+        await services.service.answer(app_name, invocation_id, body.function_call_id,
+                                      body.response)
+    except RequestError as error:
+        raise HTTPException(422, str(error)) from None
+    except AnswerRejectedError as error:
+        raise HTTPException(409, str(error)) from None
+    return {"invocationId": invocation_id, "answered": body.function_call_id}
+
+
+@router.post("/apps/{app_name}/invocations/{invocation_id}/cancel", status_code=202)
+async def cancel(request: Request, app_name: str, invocation_id: str) -> dict[str, Any]:
+    """Ask for the invocation to be cancelled (queued, running or paused)."""
+    backend = checked(request, app_name, ("invocation_id", invocation_id))
+    record = await backend.record(app_name, invocation_id)
+    if record.status.is_terminal:
+        raise HTTPException(409, f"invocation {invocation_id!r} is {record.status.value}")
+    services = await backend.services()
+    await services.service.cancel(app_name, invocation_id)
+    return {"invocationId": invocation_id, "status": InvocationStatus.CANCELLED.value,
+            "cancelRequested": True}

@@ -1,0 +1,130 @@
+"""Who may call ``adk-celery api``: bearer tokens, the apps each may use, CORS, body sizes."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import HTTPException, Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from config import Settings
+
+ANY_APP = "*"
+
+
+@dataclass(frozen=True)
+class Access:
+    """The tokens the server accepts and the apps each opens; no tokens = no authentication."""
+
+    tokens: dict[str, frozenset[str]]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Access:
+        """Parse ``ADK_CELERY_API_TOKENS``; ValueError naming the setting if malformed."""
+        if settings.api_tokens is None:
+            return cls({})
+        try:
+            raw = json.loads(settings.api_tokens.get_secret_value())
+        except ValueError:
+            raise ValueError("ADK_CELERY_API_TOKENS must be a JSON object") from None
+        if not isinstance(raw, dict) or not all(
+            isinstance(token, str) and token and isinstance(apps, list)
+            and all(isinstance(app, str) for app in apps) for token, apps in raw.items()
+        ):
+            raise ValueError('ADK_CELERY_API_TOKENS must map tokens to lists of app names, '
+                             'e.g. {"token": ["app"]} or {"token": ["*"]}')
+        return cls({token: frozenset(apps) for token, apps in raw.items()})
+
+    @property
+    def required(self) -> bool:
+        """True when requests must carry a token."""
+        return bool(self.tokens)
+
+    def apps_of(self, request: Request) -> frozenset[str] | None:
+        """The apps the request's token opens (None: every app, no tokens configured).
+
+        Raises 401 without a known token. Tokens are compared in constant time.
+        """
+        if not self.tokens:
+            return None
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() == "bearer" and token:
+            for known, apps in self.tokens.items():
+                if hmac.compare_digest(known.encode(), token.strip().encode()):
+                    return apps
+        raise HTTPException(401, "a valid bearer token is required (Authorization: Bearer ...)",
+                            headers={"WWW-Authenticate": "Bearer"})
+
+    def check_app(self, request: Request, app_name: str) -> None:
+        """403 unless the request's token opens ``app_name`` (401 without a token)."""
+        apps = self.apps_of(request)
+        if apps is not None and ANY_APP not in apps and app_name not in apps:
+            raise HTTPException(403, f"this token does not open app {app_name!r}")
+
+    def visible(self, request: Request, names: list[str]) -> list[str]:
+        """The app names the request's token opens, of ``names``."""
+        apps = self.apps_of(request)
+        if apps is None or ANY_APP in apps:
+            return names
+        return [name for name in names if name in apps]
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a request body over ``limit`` bytes, before it is all read."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on, counting its body."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await _too_large(send, self.limit)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _BodyTooLarge()
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _BodyTooLarge:
+            await _too_large(send, self.limit)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = json.dumps({"detail": f"request body over {limit} bytes "
+                                 "(ADK_CELERY_API_MAX_BODY_BYTES)"}).encode()
+    headers: list[Any] = [(b"content-type", b"application/json"),
+                          (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
