@@ -16,7 +16,7 @@ from config import Settings
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
-APP_SERVICES = ("orchestrator", "worker", "flower")
+APP_SERVICES = ("orchestrator", "worker", "flower", "api")
 
 
 def adk_celery_argv(service: str) -> list[str]:
@@ -31,8 +31,8 @@ def adk_celery_argv(service: str) -> list[str]:
     return argv[1:]
 
 
-def test_the_four_services_exist():
-    assert set(SERVICES) == {"redis", "orchestrator", "worker", "flower"}
+def test_the_five_services_exist():
+    assert set(SERVICES) == {"redis", "orchestrator", "worker", "flower", "api"}
 
 
 def test_redis_keeps_data_with_aof_and_never_evicts():
