@@ -300,6 +300,7 @@ class Client:
         Raises RequestError for malformed input and AnswerRejectedError if the invocation
         does not wait for that call; nothing is stored either way.
         """
+        self._check_ids(app_name, invocation_id)
         service = self._services().service
         seen = self._sync_redis().xrevrange(keys.invocation_statuses(app_name, invocation_id), count=1)
         self._runtime.run(service.answer(app_name, invocation_id, function_call_id, response))
