@@ -21,7 +21,6 @@ and option parsing); ``pyproject.toml`` pins Flower below 3.
 from __future__ import annotations
 
 import ast
-import ipaddress
 import logging
 import signal
 import sys
@@ -38,6 +37,7 @@ from flower.views import BaseHandler
 from flower.views.monitor import Healthcheck, Metrics
 
 from config import Settings
+from workers.addresses import is_loopback
 
 logger = logging.getLogger(__name__)
 
@@ -148,16 +148,6 @@ class LockedFlower(Flower):  # type: ignore[misc]
             overrides += [(route, ControlDisabled) for route in CONTROL_ROUTES]
         # Added host rules are matched before Flower's own routes (tornado's add_handlers).
         self.add_handlers(r".*", overrides)
-
-
-def is_loopback(address: str) -> bool:
-    """True for an address only this machine can reach."""
-    if address == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 def run_flower(capp: Celery, settings: Settings, port: int, address: str, extra: list[str]) -> None:

@@ -11,9 +11,10 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from config import Settings, get_settings
+from workers.addresses import is_loopback
 from workers.api import adk_routes, invocation_routes
 from workers.api.backend import Backend
-from workers.api.security import BodyLimit, is_loopback
+from workers.api.security import BodyLimit
 
 logger = logging.getLogger(__name__)
 

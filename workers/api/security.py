@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -72,16 +71,6 @@ class Access:
         if apps is None or ANY_APP in apps:
             return names
         return [name for name in names if name in apps]
-
-
-def is_loopback(host: str) -> bool:
-    """True for an address only this machine can reach."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class BodyLimit:
