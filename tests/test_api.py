@@ -113,6 +113,16 @@ def test_run_and_run_sse(api):
     assert bad.status_code == 422 and "new_message.parts[0].function_response" in bad.text
 
 
+def test_run_goes_on_while_workers_run_remote_tools(api):
+    session = httpx.post(f"{api}/apps/lookup/users/erin/sessions").json()
+    events = httpx.post(f"{api}/run", timeout=30, json={
+        "appName": "lookup", "userId": "erin", "sessionId": session["id"],
+        "newMessage": {"role": "user", "parts": [{"text": "look up Oslo"}]}}).json()
+    shape = [next(iter(e["content"]["parts"][0])) for e in events]
+    assert shape == ["functionCall", "functionResponse", "text"], events
+    assert events[-1]["content"]["parts"][0]["text"].startswith("Oslo found by pid")
+
+
 def test_an_adk_client_answers_a_long_running_call_and_follows_by_sse(api):
     """Plain httpx, as a client written against ADK's routes plus the answer route."""
     session = httpx.post(f"{api}/apps/approval/users/carol/sessions").json()

@@ -219,15 +219,50 @@ async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, 
     return backend, record
 
 
+_RECHECK_SECONDS = 1.0
+"""While paused on calls that workers run, how often a run looks again whether the
+invocation now waits for an answer from outside (a tool that returned nothing)."""
+
+
 async def _run_events(backend: Backend, record: Any, partial: bool) -> AsyncIterator[Any]:
-    """The run's events (without the user's message, as ADK's runner), then its end."""
-    async for item in backend.follow(record):
-        event = item.event
-        if event is not None and event.author != "user" and (partial or not event.partial):
-            yield event
-        elif item.status is InvocationStatus.FAILED:
-            final = await backend.record(record.app_name, record.invocation_id)
-            yield RuntimeError(final.error or "the invocation failed")
+    """The run's events (without the user's message, as ADK's runner), then its end.
+
+    A run ends when the invocation ends, or pauses for an answer from outside (a human's,
+    another service's): a pause while workers run its remote tools is not an end, as a
+    long-running tool that returns a value does not end ADK's run either.
+    """
+    after: str | None = None
+    while True:
+        paused = False
+        try:
+            async for item in backend.follow(record, after=after,
+                                             timeout=_RECHECK_SECONDS if after else None):
+                after = item.entry_id or after
+                event = item.event
+                if event is not None and event.author != "user" and (partial or not event.partial):
+                    yield event
+                elif item.status is InvocationStatus.FAILED:
+                    final = await backend.record(record.app_name, record.invocation_id)
+                    yield RuntimeError(final.error or "the invocation failed")
+                    return
+                elif item.status is not None and item.status.is_terminal:
+                    return
+                elif item.status is InvocationStatus.PAUSED:
+                    paused = True
+        except TimeoutError:
+            paused = True
+        if paused and await _waits_for_outside(backend, record):
+            return
+
+
+async def _waits_for_outside(backend: Backend, record: Any) -> bool:
+    """True if the invocation is paused and a call it waits for has no job running."""
+    current = await backend.record(record.app_name, record.invocation_id)
+    if current.status is not InvocationStatus.PAUSED:
+        return current.status.is_terminal
+    services = await backend.services()
+    calls = await services.store.pending_details(current)
+    return any(call.where == "waiting for an answer" for call in calls)
 
 
 @router.post("/run")

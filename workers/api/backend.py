@@ -67,13 +67,16 @@ class Backend:
 
     async def follow(
         self, record: InvocationRecord, *, until: frozenset[InvocationStatus] = SETTLED,
-        after: str | None = None,
+        after: str | None = None, timeout: float | None = None,
     ) -> AsyncIterator[StreamItem]:
-        """The invocation's live stream (replayed from its start, or after ``after``)."""
+        """The invocation's live stream (replayed from its start, or after ``after``).
+
+        TimeoutError if ``timeout`` seconds pass before it ends.
+        """
         services = await self.services()
         assert services.events is not None
         async for item in services.events.follow(
-            record.app_name, record.invocation_id, until=until, after=after,
+            record.app_name, record.invocation_id, until=until, after=after, timeout=timeout,
         ):
             yield item
 
