@@ -262,7 +262,14 @@ async def _waits_for_outside(backend: Backend, record: Any) -> bool:
         return current.status.is_terminal
     services = await backend.services()
     calls = await services.store.pending_details(current)
-    return any(call.where == "waiting for an answer" for call in calls)
+    results = (await services.store.load(record.app_name, record.invocation_id)).results
+    # No job out and no answer stored yet (an answer stored means its resume is on its way).
+    return any(call.where == "waiting for an answer" and not _answered(results.get(call.function_call_id))
+               for call in calls)
+
+
+def _answered(result: Any) -> bool:
+    return result is not None and (result.response is not None or bool(result.events))
 
 
 @router.post("/run")

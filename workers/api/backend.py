@@ -22,6 +22,9 @@ from orchestrator.sessions.session import Session
 from workers.api.security import Access
 from workers.runtime import Runtime, Services
 
+_CONNECTIONS = 10_000
+"""Redis connections one server process may open (redis-py's asyncio pool allows 100)."""
+
 
 class Backend:
     """One per server process: settings, access rules, the apps, and Redis services."""
@@ -34,7 +37,12 @@ class Backend:
 
     async def services(self) -> Services:
         """The Redis services of the server's event loop."""
-        return await self.runtime.services()
+        services = await self.runtime.services()
+        pool = services.redis.connection_pool
+        if pool.max_connections < _CONNECTIONS:
+            # Every open /run, /run_sse or follow holds a connection in a blocking read.
+            pool.max_connections = _CONNECTIONS
+        return services
 
     def close(self) -> None:
         """Close the Redis connections."""

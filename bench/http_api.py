@@ -1,0 +1,164 @@
+"""What the HTTP hop costs: ``POST /run`` of ``adk-celery api`` beside ``Client`` in one run.
+
+    .venv/bin/python bench/http_api.py [--invocations 200] [--burst 200] [--rounds 2]
+
+Starts a fresh ``redis-server``, one orchestrator and one worker (``adk-celery`` CLI
+defaults) and one ``adk-celery api`` on loopback. The app is ``_latency_apps.py``'s: one
+remote long-running tool that a worker answers at once, then a final text.
+
+- latency: sequential invocations, each on a session made beforehand. ``client``:
+  ``Client.enqueue`` then ``Client.wait`` until completed; ``http``: one ``POST /run`` that
+  returns when the run is over (httpx, one kept-alive connection). p50 of each, alternating
+  in ``--rounds`` blocks. Target: http p50 - client p50 <= 1.5 ms.
+- throughput: ``--burst`` invocations at once. ``client``: enqueue all, then wait for each;
+  ``http``: that many concurrent ``POST /run`` (httpx AsyncClient). Target: http >= 80% of
+  the client's invocations/s. Medians over 3 bursts each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from config import Settings  # noqa: E402
+from orchestrator.distributed.models import InvocationStatus  # noqa: E402
+from tests.support.processes import ManagedProcess, stack_env, start_celery_process  # noqa: E402
+from tests.support.redis_server import free_port, redis_server  # noqa: E402
+from workers.client import FINISHED, Client  # noqa: E402
+
+APP_SPECS = "bench._latency_apps:remote_tool_app"
+APP = "remote_tool"
+USER = "bench"
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+def start_api(env: dict[str, str]) -> tuple[ManagedProcess, str]:
+    port = free_port()
+    api = ManagedProcess("api", [sys.executable, "-m", "workers.cli", "api", "--port", str(port)],
+                         env)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return api, base
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or api.proc.poll() is not None:
+            raise SystemExit(f"the api did not start:\n{api.output()}")
+        time.sleep(0.05)
+
+
+def run_body(session_id: str) -> dict[str, object]:
+    return {"appName": APP, "userId": USER, "sessionId": session_id,
+            "newMessage": {"role": "user", "parts": [{"text": "go"}]}}
+
+
+def client_once(client: Client, session_id: str) -> float:
+    start = time.perf_counter()
+    invocation_id = client.enqueue(APP, USER, "go", session_id=session_id)
+    record = client.wait(APP, invocation_id, timeout=30, until=FINISHED)
+    elapsed = time.perf_counter() - start
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    return elapsed
+
+
+def http_once(http: httpx.Client, base: str, session_id: str) -> float:
+    start = time.perf_counter()
+    reply = http.post(f"{base}/run", json=run_body(session_id), timeout=30)
+    elapsed = time.perf_counter() - start
+    assert reply.status_code == 200 and reply.json()[-1]["content"]["parts"][0]["text"], reply.text
+    return elapsed
+
+
+def client_burst(client: Client, sessions: list[str]) -> float:
+    start = time.perf_counter()
+    ids = [client.enqueue(APP, USER, "go", session_id=s) for s in sessions]
+    for invocation_id in ids:
+        assert client.wait(APP, invocation_id, timeout=120, until=FINISHED).status is (
+            InvocationStatus.COMPLETED)
+    return len(sessions) / (time.perf_counter() - start)
+
+
+async def http_burst(base: str, sessions: list[str]) -> float:
+    limits = httpx.Limits(max_connections=len(sessions), max_keepalive_connections=len(sessions))
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120) as http:
+        start = time.perf_counter()
+        replies = await asyncio.gather(*(http.post("/run", json=run_body(s)) for s in sessions))
+        elapsed = time.perf_counter() - start
+    failed = [r for r in replies if r.status_code != 200]
+    assert not failed, (f"{len(failed)} of {len(replies)} failed: "
+                        f"{failed[0].status_code} {failed[0].text[:300]}")
+    return len(sessions) / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--invocations", type=int, default=200)
+    parser.add_argument("--burst", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    with redis_server() as url:
+        env = stack_env(url, APP_SPECS)
+        orchestrator = start_celery_process("orchestrator", "http-orch", env)
+        worker = start_celery_process("worker", "http-work", env)
+        api, base = start_api(env)
+        client = Client(Settings(redis_url=url, apps=APP_SPECS))
+        try:
+            def sessions(n: int) -> list[str]:
+                return [client.create_session(APP, USER).id for _ in range(n)]
+
+            with httpx.Client() as http:
+                for s in sessions(20):  # warm-up both paths
+                    client_once(client, s)
+                    http_once(http, base, client.create_session(APP, USER).id)
+                times: dict[str, list[float]] = {"client": [], "http": []}
+                per_round = max(1, args.invocations // args.rounds)
+                for round_no in range(args.rounds):
+                    for s in sessions(per_round):
+                        times["client"].append(client_once(client, s))
+                    for s in sessions(per_round):
+                        times["http"].append(http_once(http, base, s))
+                    print(f"  round {round_no + 1}: client p50 "
+                          f"{ms(statistics.median(times['client'][-per_round:]))}, http p50 "
+                          f"{ms(statistics.median(times['http'][-per_round:]))}")
+            client_p50, http_p50 = (statistics.median(times[k]) for k in ("client", "http"))
+            print(f"\n== latency: one invocation with one remote tool, {len(times['client'])} each ==")
+            print(f"  client p50 {ms(client_p50)}, http /run p50 {ms(http_p50)}: the HTTP hop adds "
+                  f"{ms(http_p50 - client_p50)} (target <= 1.50 ms) "
+                  f"{'OK' if http_p50 - client_p50 <= 0.0015 else 'MISSED'}")
+            rates: dict[str, list[float]] = {"client": [], "http": []}
+            for _ in range(3):
+                rates["client"].append(client_burst(client, sessions(args.burst)))
+                try:
+                    rates["http"].append(asyncio.run(http_burst(base, sessions(args.burst))))
+                except AssertionError:
+                    print("\n".join(line for line in api.lines if "Error" in line)[-3000:])
+                    raise
+            client_rate, http_rate = (statistics.median(rates[k]) for k in ("client", "http"))
+            print(f"\n== throughput: {args.burst} invocations at once, medians of 3 ==")
+            print(f"  client {client_rate:.1f}/s (runs {', '.join(f'{r:.0f}' for r in rates['client'])}), "
+                  f"http {http_rate:.1f}/s (runs {', '.join(f'{r:.0f}' for r in rates['http'])}): "
+                  f"{http_rate / client_rate:.0%} of the client's (target >= 80%) "
+                  f"{'OK' if http_rate >= 0.8 * client_rate else 'MISSED'}")
+        finally:
+            client.close()
+            api.stop()
+            worker.stop()
+            orchestrator.stop()
+
+
+if __name__ == "__main__":
+    main()
