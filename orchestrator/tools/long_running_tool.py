@@ -26,12 +26,19 @@ class LongRunningFunctionTool(FunctionTool):
     def __init__(self, func: Callable[..., Any], **kwargs: Any) -> None:
         super().__init__(func, **kwargs)
         self.is_long_running = True
+        self._noted: types.FunctionDeclaration | None = None
 
     def _get_declaration(self) -> types.FunctionDeclaration | None:
-        """The function's declaration, with a note telling the model not to call it again."""
-        declaration = super()._get_declaration()
-        if declaration is None:
-            return None
-        return declaration.model_copy(
-            update={"description": (declaration.description or "") + _LONG_RUNNING_NOTE}
-        )
+        """The function's declaration, with a note telling the model not to call it again.
+
+        Built once, like :class:`FunctionTool`'s: every model call of every invocation
+        declares the tool again.
+        """
+        if self._noted is None:
+            declaration = super()._get_declaration()
+            if declaration is None:
+                return None
+            self._noted = declaration.model_copy(
+                update={"description": (declaration.description or "") + _LONG_RUNNING_NOTE}
+            )
+        return self._noted
