@@ -16,9 +16,16 @@ from orchestrator.models.fake import FunctionLlm
 
 
 def _last_user_text(request: LlmRequest) -> str:
-    """The text of the user's latest message ('' if none)."""
-    texts = [p.text for c in request.contents if c.role == "user" for p in c.parts or [] if p.text]
-    return texts[-1] if texts else ""
+    """The text of the user's latest message ('' if none).
+
+    Read from the end: a model that answers at once costs the same on a long session.
+    """
+    for content in reversed(request.contents):
+        if content.role == "user":
+            for part in reversed(content.parts or []):
+                if part.text:
+                    return part.text
+    return ""
 
 
 async def _model(request: LlmRequest) -> Any:

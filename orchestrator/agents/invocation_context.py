@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -12,31 +13,41 @@ from google.genai import types
 
 from orchestrator.agents.run_config import RunConfig
 from orchestrator.errors import LlmCallsLimitExceededError
+from orchestrator.events.event import Event
+from orchestrator.events.log_scans import LogScan
 
 if TYPE_CHECKING:
     from orchestrator.agents.base_agent import BaseAgent
     from orchestrator.apps.app import ResumabilityConfig
     from orchestrator.artifacts.base_artifact_service import BaseArtifactService
     from orchestrator.distributed.transport import Transport
-    from orchestrator.events.event import Event
     from orchestrator.memory.base_memory_service import BaseMemoryService
     from orchestrator.sessions.base_session_service import BaseSessionService
     from orchestrator.sessions.session import Session
 
 
-def count_model_calls(events: list[Event], invocation_id: str) -> int:
+def count_model_calls(events: list[Event], invocation_id: str, view: str | None = None) -> int:
     """How many model calls this invocation's committed events record.
 
     One model call commits one event authored by an agent: the model's content (role
     ``model``) or its error. So the count survives pauses, resumes and crashes: whoever
     continues the invocation reads it from the log. It can only err high (an agent that
-    writes model-role content without a model call counts as one), never low.
+    writes model-role content without a model call counts as one), never low. Each event
+    of a session is read once per process, not once per new context (long sessions);
+    ``view``: the branch ``events`` were selected for, if they are not the whole log.
     """
-    return sum(
-        1 for event in events
-        if event.invocation_id == invocation_id and not event.partial and event.author != "user"
-        and ((event.content is not None and event.content.role == "model") or event.error_code)
-    )
+    return _MODEL_CALLS.of(events, view)[invocation_id]
+
+
+def _count_model_call(counts: Counter[str], event: Event) -> None:
+    if event.author != "user" and not event.partial and (
+        (event.content is not None and event.content.role == "model") or event.error_code
+    ):
+        counts[event.invocation_id] += 1
+
+
+_MODEL_CALLS: LogScan[Counter[str]] = LogScan(Counter, _count_model_call)
+"""Model calls per invocation of each session."""
 
 
 @dataclass
@@ -86,7 +97,7 @@ class InvocationContext:
             # ``max_llm_calls`` is per invocation, not per run: a resumed or recovered run
             # starts from the calls the invocation already made.
             self._counters = _Counters(
-                llm_calls=count_model_calls(self.session.events, self.invocation_id))
+                llm_calls=count_model_calls(self.session.events, self.invocation_id, self.branch))
 
     @property
     def counters(self) -> _Counters:

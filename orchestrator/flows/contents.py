@@ -14,6 +14,8 @@ from typing import Any
 from google.genai import types
 
 from orchestrator.events.event import Event
+from orchestrator.events.log_scans import LogScan
+from orchestrator.flows.history_memo import HistoryEntry, HistoryMemo
 
 REQUEST_CONFIRMATION = "adk_request_confirmation"
 REQUEST_CREDENTIAL = "adk_request_credential"
@@ -31,9 +33,25 @@ CONTEXT_PREAMBLE = (
 )
 
 
-def apply_rewinds(events: list[Event]) -> list[Event]:
-    """Drop every event rewound by a later ``rewind_before_invocation_id`` event."""
-    if not any(e.actions.rewind_before_invocation_id for e in events):
+HISTORY_MEMO = HistoryMemo()
+"""This process's memo of built histories (see :mod:`orchestrator.flows.history_memo`)."""
+
+
+def _note_rewind(rewound: list[bool], event: Event) -> None:
+    if event.actions.rewind_before_invocation_id:
+        rewound[0] = True
+
+
+_REWINDS: LogScan[list[bool]] = LogScan(lambda: [False], _note_rewind)
+"""Whether each session was ever rewound, read once per event."""
+
+
+def apply_rewinds(events: list[Event], view: str | None = None) -> list[Event]:
+    """Drop every event rewound by a later ``rewind_before_invocation_id`` event.
+
+    ``view``: the branch ``events`` were selected for, if they are not the whole log.
+    """
+    if not _REWINDS.of(events, view)[0]:
         return events
     kept: list[Event] = []
     i = len(events) - 1
@@ -63,20 +81,97 @@ def build_contents(
     branch: str | None,
     include_contents: str = "default",
     include_thoughts_from_other_agents: bool = False,
+    memo: HistoryMemo | None = HISTORY_MEMO,
 ) -> list[types.Content]:
-    """Return the model history for ``agent_name`` on ``branch``."""
+    """Return the model history for ``agent_name`` on ``branch``.
+
+    With a ``memo`` (the process's by default), a long session costs each model call only
+    the events appended since the previous call of the same view: see :func:`_extended`.
+    """
+    if memo is None or include_contents == "none" or not events:
+        return _build(events, agent_name, branch, include_contents,
+                      include_thoughts_from_other_agents, None)
+    key = (events[0].id, agent_name, branch, include_thoughts_from_other_agents)
+    entry = memo.take(key, events)
+    if entry is not None and _extended(entry, events, agent_name, branch,
+                                       include_thoughts_from_other_agents):
+        memo.put(key, entry)
+        return list(entry.contents)
+    fresh: list[HistoryEntry] = []
+    contents = _build(events, agent_name, branch, include_contents,
+                      include_thoughts_from_other_agents, fresh)
+    if fresh:
+        memo.put(key, fresh[0])
+    return contents
+
+
+def _build(
+    events: list[Event], agent_name: str, branch: str | None, include_contents: str,
+    include_thoughts: bool, keep: list[HistoryEntry] | None,
+) -> list[types.Content]:
+    """The history built from every event.
+
+    ``keep`` receives an entry for the memo if the result can be extended later: no
+    rewinds, and no response left to move after its call.
+    """
     call_authors = _call_authors(events)
-    visible = [e for e in apply_rewinds(events) if _is_visible(e, branch)]
+    rewound = apply_rewinds(events, branch)
+    visible = [e for e in rewound if _is_visible(e, branch)]
     if include_contents == "none":
         visible = visible[_current_turn_start(visible, agent_name):]
-    visible = _rearrange_latest_function_response(visible)
-    visible = _rearrange_async_function_responses(visible)
-    visible = _drop_orphans(visible)
+    arranged = _rearrange_latest_function_response(visible)
+    contents = _convert(_drop_orphans(_rearrange_async_function_responses(arranged)),
+                        agent_name, call_authors, include_thoughts)
+    if keep is not None and rewound is events and arranged is visible:
+        keep.append(HistoryEntry(
+            count=len(events), last_id=events[-1].id, contents=list(contents),
+            call_authors=call_authors,
+            response_ids={r.id for e in events for r in e.get_function_responses() if r.id},
+        ))
+    return contents
+
+
+def _extended(
+    entry: HistoryEntry, events: list[Event], agent_name: str, branch: str | None,
+    include_thoughts: bool,
+) -> bool:
+    """Extend ``entry`` to every one of ``events`` if the new ones leave its history as it is.
+
+    They do when none of them rewinds, answers a call, or makes a call whose id an earlier
+    response carries (or has no id): then no earlier event moves, gains or loses a part,
+    and each new event's own part of the history depends only on itself. False (``entry``
+    untouched) otherwise: the caller builds the whole history again.
+    """
+    new = events[entry.count:]
+    for event in new:
+        if event.actions.rewind_before_invocation_id or event.get_function_responses():
+            return False
+        for call in event.get_function_calls():
+            if call.id is None or call.id in entry.response_ids:
+                return False
+    # The last shown event moves nothing: it is either new (no responses) or the one the
+    # entry ended with, which moved nothing then.
+    visible = [e for e in new if _is_visible(e, branch)]
+    for event in new:
+        for call in event.get_function_calls():
+            entry.call_authors[call.id or ""] = event.author
+    # No response anywhere answers a new call yet: it is dropped unless long-running, as
+    # _drop_orphans drops it when building the whole history.
+    kept = _drop_orphans(visible, answered=set())
+    entry.contents.extend(_convert(kept, agent_name, entry.call_authors, include_thoughts))
+    entry.count, entry.last_id = len(events), events[-1].id
+    return True
+
+
+def _convert(
+    events: list[Event], agent_name: str, call_authors: dict[str, str], include_thoughts: bool
+) -> list[types.Content]:
+    """Each event as the model sees it: its own content, or another agent's turn quoted."""
     contents: list[types.Content] = []
-    for event in visible:
+    for event in events:
         foreign_author = _foreign_author(event, agent_name, call_authors)
         if foreign_author:
-            content = _as_context(event, foreign_author, include_thoughts_from_other_agents)
+            content = _as_context(event, foreign_author, include_thoughts)
         else:
             content = _strip_client_ids(event.content)
         if content is not None and content.parts:
@@ -198,16 +293,23 @@ def _rearrange_async_function_responses(events: list[Event]) -> list[Event]:
     return result
 
 
-def _drop_orphans(events: list[Event]) -> list[Event]:
+def _drop_orphans(events: list[Event], answered: set[str | None] | None = None) -> list[Event]:
+    """Drop calls nobody answered (unless long-running) and responses to no call.
+
+    ``answered``: the call ids to count as answered instead of those of the responses among
+    ``events``.
+    """
     call_ids: set[str | None] = set()
     call_names_without_id: set[str | None] = set()
-    response_ids: set[str | None] = set()
+    responses: set[str | None] = set()
     for event in events:
         for call in event.get_function_calls():
             call_ids.add(call.id)
             if call.id is None:
                 call_names_without_id.add(call.name)
-        response_ids.update(r.id for r in event.get_function_responses())
+        responses.update(r.id for r in event.get_function_responses())
+    if answered is None:
+        answered = responses
     result = []
     for event in events:
         assert event.content is not None and event.content.parts is not None
@@ -215,7 +317,7 @@ def _drop_orphans(events: list[Event]) -> list[Event]:
         parts = []
         for part in event.content.parts:
             call, response = part.function_call, part.function_response
-            if call is not None and call.id is not None and call.id not in response_ids \
+            if call is not None and call.id is not None and call.id not in answered \
                     and call.id not in long_running:
                 continue
             if response is not None and (

@@ -98,14 +98,17 @@ async def answer_confirmations(
     Approved calls run with ``tool_context.tool_confirmation`` set; rejected ones answer with
     an error. Each original call id gets its real answer.
     """
-    events = _branch_events(ctx)
-    if not events or events[-1].author != "user":
+    # The last event of this invocation's branch first: reading every event of a long
+    # session on each model call is for the rare call that answers a confirmation.
+    last = next((e for e in reversed(ctx.session.events)
+                 if e.invocation_id == ctx.invocation_id
+                 and belongs_to_branch(e.branch, ctx.branch)), None)
+    if last is None or last.author != "user":
         return
-    answers = [
-        r for r in events[-1].get_function_responses() if r.name == REQUEST_CONFIRMATION
-    ]
+    answers = [r for r in last.get_function_responses() if r.name == REQUEST_CONFIRMATION]
     if not answers:
         return
+    events = _branch_events(ctx)
     requests = {c.id: c for e in events for c in e.get_function_calls() if c.name == REQUEST_CONFIRMATION}
     originals: list[types.FunctionCall] = []
     confirmations: dict[str, ToolConfirmation] = {}

@@ -1,0 +1,166 @@
+"""Long sessions: the model history built incrementally is the one built from every event.
+
+The memo (orchestrator/flows/history_memo.py) and the log scans (orchestrator/events/
+log_scans.py) let a model call read only the events appended since the previous call. These
+tests grow random sessions event by event and, after each event, compare what every view
+(agent, branch) gets with the memo against a build from scratch, so any shortcut that
+changes what a model sees fails here.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from google.genai import types
+
+from orchestrator.agents.invocation_context import count_model_calls
+from orchestrator.events.event import Event
+from orchestrator.events.event_actions import EventActions
+from orchestrator.events.log_scans import LogScan
+from orchestrator.flows import contents
+from orchestrator.flows.contents import build_contents
+from orchestrator.flows.history_memo import HistoryMemo
+
+AGENTS = ["root", "helper", "critic"]
+BRANCHES = [None, "root", "root.helper", "root.critic"]
+
+
+def _part(rng: random.Random, open_calls: list[tuple[str, str]], answered: set[str]) -> types.Part:
+    kind = rng.random()
+    if kind < 0.05:  # an answer that comes before its call, whose call may come later
+        call_id = f"early-{rng.getrandbits(2)}"
+        return types.Part(function_response=types.FunctionResponse(
+            id=call_id, name="lookup", response={"early": True}))
+    if kind < 0.1:
+        call_id = f"early-{rng.getrandbits(2)}"
+        open_calls.append((call_id, "lookup"))
+        return types.Part(function_call=types.FunctionCall(id=call_id, name="lookup", args={}))
+    if kind < 0.12:  # calls and answers without ids (matched by name)
+        if rng.random() < 0.5:
+            return types.Part(function_call=types.FunctionCall(name="lookup", args={}))
+        return types.Part(function_response=types.FunctionResponse(name="lookup", response={}))
+    if kind < 0.3 and open_calls:
+        call_id, name = rng.choice(open_calls)
+        if call_id not in answered or rng.random() < 0.3:  # sometimes a second answer
+            answered.add(call_id)
+        return types.Part(function_response=types.FunctionResponse(
+            id=call_id, name=name, response={"ok": rng.randint(0, 9)}))
+    if kind < 0.5:
+        call_id = rng.choice(["adk-", "call-"]) + str(rng.getrandbits(40))
+        name = rng.choice(["lookup", "approve", "adk_request_confirmation"])
+        open_calls.append((call_id, name))
+        return types.Part(function_call=types.FunctionCall(id=call_id, name=name, args={"n": 1}))
+    if kind < 0.55:
+        return types.Part(text="   ")
+    return types.Part(text=f"text {rng.getrandbits(16)}", thought=rng.random() < 0.1)
+
+
+def random_log(rng: random.Random, length: int) -> list[Event]:
+    """A session log with calls, answers (late, repeated), other agents, branches, rewinds."""
+    events: list[Event] = []
+    open_calls: list[tuple[str, str]] = []
+    answered: set[str] = set()
+    invocations = [f"e-{i}" for i in range(4)]
+    for _ in range(length):
+        author = rng.choice(["user", *AGENTS])
+        actions = EventActions()
+        if rng.random() < 0.02 and events:
+            actions = EventActions(rewind_before_invocation_id=rng.choice(invocations))
+        parts = [_part(rng, open_calls, answered) for _ in range(rng.randint(1, 2))]
+        role = "user" if author == "user" or any(p.function_response for p in parts) else "model"
+        content = types.Content(role=role, parts=parts) if rng.random() > 0.05 else None
+        long_running = {p.function_call.id for p in parts
+                        if p.function_call and p.function_call.id and rng.random() < 0.3}
+        events.append(Event(
+            invocation_id=rng.choice(invocations), author=author, content=content,
+            branch=rng.choice(BRANCHES), actions=actions,
+            long_running_tool_ids=long_running or None,
+        ))
+    return events
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_incremental_history_matches_a_build_from_scratch(seed: int) -> None:
+    rng = random.Random(seed)
+    log = random_log(rng, 60)
+    memo = HistoryMemo()
+    views = [(agent, branch, thoughts) for agent in AGENTS for branch in BRANCHES
+             for thoughts in (False, True)]
+    for n in range(1, len(log) + 1):
+        prefix = log[:n]
+        for agent, branch, thoughts in rng.sample(views, 6):
+            with_memo = build_contents(prefix, agent_name=agent, branch=branch,
+                                       include_thoughts_from_other_agents=thoughts, memo=memo)
+            scratch = build_contents(prefix, agent_name=agent, branch=branch,
+                                     include_thoughts_from_other_agents=thoughts, memo=None)
+            assert with_memo == scratch, (seed, n, agent, branch)
+
+
+def test_a_recreated_session_is_not_mistaken_for_the_old_one() -> None:
+    memo = HistoryMemo()
+    old = [Event(invocation_id="e-1", author="user",
+                 content=types.Content(role="user", parts=[types.Part(text="old")]))]
+    assert build_contents(old, agent_name="root", branch=None, memo=memo)[0].parts[0].text == "old"
+    new = [Event(invocation_id="e-1", author="user",
+                 content=types.Content(role="user", parts=[types.Part(text="new")]))]
+    assert build_contents(new, agent_name="root", branch=None, memo=memo)[0].parts[0].text == "new"
+
+
+def test_the_memo_stays_within_its_bounds() -> None:
+    memo = HistoryMemo(max_contents=50, max_entries=3)
+    for s in range(10):
+        log = [Event(invocation_id="e", author="user",
+                     content=types.Content(role="user", parts=[types.Part(text=f"{s}.{i}")]))
+               for i in range(20)]
+        build_contents(log, agent_name="root", branch=None, memo=memo)
+    assert len(memo) <= 2  # 20 contents each, 50 at most in all
+
+
+def test_model_calls_are_counted_per_invocation_and_per_view() -> None:
+    def model_event(inv: str, branch: str | None) -> Event:
+        return Event(invocation_id=inv, author="root", branch=branch,
+                     content=types.Content(role="model", parts=[types.Part(text="x")]))
+
+    user = Event(invocation_id="e-1", author="user",
+                 content=types.Content(role="user", parts=[types.Part(text="hi")]))
+    both = [user, model_event("e-1", "p.a"), model_event("e-1", None)]
+    a_view = [user, model_event("e-1", "p.a"), both[2]]
+    b_view = [user, model_event("e-1", "p.b"), both[2]]
+    assert count_model_calls(both, "e-1") == 2
+    assert count_model_calls(a_view, "e-1", "p.a") == 2
+    b_view.append(model_event("e-1", "p.b"))
+    assert count_model_calls(b_view, "e-1", "p.b") == 3
+    assert count_model_calls(both + [model_event("e-2", None)], "e-2") == 1
+
+
+def test_a_log_scan_reads_each_event_once() -> None:
+    seen: list[str] = []
+    scan: LogScan[list[str]] = LogScan(list, lambda state, event: seen.append(event.id))
+    log = [Event(invocation_id="e", author="user") for _ in range(5)]
+    scan.of(log[:3])
+    scan.of(log)
+    scan.of(log)
+    assert seen == [e.id for e in log]
+
+
+def test_a_growing_chat_is_built_from_scratch_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model calls of a chat (no tool calls) read only their new events after the first."""
+    full_builds: list[int] = []
+    build = contents._build
+
+    def counting(events, *args):  # noqa: ANN001, ANN002, ANN202
+        full_builds.append(len(events))
+        return build(events, *args)
+
+    monkeypatch.setattr(contents, "_build", counting)
+    memo = HistoryMemo()
+    log: list[Event] = []
+    for i in range(200):
+        log.append(Event(invocation_id=f"e-{i}", author="user",
+                         content=types.Content(role="user", parts=[types.Part(text=f"q{i}")])))
+        history = build_contents(log, agent_name="root", branch=None, memo=memo)
+        assert [c.parts[0].text for c in history][-1] == f"q{i}"
+        log.append(Event(invocation_id=f"e-{i}", author="root",
+                         content=types.Content(role="model", parts=[types.Part(text=f"a{i}")])))
+    assert full_builds == [1]
