@@ -265,7 +265,7 @@ class EventPrinter:
     A committed event prints as ``author: text``, ``author: call name({args}) [id]`` or
     ``author: response name -> {response}``, one part after another; streaming chunks print
     their text as it comes, on a line of their own starting ``author ~``; a status change
-    prints as ``[status]``.
+    prints as ``[status]``, a remote call's progress as ``[progress tool [call id]: {...}]``.
     """
 
     def __init__(self, out: TextIO) -> None:
@@ -282,6 +282,9 @@ class EventPrinter:
             self._out.write(describe_event(item.event) + "\n")
         elif item.status is not None:
             self._out.write(f"[{item.status.value}]\n")
+        elif item.progress is not None:
+            self._out.write(f"[progress {item.progress.tool} [{item.progress.function_call_id}]: "
+                            f"{_compact(item.progress.payload)}]\n")
         self._out.flush()
 
     def end_line(self) -> None:
