@@ -29,13 +29,16 @@ POOL_THREADS = "workers.thread_pool:TaskPool"
 """What ``--pool threads`` runs: Celery's threads pool, starting each job at once."""
 
 
-def _apply_apps(apps: list[str] | None) -> None:
-    # Settings are read from the environment, so --app is passed on the same way; the
-    # worker processes Celery starts inherit it.
-    if apps:
+def _apply_apps(apps: list[str] | None, metrics_port: int | None = None) -> None:
+    # Settings are read from the environment, so --app (and --metrics-port) are passed on
+    # the same way; the worker processes Celery starts inherit them.
+    if apps or metrics_port is not None:
         from config import get_settings
 
-        os.environ["ADK_CELERY_APPS"] = ",".join(apps)
+        if apps:
+            os.environ["ADK_CELERY_APPS"] = ",".join(apps)
+        if metrics_port is not None:
+            os.environ["ADK_CELERY_METRICS_PORT"] = str(metrics_port)
         get_settings.cache_clear()  # importing this package already read the settings
 
 
@@ -106,6 +109,9 @@ def _main(argv: Sequence[str] | None) -> None:
         p.add_argument("--loglevel", default="INFO", help="default INFO")
         p.add_argument("--hostname", default=f"{default_name}@%h",
                        help=f"Celery node name (default {default_name}@<host name>)")
+        p.add_argument("--metrics-port", type=int, default=None,
+                       help="serve this process's Prometheus metrics on this port (default "
+                            "ADK_CELERY_METRICS_PORT; 0, the default, serves none)")
 
     def process_command(name: str, help_text: str, description: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_text, description=description,
@@ -162,7 +168,7 @@ def _main(argv: Sequence[str] | None) -> None:
     if extra and args.command not in PASS_THROUGH:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command in ("orchestrator", "worker"):
-        _apply_apps(args.app)
+        _apply_apps(args.app, args.metrics_port)
         from config import get_settings
 
         settings = get_settings()
