@@ -223,9 +223,9 @@ class InvocationService:
                 ended, earlier = await self._process(key, token, item, loaded, earlier)
                 loaded = None
                 # The record is saved in the step that claims the next item or lets go.
-                item = await self.queue.claim_or_release(key, token, finished=item, save=ended)
-                if ended is not None:
+                if ended is not None:  # before the save: a watcher that sees it sees this
                     observe.invocation_status(ended.app_name, ended.status.value, ended.created_at)
+                item = await self.queue.claim_or_release(key, token, finished=item, save=ended)
             released = True  # the queue was empty and the lease went with it
         finally:
             if renewer is not None:
