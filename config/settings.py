@@ -107,6 +107,17 @@ class Settings(BaseSettings):
     """Origins browsers may call ``adk-celery api`` from (CORS), JSON list; empty: none."""
     api_max_body_bytes: int = 2_097_152
     """Largest HTTP request body ``adk-celery api`` reads."""
+    metrics_port: int = 0
+    """Port of the Prometheus metrics an orchestrator or worker process serves (its model and
+    tool call durations, status changes, redeliveries); 0: none (``--metrics-port``)."""
+    metrics_address: str = "127.0.0.1"
+    """Address those metrics listen on (``0.0.0.0`` to let a Prometheus elsewhere scrape)."""
+    api_metrics_public: bool = False
+    """Serve ``adk-celery api``'s ``GET /metrics`` without a token (else it needs a token
+    that opens every app, ``["*"]``)."""
+    metrics_stuck_after_seconds: float = 600.0
+    """An invocation queued or running this long without a status change, or a remote call
+    this long overdue for the watchdog's look, counts as stuck."""
     failpoints: str = ""
     """Fault tests only: ``name=action,...`` (see :mod:`orchestrator.failpoints`)."""
 

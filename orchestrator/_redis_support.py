@@ -17,6 +17,7 @@ from redis.retry import Retry
 from redis.utils import HIREDIS_AVAILABLE
 
 from config import get_settings
+from orchestrator import redis_keys as keys
 from orchestrator.errors import register_infrastructure_errors
 
 _JSON_SEPARATORS = (",", ":")
@@ -42,7 +43,33 @@ end
 STATUSES_MAXLEN = 32
 """Entries kept (at least) in an invocation's status-only stream: a waiter reads only new ones."""
 
-LUA_SAVE_RECORD = f"""
+_LIVE_STATUSES = ", ".join(f"['{status}'] = '{keys.invocations_in(status)}'"
+                           for status in keys.LIVE_STATUSES)
+
+# For metrics: the index of live invocations by status, and a count of the ones that ended
+# (a record leaving the index for a terminal status, or created in one). Keys not passed in
+# KEYS: the metrics need one instance (standalone Redis, or these keys' shard).
+LUA_INDEX_STATUS = f"""
+local function index_status(record_key, status, created)
+  local now = redis.call('TIME')[1]
+  local live, left = false, 0
+  for name, index in pairs({{{_LIVE_STATUSES}}}) do
+    if name == status then
+      redis.call('ZADD', index, now, record_key)
+      live = true
+    else
+      left = left + redis.call('ZREM', index, record_key)
+    end
+  end
+  if not live and (left > 0 or created) then
+    redis.call('HINCRBY', '{keys.stats()}', 'finished:' .. status, 1)
+  end
+end
+"""
+"""``index_status(record_key, status, created)``: keep ``redis_keys.invocations_in`` and
+the ``finished:<status>`` counters of ``redis_keys.stats`` up to date for a saved record."""
+
+LUA_SAVE_RECORD = LUA_INDEX_STATUS + f"""
 local function save_record(record_key, stream_key, statuses_key, record, status, ttl, maxlen,
                            only_if_new)
   if only_if_new then
@@ -57,6 +84,7 @@ local function save_record(record_key, stream_key, statuses_key, record, status,
   redis.call('XADD', statuses_key, 'MAXLEN', '~', {STATUSES_MAXLEN}, '*',
     'kind', 'status', 'status', status, 'record', record)
   redis.call('EXPIRE', statuses_key, ttl)
+  index_status(record_key, status, only_if_new)
   return true
 end
 """

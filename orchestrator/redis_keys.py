@@ -35,6 +35,11 @@ Layout (``A``, ``U``, ``S``, ``I``, ``F`` = escaped app, user, session, invocati
     adk:invocation:{A:I}:jobs           hash   function-call id -> its job's dispatch entry
     adk:wake:{Q}                        stream wake-ups for orchestrators of invocations queue Q
     adk:jobs:{Q}                        zset   calls whose job is out, by next watchdog look
+    adk:invocations:{queued|running|paused}
+                                        zset   record key of each invocation in that status ->
+                                               when it was saved so (metrics)
+    adk:stats                           hash   ``finished:<status>`` invocations that ended so,
+                                               ``takeovers`` (metrics)
 """
 
 from __future__ import annotations
@@ -194,6 +199,26 @@ def wake_stream(invocations_queue: str) -> str:
 def job_watch(invocations_queue: str) -> str:
     """Sorted set of the calls whose job is out and unanswered, scored by next look (watchdog)."""
     return f"{PREFIX}jobs:{_tag(invocations_queue)}"
+
+
+# --- metrics -------------------------------------------------------------------------------
+
+LIVE_STATUSES = ("queued", "running", "paused")
+"""The invocation statuses indexed by :func:`invocations_in` (the others are terminal)."""
+
+
+def invocations_in(status: str) -> str:
+    """Sorted set of the invocations now in ``status`` (one of :data:`LIVE_STATUSES`).
+
+    Members are their record keys, scored by when the record was saved in that status
+    (Redis time, seconds); saving a record moves it, a terminal status takes it out.
+    """
+    return f"{PREFIX}invocations:{_tag(status)}"
+
+
+def stats() -> str:
+    """Hash of counters kept by the scripts: ``finished:<status>``, ``takeovers``."""
+    return f"{PREFIX}stats"
 
 
 # --- artifacts ------------------------------------------------------------------------------

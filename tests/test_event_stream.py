@@ -242,7 +242,7 @@ async def test_unknown_entry_kinds_are_skipped(redis_client):
     store = RedisInvocationStore(redis_client)
     record = _record()
     await store.create(record)
-    await redis_client.xadd(keys.invocation_stream(APP, "e-1"), {"kind": "progress", "x": "1"})
+    await redis_client.xadd(keys.invocation_stream(APP, "e-1"), {"kind": "from-a-later-version", "x": "1"})
     await redis_client.xadd(keys.invocation_stream(APP, "e-1"), {"kind": "status", "status": "??"})
     record.status = S.FAILED
     await store.save(record)

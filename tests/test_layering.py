@@ -11,9 +11,9 @@ import orchestrator
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
-    "config": {"orchestrator", "tools", "workers", "celery", "kombu", "redis"},
-    "orchestrator": {"tools", "workers", "celery", "kombu"},
-    "tools": {"workers", "celery", "kombu"},
+    "config": {"orchestrator", "tools", "workers", "celery", "kombu", "redis", "prometheus_client"},
+    "orchestrator": {"tools", "workers", "celery", "kombu", "prometheus_client"},
+    "tools": {"workers", "celery", "kombu", "prometheus_client"},
 }
 
 

@@ -29,13 +29,16 @@ POOL_THREADS = "workers.thread_pool:TaskPool"
 """What ``--pool threads`` runs: Celery's threads pool, starting each job at once."""
 
 
-def _apply_apps(apps: list[str] | None) -> None:
-    # Settings are read from the environment, so --app is passed on the same way; the
-    # worker processes Celery starts inherit it.
-    if apps:
+def _apply_apps(apps: list[str] | None, metrics_port: int | None = None) -> None:
+    # Settings are read from the environment, so --app (and --metrics-port) are passed on
+    # the same way; the worker processes Celery starts inherit them.
+    if apps or metrics_port is not None:
         from config import get_settings
 
-        os.environ["ADK_CELERY_APPS"] = ",".join(apps)
+        if apps:
+            os.environ["ADK_CELERY_APPS"] = ",".join(apps)
+        if metrics_port is not None:
+            os.environ["ADK_CELERY_METRICS_PORT"] = str(metrics_port)
         get_settings.cache_clear()  # importing this package already read the settings
 
 
@@ -106,6 +109,9 @@ def _main(argv: Sequence[str] | None) -> None:
         p.add_argument("--loglevel", default="INFO", help="default INFO")
         p.add_argument("--hostname", default=f"{default_name}@%h",
                        help=f"Celery node name (default {default_name}@<host name>)")
+        p.add_argument("--metrics-port", type=int, default=None,
+                       help="serve this process's Prometheus metrics on this port (default "
+                            "ADK_CELERY_METRICS_PORT; 0, the default, serves none)")
 
     def process_command(name: str, help_text: str, description: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_text, description=description,
@@ -162,7 +168,7 @@ def _main(argv: Sequence[str] | None) -> None:
     if extra and args.command not in PASS_THROUGH:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command in ("orchestrator", "worker"):
-        _apply_apps(args.app)
+        _apply_apps(args.app, args.metrics_port)
         from config import get_settings
 
         settings = get_settings()
@@ -265,7 +271,7 @@ class EventPrinter:
     A committed event prints as ``author: text``, ``author: call name({args}) [id]`` or
     ``author: response name -> {response}``, one part after another; streaming chunks print
     their text as it comes, on a line of their own starting ``author ~``; a status change
-    prints as ``[status]``.
+    prints as ``[status]``, a remote call's progress as ``[progress tool [call id]: {...}]``.
     """
 
     def __init__(self, out: TextIO) -> None:
@@ -282,6 +288,9 @@ class EventPrinter:
             self._out.write(describe_event(item.event) + "\n")
         elif item.status is not None:
             self._out.write(f"[{item.status.value}]\n")
+        elif item.progress is not None:
+            self._out.write(f"[progress {item.progress.tool} [{item.progress.function_call_id}]: "
+                            f"{_compact(item.progress.payload)}]\n")
         self._out.flush()
 
     def end_line(self) -> None:

@@ -39,6 +39,7 @@ from workers.celery_app import (
 from workers.celery_app import app as celery_app
 from workers.enqueue import PayloadError, check_size
 from workers.lifecycle import refused_here
+from workers.progress import ProgressPublisher
 from workers.runtime import Services, get_runtime
 
 logger = logging.getLogger(__name__)
@@ -160,7 +161,10 @@ def _event_dispatcher(task: Task, hostname: str | None) -> Any:
 def _progress_reporter(
     task: Task, task_id: str | None, hostname: str | None, job: ToolJob
 ) -> Callable[[dict[str, Any]], None]:
-    """Progress goes to the result backend (state PROGRESS) and out as a task event.
+    """Where a tool's progress goes: its call's status and the live stream, and Flower.
+
+    First the call's status and the invocation's live stream (workers.progress), then the
+    result backend (state PROGRESS) and a task event.
 
     Flower shows an event of type ``task-progress`` as the custom state ``PROGRESS``.
     """
@@ -168,9 +172,10 @@ def _progress_reporter(
            "tool": job.tool_name}
 
     def report(payload: dict[str, Any]) -> None:
-        if not task_id:
-            return
         try:
+            _progress_publisher().publish(job, payload)
+            if not task_id:
+                return
             task.update_state(task_id=task_id, state="PROGRESS", meta={**ids, "progress": payload})
             with _dispatcher_lock:
                 _event_dispatcher(task, hostname).send(
@@ -182,6 +187,18 @@ def _progress_reporter(
             logger.warning("Progress of %s not reported (%s)", job.function_call_id, error)
 
     return report
+
+
+_publisher_lock = threading.Lock()
+_publisher: list[ProgressPublisher] = []
+
+
+def _progress_publisher() -> ProgressPublisher:
+    """The process's progress publisher (built on first use)."""
+    with _publisher_lock:
+        if not _publisher:
+            _publisher.append(ProgressPublisher(get_runtime().settings))
+        return _publisher[0]
 
 
 _RETRY_FOR_SECONDS = 600.0

@@ -43,6 +43,7 @@ from orchestrator.distributed.redis_jobs import (
 )
 from orchestrator.errors import is_infrastructure_error
 from orchestrator.flows.contents import RUN_BRANCH
+from workers import metrics
 from workers.transport import CeleryTransport
 
 if TYPE_CHECKING:
@@ -154,6 +155,7 @@ class JobWatchdog:
         logger.warning("Call %s of invocation %s: %s", job.function_call_id, job.invocation_id,
                        message)
         await self._answer_with_error(job, job.tool_name, message)
+        metrics.WATCHDOG_ANSWERS.labels("timeout").inc()
 
     async def _answer_with_error(self, job: ToolJob | AgentJob, name: str, message: str) -> None:
         result = ToolResult(function_call_id=job.function_call_id, tool_name=name,
@@ -200,6 +202,7 @@ class JobWatchdog:
                            job.invocation_id, message)
             await self._answer_with_error(
                 job, name if isinstance(job, ToolJob) else RUN_BRANCH, message)
+            metrics.WATCHDOG_ANSWERS.labels("gave_up").inc()
             return
         again = job.model_copy(update={"attempt": attempt + 1})
         logger.warning("Call %s (%s) of invocation %s: %s; dispatching attempt %d",
@@ -208,6 +211,9 @@ class JobWatchdog:
             await self._transport.submit_agent(again)
         else:
             await self._transport.submit(again)
+        # ``deaths`` is only counted for a job found running: its worker went silent.
+        metrics.REDELIVERIES.labels("branch" if isinstance(again, AgentJob) else "tool",
+                                    "worker_died" if deaths else "message_lost").inc()
 
     async def _forget(self, member: str) -> None:
         self._missing_since.pop(member, None)

@@ -9,6 +9,7 @@ from typing import Any
 
 from google.genai import types
 
+from orchestrator import observe
 from orchestrator.agents.context import ToolContext
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
@@ -108,7 +109,8 @@ async def execute_tool_job(
     )
     tool_context.attempt = job.attempt
     try:
-        result = await tool.run_async(args=dict(job.args), tool_context=tool_context)
+        result = await observe.timed_tool(
+            tool.name, tool.run_async(args=dict(job.args), tool_context=tool_context))
     except Exception as error:  # the model reads the failure as an error response
         return _error(job, f"{type(error).__name__}: {error}").model_copy(
             update={"state_delta": dict(tool_context.actions.state_delta)}

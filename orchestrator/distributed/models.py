@@ -154,3 +154,7 @@ class PendingCall(BaseModel):
     """``hostname:pid`` of the worker running it."""
     last_seen: float | None = None
     """When that worker last said the job was alive (epoch seconds)."""
+    progress: dict[str, Any] | None = None
+    """What the tool last reported with ``report_progress`` (this attempt's, if it ran)."""
+    progress_at: float | None = None
+    """When it reported it (epoch seconds, the worker's clock)."""

@@ -49,11 +49,14 @@ _PUT_RESULT_AND_PUSH = PUT_RESULT_SCRIPT + "local push_keys, push_args = 3, 5\n"
 
 # Both lease scripts. KEYS: lease, fence counter, processing, queue. new_token() is nil
 # when the lease is held; else the next fencing token, after a previous holder's
-# in-progress items went back to the head of the queue (the caller sets the lease).
+# in-progress items went back to the head of the queue (the caller sets the lease), which
+# counts as a takeover in redis_keys.stats (for metrics).
 _NEW_TOKEN = """
 local function new_token()
   if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
-  while redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT') do end
+  local left = 0
+  while redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT') do left = left + 1 end
+  if left > 0 then redis.call('HINCRBY', '""" + keys.stats() + """', 'takeovers', 1) end
   return redis.call('INCR', KEYS[2])
 end
 local token = new_token()

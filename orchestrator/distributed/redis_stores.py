@@ -20,6 +20,7 @@ from orchestrator.distributed.models import (
     PendingCall,
     ToolResult,
 )
+from orchestrator.distributed.progress import latest_progress
 from orchestrator.distributed.redis_jobs import CLAIM, watch_member
 from orchestrator.distributed.stores import Loaded
 from orchestrator.distributed.streams import STREAM_MAXLEN
@@ -197,13 +198,15 @@ class RedisInvocationStore:
         jobs = keys.invocation_jobs(record.app_name, record.invocation_id)
         async with self._redis.pipeline(transaction=False) as pipe:
             for cid in ids:
-                pipe.hmget(jobs, f"a:{cid}", f"r:{cid}")
+                pipe.hmget(jobs, f"a:{cid}", f"r:{cid}", f"p:{cid}")
             pipe.hmget(keys.invocation_results(record.app_name, record.invocation_id), ids)
             *journal, results = await pipe.execute()
         found = []
-        for cid, (attempt, run_raw), result in zip(ids, journal, results, strict=True):
+        for cid, (attempt, run_raw, progress_raw), result in zip(ids, journal, results, strict=True):
             call = PendingCall(function_call_id=cid, name=record.pending_tools.get(cid, ""),
                                where="waiting for an answer")
+            if (latest := latest_progress(progress_raw, attempt)) is not None:
+                call.progress, call.progress_at = latest.get("progress"), latest.get("at")
             if attempt is not None and result is None:  # a job is out, and not back yet
                 run = json.loads(run_raw) if run_raw else {}
                 call.attempt = int(attempt)

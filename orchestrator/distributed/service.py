@@ -20,7 +20,7 @@ from typing import Any
 
 from google.genai import types
 
-from orchestrator import failpoints, platform
+from orchestrator import failpoints, observe, platform
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.distributed.intake import Limits, check_answer, check_identifier
 from orchestrator.distributed.ledger import CallLedger
@@ -223,6 +223,8 @@ class InvocationService:
                 ended, earlier = await self._process(key, token, item, loaded, earlier)
                 loaded = None
                 # The record is saved in the step that claims the next item or lets go.
+                if ended is not None:  # before the save: a watcher that sees it sees this
+                    observe.invocation_status(ended.app_name, ended.status.value, ended.created_at)
                 item = await self.queue.claim_or_release(key, token, finished=item, save=ended)
             released = True  # the queue was empty and the lease went with it
         finally:
@@ -367,6 +369,7 @@ class InvocationService:
             # Resumes skip this write: paused -> completed is one step for watchers.
             record.status = InvocationStatus.RUNNING
             record.updated_at = platform.get_time()
+            observe.invocation_status(record.app_name, record.status.value, record.created_at)
             if save_with_commit is not None:
                 # "running" lands with the user's message: a crash before it leaves the
                 # invocation queued (nothing of it ran), after it, running with its message.

@@ -8,7 +8,10 @@ An invocation's stream holds, in order, two kinds of entries:
   :meth:`RedisEventStream.mirror_for`), chunks by :meth:`RedisEventStream.publish`;
 - ``{"kind": "status", "status": <InvocationStatus value>, "record": <record JSON>}``: each
   status change, published by the invocation store when it saves the record
-  (``RedisInvocationStore.save``), with the record as saved (waiters need no extra read).
+  (``RedisInvocationStore.save``), with the record as saved (waiters need no extra read);
+- ``{"kind": "progress", "call": ..., "tool": ..., "attempt": ..., "at": ..., "progress": ...}``:
+  a remote call's ``report_progress``, added by the worker running it
+  (:mod:`orchestrator.distributed.progress`); it never ends a follow.
 
 Both are written by the process running the invocation, one after the other, so a follower
 sees a run's events before the status that ends it. :meth:`RedisEventStream.follow` reads the
@@ -27,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import json
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Collection
@@ -57,14 +61,34 @@ well under redis-py's default socket timeout (5 s), which would otherwise cut th
 
 
 @dataclass(frozen=True)
-class StreamItem:
-    """One entry of an invocation's live stream: an event, or a status change."""
+class Progress:
+    """One progress report of a remote call (``tool_context.report_progress`` on a worker)."""
 
-    kind: Literal["event", "status"]
+    function_call_id: str
+    tool: str
+    attempt: int
+    at: float
+    """When the worker reported it (epoch seconds, the worker's clock)."""
+    payload: dict[str, Any]
+    """What the tool reported."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as clients see it (camelCase, like events)."""
+        return {"functionCallId": self.function_call_id, "tool": self.tool,
+                "attempt": self.attempt, "at": self.at, "progress": self.payload}
+
+
+@dataclass(frozen=True)
+class StreamItem:
+    """One entry of an invocation's live stream: an event, a status change, or progress."""
+
+    kind: Literal["event", "status", "progress"]
     event: Event | None = None
     """The event (``kind == "event"``): committed, or a streaming chunk when ``partial``."""
     status: InvocationStatus | None = None
     """The invocation's new status (``kind == "status"``)."""
+    progress: Progress | None = None
+    """A remote call's progress report (``kind == "progress"``)."""
     entry_id: str | None = None
     """Its position in the stream (Redis), to resume a follow after it (``after``)."""
 
@@ -152,6 +176,15 @@ def _parse_entry(fields: dict[Any, Any]) -> StreamItem | None:
         try:
             return StreamItem.of_status(InvocationStatus(_text(data["status"])))
         except ValueError:
+            return None
+    if kind == "progress":
+        try:
+            payload = json.loads(data["progress"])
+            return StreamItem(kind="progress", progress=Progress(
+                function_call_id=_text(data["call"]), tool=_text(data.get("tool", "")),
+                attempt=int(data.get("attempt", 0)), at=float(data.get("at", 0.0)),
+                payload=payload if isinstance(payload, dict) else {"value": payload}))
+        except (KeyError, ValueError, TypeError):
             return None
     return None
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
-from orchestrator import platform
+from orchestrator import observe, platform
 from orchestrator.agents import callbacks as cb
 from orchestrator.agents.context import ToolContext
 from orchestrator.events.event import Event
@@ -220,7 +220,7 @@ async def _run_tool(
     agent: LlmAgent, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext
 ) -> Any:
     try:
-        return await tool.run_async(args=args, tool_context=tool_context)
+        return await observe.timed_tool(tool.name, tool.run_async(args=args, tool_context=tool_context))
     except Exception as error:
         recovered = await cb.run_until(
             agent.on_tool_error_callback,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
-from orchestrator import platform
+from orchestrator import observe, platform
 from orchestrator.agents import callbacks as cb
 from orchestrator.agents.context import CallbackContext, ReadonlyContext, ToolContext
 from orchestrator.agents.run_config import StreamingMode
@@ -142,7 +142,8 @@ class LlmFlow:
         llm = agent.canonical_model
         stream = ctx.run_config.streaming_mode == StreamingMode.SSE
         try:
-            async for response in llm.generate_content_async(llm_request, stream=stream):
+            async for response in observe.timed_model_stream(
+                    agent.name, llm.generate_content_async(llm_request, stream=stream)):
                 yield await _after_model(agent, callback_context, response)
         except Exception as error:
             recovered = await cb.run_until(

@@ -12,7 +12,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from config import Settings, get_settings
 from workers.addresses import is_loopback
-from workers.api import adk_routes, invocation_routes
+from workers.api import adk_routes, invocation_routes, metrics_route
 from workers.api.backend import Backend
 from workers.api.security import BodyLimit
 
@@ -38,6 +38,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.backend = backend
     app.include_router(adk_routes.router)
     app.include_router(invocation_routes.router)
+    app.include_router(metrics_route.router)
     if settings.api_cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.api_cors_origins,
                            allow_methods=["*"], allow_headers=["*"])

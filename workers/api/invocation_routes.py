@@ -92,8 +92,10 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
     """Follow the invocation live (Server-Sent Events), replayed from its start.
 
     Each frame has an ``id``: reconnecting with ``Last-Event-ID`` resumes after it. Frames
-    are ``event: event`` (an event, partial chunks included) and ``event: status``. Ends at
-    a terminal status, or also at a pause with ``?until=paused``.
+    are ``event: event`` (an event, partial chunks included), ``event: status`` and
+    ``event: progress`` (a remote call's ``report_progress``: ``functionCallId``, ``tool``,
+    ``attempt``, ``at``, ``progress``). Ends at a terminal status, or also at a pause with
+    ``?until=paused``.
     """
     backend = checked(request, app_name, ("invocation_id", invocation_id))
     if until not in ("finished", "paused"):
@@ -109,6 +111,8 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
                 yield sse(event_json(item.event), event="event", entry_id=item.entry_id)
             elif item.status is not None:
                 yield sse({"status": item.status.value}, event="status", entry_id=item.entry_id)
+            elif item.progress is not None:
+                yield sse(item.progress.to_json(), event="progress", entry_id=item.entry_id)
 
     return StreamingResponse(frames(), media_type="text/event-stream")
 
