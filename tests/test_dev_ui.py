@@ -55,6 +55,9 @@ def test_the_ui_is_served_from_the_installed_google_adk(ui, ui_files):
     assert httpx.get(f"{ui}/dev-ui/config").json() == {"logo_text": None, "logo_image_url": None}
     assert httpx.get(f"{ui}/config/telemetry").json() == {"telemetry": False}
     assert httpx.post(f"{ui}/config/telemetry", json={"telemetry": True}).status_code == 501
+    spec = httpx.get(f"{ui}/openapi.json").json()  # ADK's old and new eval paths side by side
+    ids = [operation["operationId"] for path in spec["paths"].values() for operation in path.values()]
+    assert len(ids) == len(set(ids)) and "/dev/apps/{app_name}/eval-sets" in spec["paths"]
 
 
 def test_graph_and_trace_routes(ui):

@@ -9,14 +9,27 @@ adk-celery API server has.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import PlainTextResponse
+from fastapi.routing import APIRoute
 
 from workers.api.adk_routes import checked
 
-router = APIRouter(tags=["dev-ui"])
+
+def _operation_id(route: APIRoute) -> str:
+    """An OpenAPI operation id unique per path and method.
+
+    ADK's old (``eval_sets``) and new (``eval-sets``) paths share functions here, and
+    FastAPI's default ids would read the same for both.
+    """
+    path = route.path_format.replace("-", "__")
+    return re.sub(r"\W", "_", f"{route.name}{path}_{'_'.join(sorted(route.methods))}".lower())
+
+
+router = APIRouter(tags=["dev-ui"], generate_unique_id_function=_operation_id)
 
 EVALS = ("Evaluations are not supported by adk-celery's API: run google-adk's `adk eval` "
          "against the agent's source instead")
