@@ -146,6 +146,9 @@ def _main(argv: Sequence[str] | None) -> None:
         "on loopback.")
     api.add_argument("--host", default=None, help="default ADK_CELERY_API_HOST (127.0.0.1)")
     api.add_argument("--port", type=int, default=None, help="default ADK_CELERY_API_PORT (8000)")
+    api.add_argument("--dev-ui", action="store_true",
+                     help="also serve google-adk's web UI at /dev-ui/ (needs the installed "
+                          "google-adk: pip install 'adk-celery[devui]')")
     enqueue = sub.add_parser("enqueue", help="queue a message and print the invocation id")
     enqueue.add_argument("app_name")
     enqueue.add_argument("user_id")
@@ -185,7 +188,7 @@ def _main(argv: Sequence[str] | None) -> None:
     elif args.command == "api":
         from workers.api.app import serve
 
-        serve(args.host, args.port)
+        serve(args.host, args.port, dev_ui=args.dev_ui)
     elif args.command == "enqueue":
         _enqueue(args)
     elif args.command == "follow":

@@ -22,6 +22,7 @@ from orchestrator.distributed.intake import RequestError, check_identifier, chec
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
+from workers.api import answer_messages
 from workers.api.backend import Backend, event_json, session_json, sse
 
 router = APIRouter()
@@ -205,10 +206,19 @@ async def delete_session(request: Request, app_name: str, user_id: str, session_
                                            session_id=session_id)
 
 
-async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, Any]:
+async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, Any, str | None]:
+    """The run's invocation and where to follow it from (None: its start).
+
+    A message of function responses answers paused calls (:mod:`answer_messages`).
+    """
     backend = checked(request, body.app_name, ("user_id", body.user_id),
                       ("session_id", body.session_id))
     await backend.session(body.app_name, body.user_id, body.session_id)  # 404 first, as ADK
+    responses = answer_messages.function_responses(body.new_message)
+    if responses is not None and not body.state_delta:
+        record, after = await answer_messages.answer(
+            backend, body.app_name, body.user_id, body.session_id, responses, body.invocation_id)
+        return backend, record, after
     record = await backend.enqueue({
         "app_name": body.app_name, "user_id": body.user_id, "session_id": body.session_id,
         "new_message": body.new_message, "state_delta": body.state_delta,
@@ -216,7 +226,7 @@ async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, 
     })
     if record.status is InvocationStatus.FAILED:  # refused at intake: nothing ran
         raise HTTPException(422, record.error or "the request was refused")
-    return backend, record
+    return backend, record, None
 
 
 _RECHECK_SECONDS = 1.0
@@ -224,14 +234,14 @@ _RECHECK_SECONDS = 1.0
 invocation now waits for an answer from outside (a tool that returned nothing)."""
 
 
-async def _run_events(backend: Backend, record: Any, partial: bool) -> AsyncIterator[Any]:
+async def _run_events(backend: Backend, record: Any, partial: bool,
+                      after: str | None = None) -> AsyncIterator[Any]:
     """The run's events (without the user's message, as ADK's runner), then its end.
 
     A run ends when the invocation ends, or pauses for an answer from outside (a human's,
     another service's): a pause while workers run its remote tools is not an end, as a
     long-running tool that returns a value does not end ADK's run either.
     """
-    after: str | None = None
     while True:
         paused = False
         try:
@@ -275,9 +285,9 @@ def _answered(result: Any) -> bool:
 @router.post("/run")
 async def run(request: Request, body: RunAgentRequest) -> list[dict[str, Any]]:
     """Run to the end (or the pause) and return the events, as ADK's ``/run``."""
-    backend, record = await _start_run(request, body)
+    backend, record, after = await _start_run(request, body)
     events: list[dict[str, Any]] = []
-    async for item in _run_events(backend, record, partial=False):
+    async for item in _run_events(backend, record, partial=False, after=after):
         if isinstance(item, Exception):
             raise HTTPException(500, str(item))
         events.append(event_json(item))
@@ -287,10 +297,10 @@ async def run(request: Request, body: RunAgentRequest) -> list[dict[str, Any]]:
 @router.post("/run_sse")
 async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
     """The run's events as Server-Sent Events (partial chunks with ``streaming``)."""
-    backend, record = await _start_run(request, body)
+    backend, record, after = await _start_run(request, body)
 
     async def frames() -> AsyncIterator[str]:
-        async for item in _run_events(backend, record, partial=body.streaming):
+        async for item in _run_events(backend, record, partial=body.streaming, after=after):
             if isinstance(item, Exception):
                 yield sse({"error": str(item), "error_details": {
                     "error_type": "InvocationFailed", "error_message": str(item),

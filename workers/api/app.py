@@ -6,6 +6,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -19,8 +20,11 @@ from workers.api.security import BodyLimit
 logger = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) -> FastAPI:
     """The HTTP API for ``settings`` (the environment's by default).
+
+    ``dev_ui``: the directory of google-adk's web UI to serve under ``/dev-ui/`` with the
+    routes it calls (:mod:`workers.api.dev_ui`); None = no UI.
 
     Raises ValueError for malformed settings (tokens), RuntimeError without a Redis URL.
     """
@@ -39,6 +43,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(adk_routes.router)
     app.include_router(invocation_routes.router)
     app.include_router(metrics_route.router)
+    if dev_ui is not None:
+        from workers.api import dev_ui as dev_ui_routes
+
+        dev_ui_routes.install(app, dev_ui)
     if settings.api_cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.api_cors_origins,
                            allow_methods=["*"], allow_headers=["*"])
@@ -52,14 +60,24 @@ def _version() -> str:
     return metadata.version("adk-celery")
 
 
-def serve(host: str | None, port: int | None) -> None:
-    """Run the API with uvicorn (``adk-celery api``); exits with one line on bad settings."""
+def serve(host: str | None, port: int | None, *, dev_ui: bool = False) -> None:
+    """Run the API with uvicorn (``adk-celery api``); exits with one line on bad settings.
+
+    ``dev_ui``: also serve google-adk's web UI from the installed google-adk.
+    """
     import uvicorn
 
     settings = get_settings()
     host = host or settings.api_host
+    files = None
+    if dev_ui:
+        from workers.api.dev_ui import MISSING, find_files
+
+        files = find_files()
+        if files is None:
+            sys.exit(f"adk-celery api: {MISSING}")
     try:
-        app = create_app(settings)
+        app = create_app(settings, dev_ui=files)
     except (ValueError, RuntimeError) as error:
         sys.exit(f"adk-celery api: {error}")
     if not app.state.backend.access.required:
@@ -68,4 +86,7 @@ def serve(host: str | None, port: int | None) -> None:
                      f"{host!r}, which is not loopback.")
         print(f"adk-celery api: no ADK_CELERY_API_TOKENS set: no authentication, listening "
               f"on {host} (loopback) only.", file=sys.stderr, flush=True)
+    if files is not None:
+        print(f"adk-celery api: google-adk's dev UI at http://{host}:{port or settings.api_port}"
+              f"/dev-ui/ (files from {files})", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info")

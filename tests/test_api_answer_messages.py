@@ -1,0 +1,84 @@
+"""``/run`` and ``/run_sse`` with a message of function responses, as google-adk takes them
+(and its dev UI sends them): answers to the session's paused calls, through the one checked
+answer path, the run following the invocation from its pause."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.support.processes import stack_env
+from tests.test_api import frames, start_api
+
+
+@pytest.fixture(scope="module")
+def api(celery_stack):
+    api, base = start_api(stack_env(celery_stack["url"], "tests.apps:approval_app,tests.apps:chat_app"))
+    yield base
+    api.stop()
+
+
+def _paused(api: str, user: str) -> tuple[str, dict]:
+    """A session of the approval app paused on its long-running call; (session id, call)."""
+    session = httpx.post(f"{api}/apps/approval/users/{user}/sessions").json()["id"]
+    events = httpx.post(f"{api}/run", timeout=30, json={
+        "appName": "approval", "userId": user, "sessionId": session,
+        "newMessage": {"role": "user", "parts": [{"text": "pay 100"}]}}).json()
+    return session, {**events[-1]["content"]["parts"][0]["functionCall"],
+                     "invocationId": events[-1]["invocationId"]}
+
+
+def _answer(call: dict, response: dict) -> dict:
+    return {"role": "user", "parts": [{"functionResponse": {
+        "id": call["id"], "name": call["name"], "response": response}}]}
+
+
+def test_a_function_response_message_resumes_the_paused_invocation(api):
+    session, call = _paused(api, "ann")
+    request = {"appName": "approval", "userId": "ann", "sessionId": session,
+               "newMessage": _answer(call, {"approved": True}), "functionCallEventId": "ignored"}
+    events = httpx.post(f"{api}/run", timeout=30, json=request).json()
+    # The events after the pause, the user's answer left out as ADK's runner does.
+    assert [(e["author"], e["invocationId"]) for e in events] == [("agent", call["invocationId"])]
+    assert events[0]["content"]["parts"][0]["text"] == "approval: {'approved': True}"
+    stored = httpx.get(f"{api}/apps/approval/users/ann/sessions/{session}").json()["events"]
+    answer = stored[2]["content"]["parts"][0]["functionResponse"]
+    assert (stored[2]["author"], answer["id"], answer["response"]) == ("user", call["id"], {"approved": True})
+    again = httpx.post(f"{api}/run", timeout=30, json=request)
+    assert again.status_code == 409 and "completed" in again.text
+
+
+def test_run_sse_streams_what_follows_the_answer(api):
+    session, call = _paused(api, "ben")
+    streamed = frames(httpx.post(f"{api}/run_sse", timeout=30, json={
+        "appName": "approval", "userId": "ben", "sessionId": session,
+        "invocationId": call["invocationId"], "newMessage": _answer(call, {"approved": False})}))
+    assert [f["data"]["content"]["parts"][0]["text"] for f in streamed] == [
+        "approval: {'approved': False}"]
+
+
+def test_answers_that_answer_nothing_here_are_refused(api):
+    session, call = _paused(api, "cat")
+    base = {"appName": "approval", "userId": "cat", "sessionId": session}
+    unknown = httpx.post(f"{api}/run", timeout=30, json={
+        **base, "newMessage": _answer({**call, "id": "adk-other"}, {"ok": 1})})
+    assert unknown.status_code == 422
+    assert unknown.json()["detail"] == ("new_message.parts[0].function_response: 'adk-other' "
+                                        "answers no call of this session")
+    wrong = httpx.post(f"{api}/run", timeout=30, json={
+        **base, "invocationId": "e-other", "newMessage": _answer(call, {"ok": 1})})
+    assert wrong.status_code == 422 and "one invocation" in wrong.text
+    not_object = httpx.post(f"{api}/run", timeout=30, json={**base, "newMessage": {
+        "role": "user", "parts": [{"functionResponse": {"id": call["id"], "response": "yes"}}]}})
+    assert not_object.status_code == 422 and "JSON object" in not_object.text
+    mixed = httpx.post(f"{api}/run", timeout=30, json={**base, "newMessage": {
+        "role": "user", "parts": [{"text": "and"}, *_answer(call, {"ok": 1})["parts"]]}})
+    assert mixed.status_code == 422 and "function_response" in mixed.text
+    other_session = httpx.post(f"{api}/apps/approval/users/cat/sessions").json()["id"]
+    elsewhere = httpx.post(f"{api}/run", timeout=30, json={
+        **base, "sessionId": other_session, "newMessage": _answer(call, {"ok": 1})})
+    assert elsewhere.status_code == 422
+    # Nothing was answered: the call still waits, and a right answer still goes through.
+    assert httpx.get(f"{api}/apps/approval/invocations/{call['invocationId']}").json()["status"] == "paused"
+    done = httpx.post(f"{api}/run", timeout=30, json={**base, "newMessage": _answer(call, {"ok": 1})})
+    assert done.json()[-1]["content"]["parts"][0]["text"] == "approval: {'ok': 1}"

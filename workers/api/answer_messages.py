@@ -1,0 +1,86 @@
+"""``/run`` and ``/run_sse`` with a message of function responses: answers to paused calls.
+
+google-adk resumes a paused invocation when a client's new message is made of function
+responses to its long-running calls (the dev UI's answer box sends exactly that). Here each
+response goes through the one checked answer path (as ``POST .../invocations/{id}/answer``):
+a pending call of the session's invocation, answered once; the run then follows that
+invocation from where it paused. Any other function response is refused, as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import HTTPException
+
+from orchestrator.distributed.intake import RequestError
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.stores import AnswerRejectedError
+from workers.api.backend import Backend
+
+_POSITION_SECONDS = 5.0
+"""How long reading a paused invocation's stream up to its end may take."""
+
+
+def function_responses(message: Any) -> list[dict[str, Any]] | None:
+    """The function responses of a message made only of them (None for any other)."""
+    if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
+        return None
+    parts = message["parts"]
+    found = [p.get("functionResponse", p.get("function_response")) for p in parts
+             if isinstance(p, dict)]
+    if not parts or len(found) != len(parts) or not all(isinstance(r, dict) for r in found):
+        return None
+    return found
+
+
+def _refused(index: int, problem: str) -> HTTPException:
+    return HTTPException(422, f"new_message.parts[{index}].function_response: {problem}")
+
+
+async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
+                 responses: list[dict[str, Any]],
+                 invocation_id: str | None) -> tuple[InvocationRecord, str | None]:
+    """Answer the calls; the invocation they belong to and its stream position before.
+
+    422 for a response that answers no call of this session, or responses to calls of
+    several invocations (or of another one than ``invocation_id``); 409 for a call that
+    is not pending (answered already, or its invocation is not paused on it).
+    """
+    session = await backend.session(app_name, user_id, session_id)
+    issued = {call.id: event.invocation_id for event in session.events
+              for call in event.get_function_calls() if call.id}
+    owners = set()
+    for index, response in enumerate(responses):
+        call_id = response.get("id")
+        if not isinstance(call_id, str) or call_id not in issued:
+            raise _refused(index, f"{call_id!r} answers no call of this session")
+        if not isinstance(response.get("response"), dict):
+            raise _refused(index, "response must be a JSON object")
+        owners.add(issued[call_id])
+    if len(owners) != 1 or (invocation_id is not None and owners != {invocation_id}):
+        raise HTTPException(422, "new_message: function responses must answer calls of one "
+                                 "invocation (the request's invocation_id, if given)")
+    record = await backend.record(app_name, owners.pop())
+    after = await _stream_end(backend, record) if record.status is InvocationStatus.PAUSED else None
+    services = await backend.services()
+    for response in responses:
+        try:
+            await services.service.answer(app_name, record.invocation_id, response["id"],
+                                          response["response"])
+        except RequestError as error:
+            raise HTTPException(422, str(error)) from None
+        except AnswerRejectedError as error:
+            raise HTTPException(409, str(error)) from None
+    return record, after
+
+
+async def _stream_end(backend: Backend, record: InvocationRecord) -> str | None:
+    """The id of the last entry of a paused invocation's stream (its pause)."""
+    last = None
+    try:
+        async for item in backend.follow(record, timeout=_POSITION_SECONDS):
+            last = item.entry_id or last
+    except TimeoutError:
+        pass  # resumed meanwhile: the answer is refused (409), the position is not used
+    return last
