@@ -12,7 +12,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from config import Settings, get_settings
 from workers.addresses import is_loopback
-from workers.api import adk_routes, invocation_routes
+from workers.api import adk_routes, artifact_routes, invocation_list_routes, invocation_routes
 from workers.api.backend import Backend
 from workers.api.security import BodyLimit
 
@@ -34,10 +34,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="adk-celery", version=_version(), lifespan=lifespan,
                   description="google-adk's api_server routes over distributed orchestrators, "
-                              "plus invocation routes (enqueue, status, follow, answer, cancel).")
+                              "plus invocation routes (enqueue, status, follow, answer, cancel, "
+                              "lists).")
     app.state.backend = backend
     app.include_router(adk_routes.router)
+    app.include_router(artifact_routes.router)
     app.include_router(invocation_routes.router)
+    app.include_router(invocation_list_routes.router)
     if settings.api_cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.api_cors_origins,
                            allow_methods=["*"], allow_headers=["*"])
