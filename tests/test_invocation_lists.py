@@ -16,6 +16,7 @@ from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.redis_queue import RedisSessionQueue
 from orchestrator.distributed.redis_stores import RedisInvocationStore
 from orchestrator.distributed.stores import InMemoryInvocationStore
+from orchestrator.sessions.redis_session_service import RedisSessionService
 
 Q, R, P, C, F = (InvocationStatus.QUEUED, InvocationStatus.RUNNING, InvocationStatus.PAUSED,
                  InvocationStatus.COMPLETED, InvocationStatus.FAILED)
@@ -187,3 +188,13 @@ async def test_index_entries_go_when_their_records_expire(redis_client):
     await short.create(record("e-4", created_at=4.0))  # a new entry drops the expired ones
     assert await _members(redis_client, keys.session_invocations("app", "u", "s1")) == ["e-4"]
     assert await _members(redis_client, keys.app_invocations("app", "queued")) == ["e-4"]
+
+
+async def test_deleting_a_session_forgets_its_list(redis_client):
+    store, sessions = RedisInvocationStore(redis_client), RedisSessionService(client=redis_client)
+    await sessions.create_session(app_name="app", user_id="u", session_id="s1")
+    await store.create(record("e-1"))
+    await sessions.delete_session(app_name="app", user_id="u", session_id="s1")
+    await sessions.create_session(app_name="app", user_id="u", session_id="s1")  # the id again
+    assert (await store.list_invocations(invocation_query("app", user_id="u", session_id="s1"))).records == []
+    assert [r.invocation_id for r in (await store.list_invocations(invocation_query("app"))).records] == ["e-1"]
