@@ -229,7 +229,7 @@ def test_adk_celery_invocations_lists_pages_and_refuses_bad_input(stack):
         refused = cli(env, "invocations", *argv)
         assert refused.returncode == 2 and refused.stderr.startswith("usage: adk-celery"), refused.stderr
         assert said in refused.stderr
-    for argv, said in ((("--session", session_id), "adk-celery: error: user_id: is required"),
+    for argv, said in ((("--session", session_id), "adk-celery: error: --user and --session go together"),
                        (("--cursor", "x"), "adk-celery: error: cursor: is not a cursor"),
                        (("--limit", "0"), "adk-celery: error: limit: must be a whole number")):
         refused = cli(env, "invocations", "--app", "approval", *argv)

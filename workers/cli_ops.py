@@ -157,6 +157,8 @@ def _sessions(client: Client, args: argparse.Namespace) -> None:
 
 
 def _invocations(client: Client, args: argparse.Namespace) -> None:
+    if (args.user_id is None) != (args.session_id is None):
+        fail("--user and --session go together: a session belongs to one user.")
     page = client.invocations(args.app_name, status=args.status, user_id=args.user_id,
                               session_id=args.session_id, limit=args.limit, cursor=args.cursor)
     if args.json:
