@@ -19,6 +19,7 @@ from redis.utils import HIREDIS_AVAILABLE
 from config import get_settings
 from orchestrator import redis_keys as keys
 from orchestrator.errors import register_infrastructure_errors
+from orchestrator.redis_keys import PREFIX
 
 _JSON_SEPARATORS = (",", ":")
 
@@ -69,14 +70,66 @@ end
 """``index_status(record_key, status, created)``: keep ``redis_keys.invocations_in`` and
 the ``finished:<status>`` counters of ``redis_keys.stats`` up to date for a saved record."""
 
-LUA_SAVE_RECORD = LUA_INDEX_STATUS + f"""
+INDEX_SWEEP = 2
+"""How many of a session's oldest listed invocations each new one checks for expiry."""
+
+LUA_INDEX_RECORD = f"""
+local function key_part(value)
+  return (string.gsub(value, '[%%{{}}:]', {{['%'] = '%25', ['{{'] = '%7B', ['}}'] = '%7D', [':'] = '%3A'}}))
+end
+local function index_record(decoded, status, previous, ttl)
+  for _, field in ipairs({{'app_name', 'invocation_id', 'user_id', 'session_id'}}) do
+    if type(decoded[field]) ~= 'string' then return end  -- not a record: nothing to list
+  end
+  local app = key_part(decoded['app_name'])
+  local id = decoded['invocation_id']
+  local clock = redis.call('TIME')
+  local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+  local by_status = '{PREFIX}app:{{' .. app .. '}}:invocations:'
+  if previous and previous ~= status then
+    redis.call('ZREM', by_status .. key_part(previous), id)
+  end
+  local listed = by_status .. key_part(status)
+  redis.call('ZADD', listed, now, id)
+  redis.call('ZREMRANGEBYSCORE', listed, '-inf', string.format('(%.6f', now - tonumber(ttl)))
+  redis.call('EXPIRE', listed, ttl)
+  local session = '{PREFIX}session:{{' .. app .. ':' .. key_part(decoded['user_id']) .. ':' ..
+    key_part(decoded['session_id']) .. '}}:invocations'
+  local created = tonumber(decoded['created_at']) or now
+  if redis.call('ZADD', session, 'NX', created, id) == 1 then
+    for _, oldest in ipairs(redis.call('ZRANGE', session, 0, {INDEX_SWEEP - 1})) do
+      if redis.call('EXISTS', '{PREFIX}invocation:{{' .. app .. ':' .. key_part(oldest) .. '}}') == 0 then
+        redis.call('ZREM', session, oldest)
+      end
+    end
+  end
+  redis.call('EXPIRE', session, ttl)
+end
+"""
+"""``index_record(decoded, status, previous, ttl)``: file a saved record in the lists of
+invocations (``redis_keys.app_invocations``, ``redis_keys.session_invocations``, whose names
+it builds the same way): out of ``previous``'s status set, into ``status``'s scored by now,
+into its session's set scored by creation. Entries whose record has expired are dropped:
+those of a status set older than ``ttl`` at each save into it (a record expires ``ttl`` after
+its last save), the oldest :data:`INDEX_SWEEP` of a session's set when it gains one; each
+set expires ``ttl`` after its last write."""
+
+LUA_SAVE_RECORD = LUA_INDEX_STATUS + LUA_INDEX_RECORD + f"""
 local function save_record(record_key, stream_key, statuses_key, record, status, ttl, maxlen,
                            only_if_new)
+  local decoded = cjson.decode(record)
+  local previous = nil
   if only_if_new then
     if redis.call('HSETNX', record_key, 'record', record) == 0 then return false end
   else
+    previous = redis.call('HGET', record_key, 'status')
+    if not previous then  -- a record saved before statuses were kept beside it
+      local old = redis.call('HGET', record_key, 'record')
+      if old then previous = cjson.decode(old)['status'] end
+    end
     redis.call('HSET', record_key, 'record', record)
   end
+  redis.call('HSET', record_key, 'status', status)
   redis.call('EXPIRE', record_key, ttl)
   redis.call('XADD', stream_key, 'MAXLEN', '~', maxlen, '*',
     'kind', 'status', 'status', status, 'record', record)
@@ -85,12 +138,14 @@ local function save_record(record_key, stream_key, statuses_key, record, status,
     'kind', 'status', 'status', status, 'record', record)
   redis.call('EXPIRE', statuses_key, ttl)
   index_status(record_key, status, only_if_new)
+  index_record(decoded, status, previous, ttl)
   return true
 end
 """
 """``save_record(...)``: store an invocation record (``only_if_new``: unless one exists, then
 false and nothing written) and add its status entry to the invocation's live stream and to
-its status-only stream (``redis_keys.invocation_record_keys`` names the three keys)."""
+its status-only stream (``redis_keys.invocation_record_keys`` names the three keys); file it
+in the lists of invocations (:data:`LUA_INDEX_RECORD`) in the same step."""
 
 
 def dumps(value: Any) -> str:

@@ -18,17 +18,19 @@ Layout (``A``, ``U``, ``S``, ``I``, ``F`` = escaped app, user, session, invocati
     adk:session:{A:U:S}:fence           string counter issuing fencing tokens
     adk:session:{A:U:S}:queue           list   messages waiting for the session
     adk:session:{A:U:S}:processing      list   message being worked on
+    adk:session:{A:U:S}:invocations     zset   the session's invocation ids -> created_at
     adk:user:{A:U}:sessions             zset   session id -> last update time
     adk:user:{A:U}:state                hash   ``user:`` state (prefix stripped) -> JSON
     adk:app:{A}:sessions                zset   JSON ``[user, session]`` -> last update time
     adk:app:{A}:state                   hash   ``app:`` state (prefix stripped) -> JSON
     adk:app:{A}:session_seq             string counter ordering sessions created at one time
+    adk:app:{A}:invocations:<status>    zset   invocation ids in that status -> time of last save
     adk:artifacts:{A:U:S}:names         set    session-scoped artifact file names
     adk:artifacts:{A:U}:names           set    user-scoped (``user:``) artifact file names
     adk:artifact:{A:U:S}:F:parts        list   one Part JSON per version (bytes base64)
     adk:artifact:{A:U:S}:F:meta         list   one metadata JSON per version
     adk:artifact:{A:U}:F:parts / :meta  list   the same for user-scoped files
-    adk:invocation:{A:I}                hash   invocation record
+    adk:invocation:{A:I}                hash   invocation record (``record``) and its ``status``
     adk:invocation:{A:I}:results        hash   function-call id -> result (first writer wins)
     adk:invocation:{A:I}:cancel         string cancellation flag
     adk:invocation:{A:I}:stream         stream live events of the invocation
@@ -153,6 +155,22 @@ def fence_counter(app: str, user: str, session_id: str) -> str:
 
 
 # --- invocations ----------------------------------------------------------------------------
+
+
+def session_invocations(app: str, user: str, session_id: str) -> str:
+    """Sorted set of a session's invocation ids, scored by creation time.
+
+    Written with the record (``_redis_support.LUA_SAVE_RECORD`` builds the same name in Lua).
+    """
+    return f"{session(app, user, session_id)}:invocations"
+
+
+def app_invocations(app: str, status: str) -> str:
+    """Sorted set of an app's invocation ids in ``status``, scored by their last save.
+
+    Written with the record (``_redis_support.LUA_SAVE_RECORD`` builds the same name in Lua).
+    """
+    return f"{PREFIX}app:{_tag(app)}:invocations:{escape(status)}"
 
 
 def invocation(app: str, invocation_id: str) -> str:

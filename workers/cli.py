@@ -141,9 +141,9 @@ def _main(argv: Sequence[str] | None) -> None:
     api = process_command(
         "api", "serve the HTTP API (google-adk's api_server routes and invocation routes)",
         "Serve HTTP in front of the orchestrators: google-adk's api_server routes (/run, "
-        "/run_sse, sessions, /list-apps, ...) and invocation routes (enqueue, status, follow, "
-        "answer, cancel); OpenAPI docs at /docs. Without ADK_CELERY_API_TOKENS it only listens "
-        "on loopback.")
+        "/run_sse, sessions, artifacts, /list-apps, ...) and invocation routes (enqueue, status, "
+        "follow, answer, cancel, lists); OpenAPI docs at /docs. Without ADK_CELERY_API_TOKENS it "
+        "only listens on loopback.")
     api.add_argument("--host", default=None, help="default ADK_CELERY_API_HOST (127.0.0.1)")
     api.add_argument("--port", type=int, default=None, help="default ADK_CELERY_API_PORT (8000)")
     api.add_argument("--dev-ui", action="store_true",

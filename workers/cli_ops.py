@@ -49,6 +49,31 @@ def add_commands(sub: Any) -> None:
     sessions.add_argument("app_name")
     sessions.add_argument("user_id", nargs="?", default=None,
                           help="only this user's sessions (default: every user's)")
+    _invocations_command(command)
+
+
+def _invocations_command(command: Callable[[str, str, str], argparse.ArgumentParser]) -> None:
+    from orchestrator.distributed.invocation_lists import DEFAULT_LIMIT, MAX_LIMIT
+    from orchestrator.distributed.models import InvocationStatus
+
+    listing = command(
+        "invocations", "list an app's invocations (by status) or a session's",
+        "One line per invocation: id, status, user, session, created, updated (epoch "
+        "seconds). With --user and --session: that session's invocations, newest first; "
+        "without: the app's, latest updated first. A page holds --limit invocations; when "
+        "more follow, stderr says which --cursor shows the next page.")
+    listing.add_argument("--app", required=True, dest="app_name", help="the app (required)")
+    listing.add_argument("--status", choices=[s.value for s in InvocationStatus], default=None,
+                         help="only invocations in this status")
+    listing.add_argument("--user", dest="user_id", default=None,
+                         help="with --session: the user the session belongs to")
+    listing.add_argument("--session", dest="session_id", default=None,
+                         help="only this session's invocations (needs --user)")
+    listing.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
+                         help=f"invocations per page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
+    listing.add_argument("--cursor", default=None, help="the page after the one that said it")
+    listing.add_argument("--json", action="store_true",
+                         help='print the page as JSON: {"invocations": [...], "next_cursor": ...}')
 
 
 def _invocation_args(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +85,7 @@ def run(args: argparse.Namespace) -> None:
     """Run an operator command (``args.command`` is one of :func:`add_commands`'s)."""
     commands: dict[str, Callable[[Client, argparse.Namespace], None]] = {
         "status": _status, "answer": _answer, "cancel": _cancel, "sessions": _sessions,
+        "invocations": _invocations,
     }
     with_client(lambda client: commands[args.command](client, args))
 
@@ -128,3 +154,20 @@ def _sessions(client: Client, args: argparse.Namespace) -> None:
     for session in client.list_sessions(args.app_name, args.user_id):
         print(f"{session.id}\t{session.user_id}\t{session.last_update_time:.3f}\t"
               f"{len(session.state)} state keys")
+
+
+def _invocations(client: Client, args: argparse.Namespace) -> None:
+    if (args.user_id is None) != (args.session_id is None):
+        fail("--user and --session go together: a session belongs to one user.")
+    page = client.invocations(args.app_name, status=args.status, user_id=args.user_id,
+                              session_id=args.session_id, limit=args.limit, cursor=args.cursor)
+    if args.json:
+        print(json.dumps({"invocations": [r.model_dump(mode="json", exclude={"new_message", "state_delta"})
+                                          for r in page.records],
+                          "next_cursor": page.next_cursor}, indent=2))
+        return
+    for record in page.records:
+        print(f"{record.invocation_id}\t{record.status.value}\t{record.user_id}\t"
+              f"{record.session_id}\t{record.created_at:.3f}\t{record.updated_at:.3f}")
+    if page.next_cursor is not None:
+        print(f"adk-celery: more invocations: --cursor {page.next_cursor}", file=sys.stderr)

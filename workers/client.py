@@ -24,6 +24,7 @@ from orchestrator.distributed.intake import (
     check_optional_identifier,
     check_size,
 )
+from orchestrator.distributed.invocation_lists import DEFAULT_LIMIT, InvocationPage, invocation_query
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, PendingCall
 from orchestrator.distributed.redis_stores import READ_RECORD, StatusWait
 from orchestrator.distributed.streams import RedisEventStream, StreamItem
@@ -270,6 +271,24 @@ class Client:
             services.redis, ttl_seconds=self._settings.record_ttl_seconds)
         return _iterate(self._runtime, stream.follow(
             app_name, invocation_id, from_start=from_start, until=until, timeout=timeout))
+
+    def invocations(
+        self, app_name: str, *, status: InvocationStatus | str | None = None,
+        user_id: str | None = None, session_id: str | None = None, limit: int = DEFAULT_LIMIT,
+        cursor: str | None = None,
+    ) -> InvocationPage:
+        """A page of invocations, of a session or of the app.
+
+        With ``user_id`` and ``session_id``: that session's, newest first; without: the app's,
+        latest updated first. ``status`` keeps one status only. Pass the page's
+        ``next_cursor`` as ``cursor`` for the next page (None: the last).
+        RequestError (naming the field) for a malformed id, status, limit or cursor.
+        """
+        query = invocation_query(
+            app_name, status=status.value if isinstance(status, InvocationStatus) else status,
+            user_id=user_id, session_id=session_id, limit=limit, cursor=cursor,
+            limits=self._runtime.limits)
+        return self._runtime.run(self._services().store.list_invocations(query))
 
     def list_sessions(self, app_name: str, user_id: str | None = None) -> list[Session]:
         """The sessions of a user (every user's when None), without events."""

@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import LUA_SAVE_RECORD
+from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery
 from orchestrator.distributed.models import (
     InvocationRecord,
     InvocationStatus,
@@ -21,6 +22,7 @@ from orchestrator.distributed.models import (
     ToolResult,
 )
 from orchestrator.distributed.progress import latest_progress
+from orchestrator.distributed.redis_invocation_lists import list_invocations
 from orchestrator.distributed.redis_jobs import CLAIM, watch_member
 from orchestrator.distributed.stores import Loaded
 from orchestrator.distributed.streams import STREAM_MAXLEN
@@ -223,6 +225,10 @@ class RedisInvocationStore:
             keys=keys.invocation_record_keys(record.app_name, record.invocation_id),
             args=[record.model_dump_json(), record.status.value, self._ttl, STATUS_STREAM_MAXLEN],
         )
+
+    async def list_invocations(self, query: InvocationQuery) -> InvocationPage:
+        """A page of a session's invocations (newest first) or of an app's (latest saved first)."""
+        return await list_invocations(self._redis, query)
 
     async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
         """First final result wins (a pending placeholder can be replaced)."""

@@ -8,6 +8,8 @@ import itertools
 from collections import deque
 from typing import NamedTuple, Protocol
 
+from orchestrator import platform
+from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery, Position, page_of
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
 from orchestrator.sessions.session import Session
 
@@ -52,6 +54,10 @@ class InvocationStore(Protocol):
 
     async def is_cancelled(self, app_name: str, invocation_id: str) -> bool:
         """True once cancellation was requested."""
+        ...
+
+    async def list_invocations(self, query: InvocationQuery) -> InvocationPage:
+        """A page of a session's invocations or of an app's (see ``invocation_lists``)."""
         ...
 
 
@@ -135,6 +141,8 @@ class InMemoryInvocationStore:
         self._results: dict[tuple[str, str], dict[str, ToolResult]] = {}
         self._cancelled: set[tuple[str, str]] = set()
         self._changed: dict[tuple[str, str], asyncio.Condition] = {}
+        self._saved_at: dict[tuple[str, str], float] = {}
+        """When each record was last saved (the order of the app's lists)."""
 
     async def create(self, record: InvocationRecord) -> bool:
         """Store a new record unless one exists."""
@@ -142,6 +150,7 @@ class InMemoryInvocationStore:
         if key in self._records:
             return False
         self._records[key] = record.model_copy(deep=True)
+        self._saved_at[key] = platform.get_time()
         return True
 
     async def get(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
@@ -159,6 +168,7 @@ class InMemoryInvocationStore:
         """Overwrite and wake watchers."""
         key = (record.app_name, record.invocation_id)
         self._records[key] = record.model_copy(deep=True)
+        self._saved_at[key] = platform.get_time()
         condition = self._changed.get(key)
         if condition is not None:
             async with condition:
@@ -184,6 +194,23 @@ class InMemoryInvocationStore:
     async def is_cancelled(self, app_name: str, invocation_id: str) -> bool:
         """True once flagged."""
         return (app_name, invocation_id) in self._cancelled
+
+    async def list_invocations(self, query: InvocationQuery) -> InvocationPage:
+        """A page of a session's invocations (newest first) or of an app's (latest saved first)."""
+        entries = []
+        for key, record in self._records.items():
+            if key[0] != query.app_name:
+                continue
+            if query.of_session:
+                if (record.user_id, record.session_id) != (query.user_id, query.session_id):
+                    continue
+                position = Position(record.created_at, record.invocation_id)
+            else:
+                position = Position(self._saved_at[key], record.invocation_id)
+            entries.append((position, record))
+        page = page_of(query, entries)
+        return InvocationPage([record.model_copy(deep=True) for record in page.records],
+                              page.next_cursor)
 
     async def wait_for(
         self, app_name: str, invocation_id: str, statuses: set[InvocationStatus]

@@ -271,7 +271,8 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         """Delete the session's keys and index entries atomically (missing: no-op)."""
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.delete(*keys.session_storage_keys(app_name, user_id, session_id),
-                        keys.session_answered(app_name, user_id, session_id))
+                        keys.session_answered(app_name, user_id, session_id),
+                        keys.session_invocations(app_name, user_id, session_id))
             pipe.zrem(keys.user_sessions(app_name, user_id), session_id)
             pipe.zrem(keys.app_sessions(app_name), app_member(user_id, session_id))
             await pipe.execute()

@@ -13,7 +13,13 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from config import Settings, get_settings
 from workers.addresses import is_loopback
-from workers.api import adk_routes, invocation_routes, metrics_route
+from workers.api import (
+    adk_routes,
+    artifact_routes,
+    invocation_list_routes,
+    invocation_routes,
+    metrics_route,
+)
 from workers.api.backend import Backend
 from workers.api.security import BodyLimit
 
@@ -38,10 +44,13 @@ def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) 
 
     app = FastAPI(title="adk-celery", version=_version(), lifespan=lifespan,
                   description="google-adk's api_server routes over distributed orchestrators, "
-                              "plus invocation routes (enqueue, status, follow, answer, cancel).")
+                              "plus invocation routes (enqueue, status, follow, answer, cancel, "
+                              "lists).")
     app.state.backend = backend
     app.include_router(adk_routes.router)
+    app.include_router(artifact_routes.router)
     app.include_router(invocation_routes.router)
+    app.include_router(invocation_list_routes.router)
     app.include_router(metrics_route.router)
     if dev_ui is not None:
         from workers.api import dev_ui as dev_ui_routes
