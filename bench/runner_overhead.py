@@ -25,7 +25,6 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 LOCAL_ADK_VENV = BENCH / ".venv-adk"
-SHARED_ADK_PYTHON = Path("/work/adkvenv/bin/python")
 ADK_REQUIREMENT = "google-adk==2.13.0"
 TARGET_RATIO = 5.0
 
@@ -35,14 +34,12 @@ def _venv_python(venv: Path) -> Path:
 
 
 def resolve_adk_python(option: str | None) -> Path:
-    """--adk-python, else bench/.venv-adk, else /work/adkvenv, else create bench/.venv-adk."""
+    """--adk-python, else bench/.venv-adk, else create bench/.venv-adk."""
     if option:
         return Path(option)
     local = _venv_python(LOCAL_ADK_VENV)
     if local.exists():
         return local
-    if SHARED_ADK_PYTHON.exists():
-        return SHARED_ADK_PYTHON
     base = shutil.which("python3") or sys.executable
     print(
         f"No google-adk venv found: creating {LOCAL_ADK_VENV} "
@@ -318,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--adk-python",
         help="python of a venv with google-adk 2.13 (default: "
-        "bench/.venv-adk, else /work/adkvenv, else create bench/.venv-adk)",
+        "bench/.venv-adk, else create bench/.venv-adk)",
     )
     parser.add_argument(
         "--profile-ours",

@@ -111,7 +111,7 @@ def readable_diff(expected: Any, actual: Any) -> str:
 def test_golden_file_covers_every_scenario():
     assert sorted(load_golden()) == sorted(scenarios.SCENARIOS), (
         "tests/golden/adk_2_13.json is stale: re-run "
-        "`/work/adkvenv/bin/python tests/golden/record_adk.py`"
+        "`tests/golden/record_adk.py` with the python of a venv holding google-adk==2.13.0"
     )
 
 

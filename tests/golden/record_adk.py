@@ -2,7 +2,7 @@
 
 Run with the google-adk venv, never ours::
 
-    /work/adkvenv/bin/python tests/golden/record_adk.py [--check] [scenario ...]
+    <python of a venv with google-adk==2.13.0> tests/golden/record_adk.py [--check] [scenario ...]
 
 With scenario names, only those are run and printed (the file is not written). ``--check`` runs
 everything and exits non-zero if the stored file differs from a fresh recording.
