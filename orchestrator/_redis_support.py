@@ -48,27 +48,25 @@ _LIVE_STATUSES = ", ".join(f"['{status}'] = '{keys.invocations_in(status)}'"
                            for status in keys.LIVE_STATUSES)
 
 # For metrics: the index of live invocations by status, and a count of the ones that ended
-# (a record leaving the index for a terminal status, or created in one). Keys not passed in
+# (a record leaving a live status for a terminal one, or created in one). Keys not passed in
 # KEYS: the metrics need one instance (standalone Redis, or these keys' shard).
 LUA_INDEX_STATUS = f"""
-local function index_status(record_key, status, created)
-  local now = redis.call('TIME')[1]
-  local live, left = false, 0
-  for name, index in pairs({{{_LIVE_STATUSES}}}) do
-    if name == status then
-      redis.call('ZADD', index, now, record_key)
-      live = true
-    else
-      left = left + redis.call('ZREM', index, record_key)
-    end
+local function index_status(record_key, status, previous, created, clock)
+  local live = {{{_LIVE_STATUSES}}}
+  if previous and previous ~= status and live[previous] then
+    redis.call('ZREM', live[previous], record_key)
   end
-  if not live and (left > 0 or created) then
+  if live[status] then
+    redis.call('ZADD', live[status], clock[1], record_key)
+  elseif created or (previous and live[previous]) then
     redis.call('HINCRBY', '{keys.stats()}', 'finished:' .. status, 1)
   end
 end
 """
-"""``index_status(record_key, status, created)``: keep ``redis_keys.invocations_in`` and
-the ``finished:<status>`` counters of ``redis_keys.stats`` up to date for a saved record."""
+"""``index_status(record_key, status, previous, created, clock)``: keep
+``redis_keys.invocations_in`` and the ``finished:<status>`` counters of ``redis_keys.stats`` up
+to date for a record saved in ``status`` that was in ``previous`` (nil: new, or unknown);
+``clock``: Redis ``TIME``."""
 
 INDEX_SWEEP = 2
 """How many of a session's oldest listed invocations each new one checks for expiry."""
@@ -77,13 +75,12 @@ LUA_INDEX_RECORD = f"""
 local function key_part(value)
   return (string.gsub(value, '[%%{{}}:]', {{['%'] = '%25', ['{{'] = '%7B', ['}}'] = '%7D', [':'] = '%3A'}}))
 end
-local function index_record(decoded, status, previous, ttl)
+local function index_record(decoded, status, previous, ttl, clock)
   for _, field in ipairs({{'app_name', 'invocation_id', 'user_id', 'session_id'}}) do
     if type(decoded[field]) ~= 'string' then return end  -- not a record: nothing to list
   end
   local app = key_part(decoded['app_name'])
   local id = decoded['invocation_id']
-  local clock = redis.call('TIME')
   local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
   local by_status = '{PREFIX}app:{{' .. app .. '}}:invocations:'
   if previous and previous ~= status then
@@ -106,7 +103,7 @@ local function index_record(decoded, status, previous, ttl)
   redis.call('EXPIRE', session, ttl)
 end
 """
-"""``index_record(decoded, status, previous, ttl)``: file a saved record in the lists of
+"""``index_record(decoded, status, previous, ttl, clock)``: file a saved record in the lists of
 invocations (``redis_keys.app_invocations``, ``redis_keys.session_invocations``, whose names
 it builds the same way): out of ``previous``'s status set, into ``status``'s scored by now,
 into its session's set scored by creation. Entries whose record has expired are dropped:
@@ -137,8 +134,10 @@ local function save_record(record_key, stream_key, statuses_key, record, status,
   redis.call('XADD', statuses_key, 'MAXLEN', '~', {STATUSES_MAXLEN}, '*',
     'kind', 'status', 'status', status, 'record', record)
   redis.call('EXPIRE', statuses_key, ttl)
-  index_status(record_key, status, only_if_new)
-  index_record(decoded, status, previous, ttl)
+  -- Both indexes move the record from the status it had (read once, above) to its new one.
+  local clock = redis.call('TIME')
+  index_status(record_key, status, previous, only_if_new, clock)
+  index_record(decoded, status, previous, ttl, clock)
   return true
 end
 """
