@@ -13,9 +13,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
-from orchestrator.distributed.stores import AnswerRejectedError
 from workers.api.backend import Backend
 
 _POSITION_SECONDS = 5.0
@@ -63,15 +61,8 @@ async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
                                  "invocation (the request's invocation_id, if given)")
     record = await backend.record(app_name, owners.pop())
     after = await _stream_end(backend, record) if record.status is InvocationStatus.PAUSED else None
-    services = await backend.services()
     for response in responses:
-        try:
-            await services.service.answer(app_name, record.invocation_id, response["id"],
-                                          response["response"])
-        except RequestError as error:
-            raise HTTPException(422, str(error)) from None
-        except AnswerRejectedError as error:
-            raise HTTPException(409, str(error)) from None
+        await backend.answer(app_name, record.invocation_id, response["id"], response["response"])
     return record, after
 
 

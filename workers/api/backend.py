@@ -16,6 +16,7 @@ from config import Settings
 from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.stores import AnswerRejectedError
 from orchestrator.distributed.streams import SETTLED, StreamItem
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
@@ -55,6 +56,21 @@ class Backend:
         except RequestError as error:
             raise HTTPException(422, str(error)) from None
         return record
+
+    async def answer(self, app_name: str, invocation_id: str, function_call_id: str,
+                     response: Any) -> None:
+        """Answer a pending call through the checked answer path.
+
+        422 for malformed input, 409 for a call the invocation does not wait for (or one
+        answered already).
+        """
+        services = await self.services()
+        try:
+            await services.service.answer(app_name, invocation_id, function_call_id, response)
+        except RequestError as error:
+            raise HTTPException(422, str(error)) from None
+        except AnswerRejectedError as error:
+            raise HTTPException(409, str(error)) from None
 
     async def record(self, app_name: str, invocation_id: str) -> InvocationRecord:
         """The invocation's record; 404 if there is none."""

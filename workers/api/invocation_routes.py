@@ -11,9 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Header, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.distributed.stores import AnswerRejectedError
 from orchestrator.distributed.streams import FINISHED, SETTLED
 from workers.api.adk_routes import _Camel, checked
 from workers.api.backend import Backend, event_json, record_json, sse
@@ -127,14 +125,7 @@ async def answer(request: Request, app_name: str, invocation_id: str,
                  body: AnswerRequest) -> dict[str, Any]:
     """Answer a call the invocation waits for; 409 if it does not wait for that call."""
     backend = checked(request, app_name, ("invocation_id", invocation_id))
-    services = await backend.services()
-    try:
-        await services.service.answer(app_name, invocation_id, body.function_call_id,
-                                      body.response)
-    except RequestError as error:
-        raise HTTPException(422, str(error)) from None
-    except AnswerRejectedError as error:
-        raise HTTPException(409, str(error)) from None
+    await backend.answer(app_name, invocation_id, body.function_call_id, body.response)
     return {"invocationId": invocation_id, "answered": body.function_call_id}
 
 
