@@ -25,6 +25,11 @@ from orchestrator.events.event import Event
 T = TypeVar("T")
 
 
+def covers(events: list[Event], count: int, last_id: str) -> bool:
+    """True if ``events`` start with the ``count`` events of which the last had ``last_id``."""
+    return len(events) >= count and events[count - 1].id == last_id
+
+
 class LogScan(Generic[T]):
     """A fold over sessions' logs: ``step(state, event)`` for each event, remembered per session.
 
@@ -51,7 +56,7 @@ class LogScan(Generic[T]):
         key = (events[0].id, view)
         with self._lock:  # taken, not shared: two threads never step one state at once
             seen = self._seen.pop(key, None)
-        if seen is not None and len(events) >= seen[0] and events[seen[0] - 1].id == seen[1]:
+        if seen is not None and covers(events, seen[0], seen[1]):
             count, state = seen[0], seen[2]
         else:
             count, state = 0, self._start()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from google.genai import types
 
 from orchestrator.events.event import Event
+from orchestrator.events.log_scans import covers
 
 
 @dataclass
@@ -43,7 +44,7 @@ class HistoryEntry:
 
     def covers(self, events: list[Event]) -> bool:
         """True if this entry describes the first ``count`` of ``events``."""
-        return len(events) >= self.count and events[self.count - 1].id == self.last_id
+        return covers(events, self.count, self.last_id)
 
 
 class HistoryMemo:
