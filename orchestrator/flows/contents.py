@@ -90,29 +90,28 @@ def build_contents(
     """
     if memo is None or include_contents == "none" or not events:
         return _build(events, agent_name, branch, include_contents,
-                      include_thoughts_from_other_agents, None)
+                      include_thoughts_from_other_agents)[0]
     key = (events[0].id, agent_name, branch, include_thoughts_from_other_agents)
     entry = memo.take(key, events)
     if entry is not None and _extended(entry, events, agent_name, branch,
                                        include_thoughts_from_other_agents):
         memo.put(key, entry)
         return list(entry.contents)
-    fresh: list[HistoryEntry] = []
-    contents = _build(events, agent_name, branch, include_contents,
-                      include_thoughts_from_other_agents, fresh)
-    if fresh:
-        memo.put(key, fresh[0])
+    contents, entry = _build(events, agent_name, branch, include_contents,
+                             include_thoughts_from_other_agents)
+    if entry is not None:
+        memo.put(key, entry)
     return contents
 
 
 def _build(
     events: list[Event], agent_name: str, branch: str | None, include_contents: str,
-    include_thoughts: bool, keep: list[HistoryEntry] | None,
-) -> list[types.Content]:
-    """The history built from every event.
+    include_thoughts: bool,
+) -> tuple[list[types.Content], HistoryEntry | None]:
+    """The history built from every event, and a memo entry for it if any.
 
-    ``keep`` receives an entry for the memo if the result can be extended later: no
-    rewinds, and no response left to move after its call.
+    An entry only when the history can be extended later: the whole log shown (not
+    ``include_contents="none"``), no rewinds, no response left to move after its call.
     """
     call_authors = _call_authors(events)
     rewound = apply_rewinds(events, branch)
@@ -122,13 +121,13 @@ def _build(
     arranged = _rearrange_latest_function_response(visible)
     contents = _convert(_drop_orphans(_rearrange_async_function_responses(arranged)),
                         agent_name, call_authors, include_thoughts)
-    if keep is not None and rewound is events and arranged is visible:
-        keep.append(HistoryEntry(
-            count=len(events), last_id=events[-1].id, contents=list(contents),
-            call_authors=call_authors,
-            response_ids={r.id for e in events for r in e.get_function_responses() if r.id},
-        ))
-    return contents
+    if include_contents == "none" or rewound is not events or arranged is not visible:
+        return contents, None
+    return contents, HistoryEntry(
+        count=len(events), last_id=events[-1].id, contents=list(contents),
+        call_authors=call_authors,
+        response_ids={r.id for e in events for r in e.get_function_responses() if r.id},
+    )
 
 
 def _extended(
