@@ -107,7 +107,7 @@ def test_run_and_run_sse(api):
     streamed = frames(httpx.post(f"{api}/run_sse", json=request, timeout=30))
     assert [f["data"]["author"] for f in streamed] == ["agent"] and set(streamed[0]) == {"data"}
     missing = httpx.post(f"{api}/run", json={**request, "sessionId": "no-such"}, timeout=30)
-    assert (missing.status_code, missing.json()) == (404, {"detail": "Session not found"})
+    assert (missing.status_code, missing.json()) == (404, {"detail": "Session not found: no-such"})
     bad = httpx.post(f"{api}/run", json={**request, "newMessage": {"role": "user", "parts": [
         {"functionResponse": {"id": "x", "name": "y", "response": {}}}]}}, timeout=30)
     assert bad.status_code == 422 and "new_message.parts[0].function_response" in bad.text

@@ -112,9 +112,10 @@ def test_unknown_artifacts_and_bad_requests_answer_as_adk(stack):
     assert get(f"{base}/apps/reports/users/ben/sessions/no-such/artifacts").json() == []
 
     empty = httpx.post(artifacts, headers=ALL, json={"filename": "a.txt", "artifact": {}})
-    assert empty.status_code == 422 and empty.json()["detail"].startswith("artifact: ")
+    assert empty.status_code == 400 and empty.json()["detail"].startswith(
+        "Not supported artifact type.")
     assert get(f"{artifacts}/a.txt/versions/first").json() == {
-        "detail": "version_id: must be a version number or 'latest'"}
+        "detail": "Invalid version ID"}
     nested: list = []
     for _ in range(40):
         nested = [nested]

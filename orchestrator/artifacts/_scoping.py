@@ -130,7 +130,8 @@ def coerce_part(artifact: types.Part | Mapping[str, Any]) -> types.Part:
         )
     if part.inline_data is None and part.text is None and part.file_data is None:
         raise InputValidationError(
-            "Unsupported artifact: the part must carry inline_data, text or file_data."
+            # google-adk's sentence first (its api_server shows it), then what is accepted.
+            "Not supported artifact type. The part must carry inline_data, text or file_data."
         )
     ref = artifact_ref_of(part)
     if ref is not None and parse_artifact_uri(ref) is None:

@@ -8,21 +8,20 @@ ends or pauses (a long-running call is the last event of a paused run, as in ADK
 from __future__ import annotations
 
 import platform as python_platform
-import time
 from collections.abc import AsyncIterator
 from importlib import metadata
 from typing import Any
 
 from fastapi import APIRouter, Body, HTTPException, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from orchestrator.distributed.intake import RequestError, check_identifier, check_state_delta
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
-from workers.api import answer_messages
+from workers.api import answer_messages, app_info, run_frames
 from workers.api.backend import Backend, event_json, session_json, sse
 
 router = APIRouter()
@@ -45,6 +44,8 @@ class RunAgentRequest(_Camel):
     streaming: bool = False
     state_delta: dict[str, Any] | None = None
     invocation_id: str | None = None
+    function_call_event_id: str | None = None
+    """Set by ADK's clients when they answer a call; here it only keeps SSE frames whole."""
 
 
 class CreateSessionRequest(_Camel):
@@ -58,7 +59,7 @@ class CreateSessionRequest(_Camel):
 class PatchSessionRequest(_Camel):
     """Body of ``PATCH .../sessions/{id}``."""
 
-    state_delta: dict[str, Any] = Field(default_factory=dict)
+    state_delta: dict[str, Any]
 
 
 def backend_of(request: Request) -> Backend:
@@ -78,7 +79,8 @@ def checked(request: Request, app_name: str, *ids: tuple[str, str]) -> Backend:
     except RequestError as error:
         raise HTTPException(422, str(error)) from None
     if app_name not in backend.registry.names:
-        raise HTTPException(404, f"no app {app_name!r}")
+        raise HTTPException(404, f"Agent not found: {app_name!r}. No app of that name is "
+                                 "served here (ADK_CELERY_APPS).")
     return backend
 
 
@@ -102,25 +104,17 @@ async def list_apps(request: Request, detailed: bool = False) -> Any:
     names = backend.access.visible(request, sorted(backend.registry.names))
     if not detailed:
         return names
-    return {"apps": [_app_info(backend, name) for name in names]}
+    return {"apps": [app_info.summary(name, backend.registry.get(name)) for name in names]}
 
 
 @router.get("/apps/{app_name}/app-info")
-async def app_info(request: Request, app_name: str) -> dict[str, Any]:
-    """What the app is: its root agent and the agents under it."""
-    return _app_info(checked(request, app_name), app_name)
-
-
-def _app_info(backend: Backend, name: str) -> dict[str, Any]:
-    root = backend.registry.get(name).root_agent
-    agents: list[str] = []
-    stack = [root]
-    while stack:
-        agent = stack.pop(0)
-        agents.append(agent.name)
-        stack.extend(agent.sub_agents)
-    return {"name": name, "rootAgentName": root.name, "description": root.description or "",
-            "language": "python", "isComputerUse": False, "agents": agents}
+async def get_app_info(request: Request, app_name: str) -> dict[str, Any]:
+    """What the app is: its root agent and every LlmAgent of its tree with their tools."""
+    backend = checked(request, app_name)
+    try:
+        return await app_info.app_info(app_name, backend.registry.get(app_name))
+    except app_info.NotAnLlmAgentError as error:
+        raise HTTPException(400, str(error)) from None
 
 
 @router.post("/apps/{app_name}/users/{user_id}/sessions")
@@ -156,8 +150,8 @@ async def _create(backend: Backend, app_name: str, user_id: str, session_id: str
     try:
         session = await services.sessions.create_session(
             app_name=app_name, user_id=user_id, state=state, session_id=session_id)
-    except AlreadyExistsError as error:
-        raise HTTPException(409, str(error)) from None
+    except AlreadyExistsError:
+        raise HTTPException(409, f"Session already exists: {session_id}") from None
     return session_json(session)
 
 
@@ -213,7 +207,12 @@ async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, 
     """
     backend = checked(request, body.app_name, ("user_id", body.user_id),
                       ("session_id", body.session_id))
-    await backend.session(body.app_name, body.user_id, body.session_id)  # 404 first, as ADK
+    try:  # 404 first, as ADK, which names the session here
+        await backend.session(body.app_name, body.user_id, body.session_id)
+    except HTTPException as error:
+        if error.status_code == 404:
+            raise HTTPException(404, f"Session not found: {body.session_id}") from None
+        raise
     responses = answer_messages.function_responses(body.new_message)
     if responses is not None and not body.state_delta:
         record, after = await answer_messages.answer(
@@ -302,10 +301,10 @@ async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
     async def frames() -> AsyncIterator[str]:
         async for item in _run_events(backend, record, partial=body.streaming, after=after):
             if isinstance(item, Exception):
-                yield sse({"error": str(item), "error_details": {
-                    "error_type": "InvocationFailed", "error_message": str(item),
-                    "timestamp": time.time()}})
+                yield sse(run_frames.error_frame(str(item)))
             else:
-                yield sse(event_json(item))
+                for shown in run_frames.frames_of(event_json(item),
+                                                 split=not body.function_call_event_id):
+                    yield sse(shown)
 
     return StreamingResponse(frames(), media_type="text/event-stream")

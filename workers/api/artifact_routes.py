@@ -55,7 +55,7 @@ def _version(version_id: str) -> int | None:
     try:
         return int(version_id)
     except ValueError:
-        raise HTTPException(422, "version_id: must be a version number or 'latest'") from None
+        raise HTTPException(422, "Invalid version ID") from None  # ADK's words
 
 
 def _version_json(version: ArtifactVersion) -> dict[str, Any]:
@@ -76,8 +76,8 @@ async def save_artifact(request: Request, app_name: str, user_id: str, session_i
     try:
         version = await artifacts.save_artifact(**where, artifact=body.artifact,
                                                 custom_metadata=body.custom_metadata)
-    except InputValidationError as error:
-        raise HTTPException(422, f"artifact: {error}") from None
+    except InputValidationError as error:  # 400 and the service's words, as ADK
+        raise HTTPException(400, str(error)) from None
     saved = await artifacts.get_artifact_version(**where, version=version)
     if saved is None:  # deleted in between
         raise HTTPException(404, "Artifact version not found")
