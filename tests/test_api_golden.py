@@ -5,7 +5,9 @@ The steps of ``tests/golden/api_steps.py`` (every ADK route: apps, sessions, art
 answer by a function-response message, the error cases) were sent to google-adk's server by
 ``tests/golden/record_api.py``. Here the same steps go, in the same order, to ``adk-celery
 api`` over a real redis-server, orchestrator and worker (one stack for the module), and each
-masked answer (status code and JSON) must equal google-adk's.
+masked answer (status code and JSON) must equal google-adk's. Where google-adk 2.13 is
+installed (the ``devui`` extra, as in CI), the recording is also redone and compared, so the
+stored file cannot drift from what google-adk answers.
 
 ``KNOWN_DIFFERENCES`` names the few places where we differ on purpose, each with why and with
 the answer we give instead (asserted as exactly as google-adk's).

@@ -141,6 +141,7 @@ STEPS: list[Step] = [
     ("run_plain_tool", "POST", "/run", _run("s1", "weather in Oslo"), None, {}),
     ("run_with_state_delta", "POST", "/run", _run("s1", "hi", stateDelta={"mood": "good"}),
      None, {}),
+    ("run_streaming_flag", "POST", "/run", _run("s1", "no chunks here", streaming=True), None, {}),
     ("run_missing_session", "POST", "/run", _run("s-missing", "hello"), None, {}),
     ("run_missing_app", "POST", "/run", _run("s1", "hello", app="nope"), None, {}),
     ("run_without_user", "POST", "/run", {"appName": "weather", "sessionId": "s1"}, None, {}),
