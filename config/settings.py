@@ -29,6 +29,14 @@ class Settings(BaseSettings):
         default=500, validation_alias=AliasChoices("ADK_CELERY_MAX_LLM_CALLS", "ADK_MAX_LLM_CALLS")
     )
     """Default limit of model calls per invocation (<= 0 means unlimited)."""
+    disable_gemini_model_id_check: bool = Field(
+        default=False,
+        validation_alias=AliasChoices(
+            "ADK_CELERY_DISABLE_GEMINI_MODEL_ID_CHECK", "ADK_DISABLE_GEMINI_MODEL_ID_CHECK"
+        ),
+    )
+    """Let Gemini's built-in tools (``google_search``, ``url_context``, ...) go to models
+    whose name does not start with ``gemini-`` (google-adk's environment variable works too)."""
 
     invocations_queue: str = "adk.invocations"
     """Celery queue orchestrators consume (start, resume, cancel)."""
