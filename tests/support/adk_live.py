@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from orchestrator.flows.contents import CONTEXT_PREAMBLE
 from tests.golden import scenarios
+from tests.test_adk_golden import ADK_PREAMBLE_START, PREAMBLE_PLACEHOLDER
 
 ADK_VERSION = "2.13.0"
 
@@ -143,3 +146,27 @@ class RequestHarness(scenarios.Harness):
         self.requests[-1]["builtin_tools"] = builtins
         self.requests[-1]["instruction"] = llm_request.config.system_instruction
         self.requests[-1]["model_name"] = llm_request.model
+
+
+def rewrite(node: Any, change: Callable[[Any], Any]) -> Any:
+    """``node`` with ``change`` applied to every value, innermost first."""
+    if isinstance(node, dict):
+        node = {key: rewrite(value, change) for key, value in node.items()}
+    elif isinstance(node, list):
+        node = [rewrite(value, change) for value in node]
+    return change(node)
+
+
+def _preamble(value: Any) -> Any:
+    if isinstance(value, str) and (value == CONTEXT_PREAMBLE or value.startswith(ADK_PREAMBLE_START)):
+        return PREAMBLE_PLACEHOLDER
+    return value
+
+
+def comparable(record: dict[str, Any]) -> dict[str, Any]:
+    """A harness record without what each framework words its own way: the system
+    instructions and the preamble introducing another agent's turn."""
+    record = rewrite(record, _preamble)
+    for request in record.get("requests", []):
+        request.pop("instruction", None)
+    return record
