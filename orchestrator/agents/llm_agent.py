@@ -137,7 +137,12 @@ class LlmAgent(BaseAgent):
         """Each entry of ``tools`` with the BaseTools it stands for now, in order."""
         from orchestrator.flows.transfer import transfer_targets
 
-        multiple = len(self.tools) > 1 or bool(transfer_targets(self))
+        # Only a built-in search asking to bypass the one-tool limit cares whether there are
+        # other tools (or transfer targets); most agents skip the question.
+        multiple = any(
+            isinstance(t, GoogleSearchTool | VertexAiSearchTool) and t.bypass_multi_tools_limit
+            for t in self.tools
+        ) and (len(self.tools) > 1 or bool(transfer_targets(self)))
         resolved: list[list[BaseTool] | None] = []
         listings = []
         for tool in self.tools:

@@ -41,8 +41,8 @@ class Event(LlmResponse):
 
         A subclass that declares ``message`` or ``state`` as a field of its own keeps it.
         """
-        if not isinstance(data, dict):
-            return data
+        if not isinstance(data, dict) or ("message" not in data and "state" not in data):
+            return data  # the common case, on every event built or parsed: nothing to do
         own = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
         data = dict(data)
         message = None if "message" in own else data.pop("message", None)

@@ -62,7 +62,10 @@ class LlmFlow:
         if ctx.end_invocation:
             return
         groups = await agent.resolve_tool_unions(readonly)
-        callable_tools = _callable_tools(agent, groups)
+
+        def callable_tools() -> dict[str, BaseTool]:
+            return _callable_tools(agent, groups)
+
         # Work owed from earlier in this invocation comes before the model call.
         async for event in resume.answer_confirmations(ctx, callable_tools):
             yield event
@@ -82,7 +85,7 @@ class LlmFlow:
             if decision.action is resume.ResumeAction.REPLAY_CALLS:
                 assert decision.call_event is not None
                 async for event in functions.handle_function_calls(
-                    ctx, decision.call_event, callable_tools, only_ids=decision.call_ids
+                    ctx, decision.call_event, callable_tools(), only_ids=decision.call_ids
                 ):
                     yield event
                 return

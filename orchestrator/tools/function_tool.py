@@ -173,7 +173,9 @@ class FunctionTool(BaseTool):
         kwargs = self._prepare_args(args)
         if self._context_param:
             kwargs[self._context_param] = tool_context
-        pool = tool_context.run_config.tool_thread_pool_config if tool_context is not None else None
+        # A run's own pool, if it has one (a test may hand in any object as the context).
+        run_config = getattr(tool_context, "run_config", None)
+        pool = getattr(run_config, "tool_thread_pool_config", None)
         return await self._call(kwargs, pool.max_workers if pool is not None else None)
 
     @property
