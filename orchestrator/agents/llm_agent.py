@@ -135,28 +135,28 @@ class LlmAgent(BaseAgent):
         self, ctx: ReadonlyContext | None = None
     ) -> list[tuple[Any, list[BaseTool]]]:
         """Each entry of ``tools`` with the BaseTools it stands for now, in order."""
-        from orchestrator.flows.transfer import transfer_targets
-
         # Only a built-in search asking to bypass the one-tool limit cares whether there are
         # other tools (or transfer targets); most agents skip the question.
         multiple = any(
             isinstance(t, GoogleSearchTool | VertexAiSearchTool) and t.bypass_multi_tools_limit
             for t in self.tools
-        ) and (len(self.tools) > 1 or bool(transfer_targets(self)))
-        resolved: list[list[BaseTool] | None] = []
-        listings = []
-        for tool in self.tools:
-            if isinstance(tool, BaseToolset):
-                resolved.append(None)
-                listings.append(self._list_toolset(tool, ctx))
-            else:
-                resolved.append(self._resolve_tool(tool, multiple))
-        # Toolsets are asked concurrently (a listing may be a network round trip).
-        listed = iter(await asyncio.gather(*listings) if listings else [])
-        return [
-            (tool, tools if tools is not None else next(listed))
-            for tool, tools in zip(self.tools, resolved, strict=True)
+        ) and (len(self.tools) > 1 or self._has_transfer_targets())
+        listings = [
+            self._list_toolset(t, ctx) for t in self.tools if isinstance(t, BaseToolset)
         ]
+        if not listings:
+            return [(t, self._resolve_tool(t, multiple)) for t in self.tools]
+        # Toolsets are asked concurrently (a listing may be a network round trip).
+        listed = iter(await asyncio.gather(*listings))
+        return [
+            (t, next(listed) if isinstance(t, BaseToolset) else self._resolve_tool(t, multiple))
+            for t in self.tools
+        ]
+
+    def _has_transfer_targets(self) -> bool:
+        from orchestrator.flows.transfer import transfer_targets
+
+        return bool(transfer_targets(self))
 
     def _resolve_tool(self, tool: Any, multiple: bool) -> list[BaseTool]:
         if multiple and isinstance(tool, GoogleSearchTool) and tool.bypass_multi_tools_limit:

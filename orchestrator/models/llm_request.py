@@ -24,20 +24,22 @@ class LlmRequest(BaseModel):
     """Generation config, including ``system_instruction`` and ``tools``."""
     tools_dict: dict[str, Any] = Field(default_factory=dict, exclude=True)
     """Tool name -> BaseTool, for the tools declared in ``config.tools``."""
-    _dynamic_instructions: list[str] = PrivateAttr(default_factory=list)
+    _dynamic_instructions: list[str] | None = PrivateAttr(default=None)
 
     def _append_dynamic_instructions(self, instructions: list[str]) -> None:
         """Queue instructions a tool adds while the request is built (google-adk's hook).
 
         The flow appends them to the system instruction once every tool has had its say.
         """
+        if self._dynamic_instructions is None:
+            self._dynamic_instructions = []
         self._dynamic_instructions.extend(instructions)
 
     def _finalize_dynamic_instructions(self) -> None:
         """Move the queued tool instructions into the system instruction (one block)."""
         if self._dynamic_instructions:
             self.append_instructions(["\n\n".join(self._dynamic_instructions)])
-            self._dynamic_instructions.clear()
+            self._dynamic_instructions = None
 
     def _insert_transient_user_content(self, contents: list[types.Content]) -> None:
         """Put request-only user content just before the latest plain user turn.
