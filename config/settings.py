@@ -29,6 +29,18 @@ class Settings(BaseSettings):
         default=500, validation_alias=AliasChoices("ADK_CELERY_MAX_LLM_CALLS", "ADK_MAX_LLM_CALLS")
     )
     """Default limit of model calls per invocation (<= 0 means unlimited)."""
+    disable_gemini_model_id_check: bool = Field(
+        default=False,
+        validation_alias=AliasChoices(
+            "ADK_CELERY_DISABLE_GEMINI_MODEL_ID_CHECK", "ADK_DISABLE_GEMINI_MODEL_ID_CHECK"
+        ),
+    )
+    """Let Gemini's built-in tools (``google_search``, ``url_context``, ...) go to models
+    whose name does not start with ``gemini-`` (google-adk's environment variable works too)."""
+    sync_tool_threads: int = Field(default=64, ge=1)
+    """Threads a process runs synchronous tool functions on, so that a turn's calls and a
+    ParallelAgent's branches wait together, not in turns (Python's default executor has
+    only cores + 4). ``RunConfig.tool_thread_pool_config`` sets a run's own pool instead."""
 
     invocations_queue: str = "adk.invocations"
     """Celery queue orchestrators consume (start, resume, cancel)."""

@@ -40,11 +40,12 @@ async def test_instruction_reads_an_artifact_by_name():
 
 
 class GrowingToolset(BaseToolset):
-    """Offers one more tool on every model step."""
+    """Offers one more tool each time it is listed."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, per_step: bool = False) -> None:
         super().__init__()
         self.calls = 0
+        self._use_invocation_cache = not per_step
 
     async def get_tools(self, readonly_context=None) -> list[BaseTool]:
         self.calls += 1
@@ -58,12 +59,24 @@ class GrowingToolset(BaseToolset):
         return tools
 
 
-async def test_toolsets_are_resolved_on_every_step():
+def _declared(model):
+    return [[d.name for d in r.config.tools[0].function_declarations] for r in model.requests]
+
+
+async def test_a_toolset_is_listed_once_per_invocation_as_in_google_adk():
     toolset = GrowingToolset()
+    model = ScriptedLlm(responses=[call("tool_0"), "done", "again"])
+    runner = InMemoryRunner(LlmAgent(name="a", model=model, tools=[toolset]))
+    _, sid = await _run(runner)
+    await _run(runner, "more", sid)
+    assert _declared(model) == [["tool_0"], ["tool_0"], ["tool_0", "tool_1"]]
+
+
+async def test_a_toolset_without_the_invocation_cache_is_listed_on_every_step():
+    toolset = GrowingToolset(per_step=True)
     model = ScriptedLlm(responses=[call("tool_0"), "done"])
     await _run(InMemoryRunner(LlmAgent(name="a", model=model, tools=[toolset])))
-    declared = [[d.name for d in r.config.tools[0].function_declarations] for r in model.requests]
-    assert declared == [["tool_0"], ["tool_0", "tool_1"]]
+    assert _declared(model) == [["tool_0"], ["tool_0", "tool_1"]]
 
 
 async def test_a_tool_can_ask_for_confirmation_itself():

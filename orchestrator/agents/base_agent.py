@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import inspect
+from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from google.genai import types
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
 
 StateT = TypeVar("StateT", bound="BaseAgentState")
+AgentT = TypeVar("AgentT", bound="BaseAgent")
 
 
 class BaseAgentState(BaseModel):
@@ -92,6 +94,49 @@ class BaseAgent(BaseModel):
             if found is not None:
                 return found
         return None
+
+    def clone(self: AgentT, update: Mapping[str, Any] | None = None) -> AgentT:
+        """A copy of this agent (and, unless ``update`` gives new ones, of its sub-agents).
+
+        ``update`` sets fields of the copy (not ``parent_agent``: a parent adopts its
+        sub-agents). List fields are copied, so appending to the copy's ``tools`` leaves this
+        agent alone; a callback that is a method of this agent is rebound to the copy. The
+        copy has no parent.
+        """
+        fields = type(self).model_fields
+        if update is not None:
+            if "parent_agent" in update:
+                raise ValueError(
+                    "clone: 'parent_agent' cannot be updated; an agent gets its parent when "
+                    "it is passed in that parent's sub_agents."
+                )
+            unknown = sorted(set(update) - set(fields))
+            if unknown:
+                raise ValueError(
+                    f"clone: {type(self).__name__} has no field(s) {', '.join(unknown)}."
+                )
+        copy = self.model_copy(update=dict(update) if update is not None else None)
+
+        def rebind(value: Any) -> Any:
+            # A bound method of this agent would keep acting on this agent, not the copy.
+            if inspect.ismethod(value) and value.__self__ is self:
+                return value.__func__.__get__(copy)
+            return value
+
+        for name in fields:
+            if name == "sub_agents" or (update is not None and name in update):
+                continue
+            value = getattr(copy, name)
+            if isinstance(value, list):
+                setattr(copy, name, [rebind(item) for item in value])
+            elif inspect.ismethod(value):
+                setattr(copy, name, rebind(value))
+        if update is None or "sub_agents" not in update:
+            copy.sub_agents = [sub.clone() for sub in self.sub_agents]
+        for sub in copy.sub_agents:
+            sub.parent_agent = copy
+        copy.parent_agent = None
+        return copy
 
     async def run_async(self, parent_context: InvocationContext) -> AsyncGenerator[Event, None]:
         """Run the agent: before-callbacks, ``_run_async_impl``, after-callbacks."""

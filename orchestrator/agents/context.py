@@ -5,7 +5,7 @@ As in ADK 2.x, ``CallbackContext`` and ``ToolContext`` are the same class, ``Con
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
     from orchestrator.agents.run_config import RunConfig
     from orchestrator.artifacts.base_artifact_service import ArtifactVersion
-    from orchestrator.memory.base_memory_service import SearchMemoryResponse
+    from orchestrator.events.event import Event
+    from orchestrator.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
+    from orchestrator.memory.memory_entry import MemoryEntry
     from orchestrator.sessions.session import Session
 
 
@@ -181,22 +183,59 @@ class Context(ReadonlyContext):
         if reporter is not None:
             reporter(progress)
 
-    async def search_memory(self, query: str) -> SearchMemoryResponse:
-        """Search the memory service for this user."""
+    def _memory_service(self, action: str) -> BaseMemoryService:
         service = self._invocation_context.memory_service
         if service is None:
-            raise ValueError("Memory service is not available.")
-        result: SearchMemoryResponse = await service.search_memory(
+            raise ValueError(f"Cannot {action}: this runner has no memory service.")
+        return service
+
+    async def search_memory(self, query: str) -> SearchMemoryResponse:
+        """Search the memory service for this user."""
+        result: SearchMemoryResponse = await self._memory_service("search memory").search_memory(
             app_name=self.app_name, user_id=self.user_id, query=query
         )
         return result
 
     async def add_session_to_memory(self) -> None:
         """Add the current session to the memory service."""
-        service = self._invocation_context.memory_service
-        if service is None:
-            raise ValueError("Memory service is not available.")
-        await service.add_session_to_memory(self.session)
+        await self._memory_service("add the session to memory").add_session_to_memory(
+            self.session
+        )
+
+    async def add_events_to_memory(
+        self,
+        *,
+        events: Sequence[Event],
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        """Add these events (not the whole session) to memory, scoped to this session."""
+        await self._memory_service("add events to memory").add_events_to_memory(
+            app_name=self.app_name,
+            user_id=self.user_id,
+            session_id=self.session.id,
+            events=events,
+            custom_metadata=custom_metadata,
+        )
+
+    async def add_memory(
+        self,
+        *,
+        memories: Sequence[MemoryEntry],
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        """Write memory entries directly for this user (if the memory service supports it)."""
+        await self._memory_service("add memory").add_memory(
+            app_name=self.app_name,
+            user_id=self.user_id,
+            memories=memories,
+            custom_metadata=custom_metadata,
+        )
+
+    async def delete_memory(self, memory_id: str | None = None) -> None:
+        """Delete one of this user's memories by id (if the memory service supports it)."""
+        await self._memory_service("delete memory").delete_memory(
+            app_name=self.app_name, user_id=self.user_id, memory_id=memory_id
+        )
 
 
 CallbackContext = Context

@@ -151,6 +151,19 @@ class InvocationContext:
             self.end_of_agents.pop(agent_name, None)
             self.agent_states.pop(agent_name, None)
 
+    def reset_sub_agent_states(self, agent_name: str) -> None:
+        """Forget the checkpoints of every agent below ``agent_name`` (so they start afresh).
+
+        A LoopAgent does this before each new iteration. The agent is looked up in the tree
+        of the running agent; an unknown name does nothing.
+        """
+        agent = self.agent.find_agent(agent_name)
+        if agent is None:
+            return
+        for sub in agent.sub_agents:
+            self.set_agent_state(sub.name)
+            self.reset_sub_agent_states(sub.name)
+
     def should_pause_invocation(self, event: Event) -> bool:
         """True if the event carries long-running (interrupt) calls that pause the run."""
         if not event.long_running_tool_ids:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
 
@@ -17,6 +19,8 @@ from orchestrator.models.registry import LLMRegistry
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.base_toolset import BaseToolset
 from orchestrator.tools.function_tool import FunctionTool
+from orchestrator.tools.google_search_tool import GoogleSearchTool
+from orchestrator.tools.vertex_ai_search_tool import VertexAiSearchTool
 
 if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
@@ -25,6 +29,8 @@ InstructionProvider = Callable[[ReadonlyContext], Union[str, Awaitable[str]]]
 ToolUnion = Union[Callable[..., Any], BaseTool, BaseToolset]
 
 _REPORTED = "_adk_celery_error_event_emitted"
+
+logger = logging.getLogger(__name__)
 
 
 class LlmAgent(BaseAgent):
@@ -116,20 +122,74 @@ class LlmAgent(BaseAgent):
         return await _resolve_instruction(self.global_instruction, ctx)
 
     async def canonical_tools(self, ctx: ReadonlyContext | None = None) -> list[BaseTool]:
-        """Resolve functions into FunctionTools and toolsets into their current tools."""
-        resolved: list[BaseTool] = []
-        for tool in self.tools:
-            if isinstance(tool, BaseTool):
-                resolved.append(tool)
-            elif isinstance(tool, BaseToolset):
-                for t in await tool.get_tools(ctx):
-                    if tool._is_tool_selected(t, ctx):
-                        resolved.append(t)
-            elif callable(tool):
-                resolved.append(_function_tool(tool))
-            else:
-                raise TypeError(f"Agent {self.name!r}: unsupported tool {tool!r}.")
-        return resolved
+        """Resolve functions into FunctionTools and toolsets into their current tools.
+
+        Toolsets are asked concurrently (``get_tools_with_prefix``); one that fails is left
+        out, with an error log naming it, and the agent runs without its tools (as in
+        google-adk). A ``google_search`` built with ``bypass_multi_tools_limit=True`` next to
+        other tools (or transfer targets) becomes a search agent called as a tool.
+        """
+        return [tool for _, tools in await self.resolve_tool_unions(ctx) for tool in tools]
+
+    async def resolve_tool_unions(
+        self, ctx: ReadonlyContext | None = None
+    ) -> list[tuple[Any, list[BaseTool]]]:
+        """Each entry of ``tools`` with the BaseTools it stands for now, in order."""
+        # Only a built-in search asking to bypass the one-tool limit cares whether there are
+        # other tools (or transfer targets); most agents skip the question.
+        multiple = any(
+            isinstance(t, GoogleSearchTool | VertexAiSearchTool) and t.bypass_multi_tools_limit
+            for t in self.tools
+        ) and (len(self.tools) > 1 or self._has_transfer_targets())
+        listings = [
+            self._list_toolset(t, ctx) for t in self.tools if isinstance(t, BaseToolset)
+        ]
+        if not listings:
+            return [(t, self._resolve_tool(t, multiple)) for t in self.tools]
+        # Toolsets are asked concurrently (a listing may be a network round trip).
+        listed = iter(await asyncio.gather(*listings))
+        return [
+            (t, next(listed) if isinstance(t, BaseToolset) else self._resolve_tool(t, multiple))
+            for t in self.tools
+        ]
+
+    def _has_transfer_targets(self) -> bool:
+        from orchestrator.flows.transfer import transfer_targets
+
+        return bool(transfer_targets(self))
+
+    def _resolve_tool(self, tool: Any, multiple: bool) -> list[BaseTool]:
+        if multiple and isinstance(tool, GoogleSearchTool) and tool.bypass_multi_tools_limit:
+            from orchestrator.tools.google_search_agent_tool import (
+                GoogleSearchAgentTool,
+                create_google_search_agent,
+            )
+
+            return [GoogleSearchAgentTool(create_google_search_agent(self.canonical_model))]
+        if multiple and isinstance(tool, VertexAiSearchTool) and tool.bypass_multi_tools_limit:
+            raise ValueError(
+                f"Agent {self.name!r}: VertexAiSearchTool(bypass_multi_tools_limit=True) beside "
+                "other tools needs google-adk's DiscoveryEngineSearchTool, which adk-celery does "
+                "not ship; give the search an agent of its own and call it with AgentTool."
+            )
+        if isinstance(tool, BaseTool):
+            return [tool]
+        if callable(tool):
+            return [_function_tool(tool)]
+        raise TypeError(f"Agent {self.name!r}: unsupported tool {tool!r}.")
+
+    async def _list_toolset(
+        self, toolset: BaseToolset, ctx: ReadonlyContext | None
+    ) -> list[BaseTool]:
+        try:
+            return await toolset.get_tools_with_prefix(ctx)
+        except Exception as error:
+            prefix = f" (prefix {toolset.tool_name_prefix!r})" if toolset.tool_name_prefix else ""
+            logger.error(
+                "Agent %s runs without the tools of toolset %s%s: listing them failed: %s",
+                self.name, type(toolset).__name__, prefix, error, exc_info=True,
+            )
+            return []
 
     async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
         from orchestrator.flows.llm_flow import LlmFlow

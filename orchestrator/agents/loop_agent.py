@@ -53,9 +53,8 @@ class LoopAgent(BaseAgent):
                     break
             start = 0
             times_looped += 1
-            # Sub-agents start fresh on every iteration.
-            for sub in self.sub_agents:
-                ctx.set_agent_state(sub.name)
+            # Sub-agents (and theirs, all the way down) start fresh on every iteration.
+            ctx.reset_sub_agent_states(self.name)
         if ctx.is_resumable:
             ctx.set_agent_state(self.name, end_of_agent=True)
             yield self._create_agent_state_event(ctx)

@@ -24,9 +24,12 @@ class StreamingMode(enum.Enum):
 
 
 class ToolThreadPoolConfig(BaseModel):
-    """Thread pool size for synchronous tools."""
+    """A run's own pool for synchronous tool functions (google-adk's default size: 4)."""
 
-    max_workers: int = 4
+    model_config = ConfigDict(extra="forbid")
+
+    max_workers: int = Field(default=4, ge=1)
+    """Threads in the pool: at most this many sync calls of the run wait at once."""
 
 
 class RunConfig(BaseModel):
@@ -47,7 +50,8 @@ class RunConfig(BaseModel):
     include_thoughts_from_other_agents: bool = False
     """Keep other agents' thought parts in history."""
     tool_thread_pool_config: ToolThreadPoolConfig | None = None
-    """Accepted for compatibility; synchronous tools always run off the event loop here."""
+    """Run synchronous tools on a pool of this size. They always run off the event loop
+    here; without this, on the process's pool (setting ``sync_tool_threads``)."""
     save_input_blobs_as_artifacts: bool = False
     """Deprecated in ADK; accepted and ignored."""
     response_modalities: list[str] | None = None

@@ -10,7 +10,7 @@ from typing import Any
 from google.genai import types
 
 from orchestrator import observe
-from orchestrator.agents.context import ToolContext
+from orchestrator.agents.context import ReadonlyContext, ToolContext
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
@@ -80,14 +80,6 @@ async def execute_tool_job(
     agent = app.root_agent.find_agent(job.agent_name)
     if not isinstance(agent, LlmAgent):
         return _error(job, f"Agent {job.agent_name!r} is not an LlmAgent of app {job.app_name!r}.")
-    tools = {tool.name: tool for tool in await agent.canonical_tools(None)}
-    tool = tools.get(job.tool_name)
-    if tool is None:
-        return _error(
-            job,
-            f"Tool {job.tool_name!r} is not registered on agent {job.agent_name!r} of app "
-            f"{job.app_name!r}; workers run only registered tools.",
-        )
     session = Session(
         id=job.session_id, app_name=job.app_name, user_id=job.user_id, state=dict(job.state)
     )
@@ -101,6 +93,15 @@ async def execute_tool_job(
         user_content=types.Content.model_validate(job.user_content) if job.user_content else None,
         progress_reporter=progress,
     )
+    # Resolved for this invocation (toolsets keep their listing per invocation id).
+    tools = {tool.name: tool for tool in await agent.canonical_tools(ReadonlyContext(ctx))}
+    tool = tools.get(job.tool_name)
+    if tool is None:
+        return _error(
+            job,
+            f"Tool {job.tool_name!r} is not registered on agent {job.agent_name!r} of app "
+            f"{job.app_name!r}; workers run only registered tools.",
+        )
     confirmation = (
         ToolConfirmation.model_validate(job.tool_confirmation) if job.tool_confirmation else None
     )

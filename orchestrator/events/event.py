@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict, Field, field_serializer
+from google.genai import _transformers
+from pydantic import ConfigDict, Field, field_serializer, model_validator
 
 from orchestrator import platform
 from orchestrator.events.event_actions import EventActions
@@ -22,6 +23,8 @@ class Event(LlmResponse):
     """``'user'`` or the name of the agent that produced the event."""
     actions: EventActions = Field(default_factory=EventActions)
     """Side effects applied when the event is committed."""
+    output: Any | None = None
+    """Data a workflow node produced (ADK 2.x); plain agents leave it None."""
     long_running_tool_ids: set[str] | None = None
     """Ids of the function calls in this event that pause the invocation."""
     branch: str | None = None
@@ -30,6 +33,45 @@ class Event(LlmResponse):
     """Unique event id (uuid4), set on construction when empty."""
     timestamp: float = Field(default_factory=platform.get_time)
     """Creation time in seconds."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_shorthands(cls, data: Any) -> Any:
+        """ADK 2.x shorthands: ``message=`` fills ``content``, ``state=`` the state delta.
+
+        A subclass that declares ``message`` or ``state`` as a field of its own keeps it.
+        """
+        if not isinstance(data, dict) or ("message" not in data and "state" not in data):
+            return data  # the common case, on every event built or parsed: nothing to do
+        own = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
+        data = dict(data)
+        message = None if "message" in own else data.pop("message", None)
+        state = None if "state" in own else data.pop("state", None)
+        if message is not None:
+            if data.get("content") is not None:
+                raise ValueError("Event: give either 'message' or 'content', not both.")
+            data["content"] = _as_content(message)
+        if state is not None:
+            actions = data.get("actions")
+            if isinstance(actions, EventActions):
+                actions = actions.model_dump()
+            if actions is None or isinstance(actions, dict):
+                data["actions"] = {**(actions or {}), "state_delta": state}
+        return data
+
+    @property
+    def message(self) -> Any:
+        """The event's message: ``content`` (or a subclass's own ``message`` field)."""
+        if "message" in type(self).model_fields:
+            return self.__dict__.get("message")
+        return self.content
+
+    @message.setter
+    def message(self, value: Any) -> None:
+        if "message" in type(self).model_fields:
+            self.__pydantic_validator__.validate_assignment(self, "message", value)
+            return
+        self.content = None if value is None else _as_content(value)
 
     def model_post_init(self, __context: Any) -> None:
         """Give the event an id when it has none."""
@@ -72,6 +114,12 @@ class Event(LlmResponse):
         if isinstance(data, (str, bytes)):
             return cls.model_validate_json(data)
         return cls.model_validate(data)
+
+
+def _as_content(value: Any) -> Any:
+    # google-genai's own conversion (text, parts, lists of them, dicts -> a user Content), the
+    # one google-adk applies to ``message``, so both frameworks build the same content.
+    return _transformers.t_content(value)
 
 
 def call_author(events: list[Event], call_id: str | None) -> str | None:

@@ -17,6 +17,8 @@ from orchestrator.flows.contents import build_contents
 from orchestrator.flows.instructions import inject_session_state
 from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
+from orchestrator.tools.base_tool import BaseTool
+from orchestrator.tools.base_toolset import BaseToolset
 
 if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
@@ -55,11 +57,17 @@ class LlmFlow:
     ) -> AsyncGenerator[Event, None]:
         agent: LlmAgent = ctx.agent  # type: ignore[assignment]
         llm_request = LlmRequest()
-        await self._build_request(ctx, agent, llm_request)
+        readonly = ReadonlyContext(ctx)
+        await self._build_request(ctx, agent, llm_request, readonly)
         if ctx.end_invocation:
             return
+        groups = await agent.resolve_tool_unions(readonly)
+
+        def callable_tools() -> dict[str, BaseTool]:
+            return _callable_tools(agent, groups)
+
         # Work owed from earlier in this invocation comes before the model call.
-        async for event in resume.answer_confirmations(ctx, llm_request.tools_dict):
+        async for event in resume.answer_confirmations(ctx, callable_tools):
             yield event
             if event.is_final_response():
                 step.stop = True
@@ -77,11 +85,13 @@ class LlmFlow:
             if decision.action is resume.ResumeAction.REPLAY_CALLS:
                 assert decision.call_event is not None
                 async for event in functions.handle_function_calls(
-                    ctx, decision.call_event, llm_request.tools_dict, only_ids=decision.call_ids
+                    ctx, decision.call_event, callable_tools(), only_ids=decision.call_ids
                 ):
                     yield event
                 return
         self._add_history(ctx, agent, llm_request)
+        # After the history, as in google-adk: a tool may read it (load_artifacts does).
+        await self._add_tools(ctx, agent, llm_request, groups)
         model_response_event = Event(
             invocation_id=ctx.invocation_id, author=agent.name, branch=ctx.branch
         )
@@ -92,7 +102,11 @@ class LlmFlow:
                 yield event
 
     async def _build_request(
-        self, ctx: InvocationContext, agent: LlmAgent, llm_request: LlmRequest
+        self,
+        ctx: InvocationContext,
+        agent: LlmAgent,
+        llm_request: LlmRequest,
+        readonly: ReadonlyContext,
     ) -> None:
         model = agent.canonical_model
         llm_request.model = model.model
@@ -100,14 +114,27 @@ class LlmFlow:
             llm_request.config = agent.generate_content_config.model_copy(deep=True)
         if ctx.run_config.labels:
             llm_request.config.labels = dict(ctx.run_config.labels)
-        readonly = ReadonlyContext(ctx)
         llm_request.append_instructions(await _instructions(agent, readonly))
-        tools = await agent.canonical_tools(readonly)
+
+    async def _add_tools(
+        self,
+        ctx: InvocationContext,
+        agent: LlmAgent,
+        llm_request: LlmRequest,
+        groups: list[tuple[Any, list[BaseTool]]],
+    ) -> None:
+        """Transfer first, then each toolset and its tools, shape the request (google-adk's order)."""
         tool_context = ToolContext(ctx)
-        for tool in tools:
-            await tool.process_llm_request(tool_context=tool_context, llm_request=llm_request)
         await transfer.add_transfer_tool(agent, tool_context, llm_request)
-        if agent.output_schema is not None and not tools:
+        for tool_union, tools in groups:
+            if isinstance(tool_union, BaseToolset):
+                await tool_union.process_llm_request(
+                    tool_context=tool_context, llm_request=llm_request
+                )
+            for tool in tools:
+                await tool.process_llm_request(tool_context=tool_context, llm_request=llm_request)
+        llm_request._finalize_dynamic_instructions()
+        if agent.output_schema is not None and not any(tools for _, tools in groups):
             llm_request.set_output_schema(agent.output_schema)
 
     def _add_history(
@@ -226,6 +253,17 @@ async def _instructions(agent: LlmAgent, ctx: ReadonlyContext) -> list[str]:
         identity += f' The description about you is "{agent.description}".'
     parts.append(identity)
     return parts
+
+
+def _callable_tools(
+    agent: LlmAgent, groups: list[tuple[Any, list[BaseTool]]]
+) -> dict[str, BaseTool]:
+    """Name -> tool for calls run before the request is built (confirmations, replays)."""
+    tools = {tool.name: tool for _, members in groups for tool in members}
+    transfer_tool = transfer.transfer_tool(agent)
+    if transfer_tool is not None:
+        tools[transfer_tool.name] = transfer_tool
+    return tools
 
 
 def _static_text(value: Any) -> str:

@@ -8,7 +8,7 @@ left unanswered by a crash means REPLAY (run only those calls again, then go on)
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -91,12 +91,13 @@ def _ends_with_final_answer(ctx: InvocationContext, agent_name: str) -> bool:
 
 
 async def answer_confirmations(
-    ctx: InvocationContext, tools: dict[str, BaseTool]
+    ctx: InvocationContext, tools: Callable[[], dict[str, BaseTool]]
 ) -> AsyncGenerator[Event, None]:
     """If the latest user event answers ``adk_request_confirmation`` calls, run those tools.
 
     Approved calls run with ``tool_context.tool_confirmation`` set; rejected ones answer with
-    an error. Each original call id gets its real answer.
+    an error. Each original call id gets its real answer. ``tools`` gives the agent's tools
+    by name (asked only when there is something to run).
     """
     # The last event of this invocation's branch first: reading every event of a long
     # session on each model call is for the rare call that answers a confirmation.
@@ -130,6 +131,6 @@ async def answer_confirmations(
         content=types.Content(role="model", parts=[types.Part(function_call=c) for c in originals]),
     )
     async for event in functions.handle_function_calls(
-        ctx, synthetic, tools, confirmations=confirmations
+        ctx, synthetic, tools(), confirmations=confirmations
     ):
         yield event

@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from orchestrator.agents.base_agent import BaseAgent
+from orchestrator.models.model_names import combines_builtin_tools_with_functions
+from orchestrator.tools.enterprise_search_tool import EnterpriseWebSearchTool
+from orchestrator.tools.google_search_tool import GoogleSearchTool
 from orchestrator.tools.transfer_to_agent_tool import TransferToAgentTool
+from orchestrator.tools.vertex_ai_search_tool import VertexAiSearchTool
 
 if TYPE_CHECKING:
     from orchestrator.agents.context import ToolContext
@@ -36,6 +40,12 @@ def uses_transfer(agent: LlmAgent) -> bool:
     )
 
 
+def transfer_tool(agent: LlmAgent) -> TransferToAgentTool | None:
+    """The ``transfer_to_agent`` tool ``agent`` offers, or None when it has no targets."""
+    targets = transfer_targets(agent) if uses_transfer(agent) else []
+    return TransferToAgentTool([t.name for t in targets]) if targets else None
+
+
 async def add_transfer_tool(
     agent: LlmAgent, tool_context: ToolContext, llm_request: LlmRequest
 ) -> None:
@@ -45,9 +55,44 @@ async def add_transfer_tool(
     targets = transfer_targets(agent)
     if not targets:
         return
+    problem = builtin_search_conflict(agent, llm_request.model)
+    if problem is not None:
+        # As google-adk: refused outright when the agent has sub-agents to delegate to;
+        # with only a parent or peers to go back to, the agent simply cannot transfer.
+        if any(t in agent.sub_agents for t in targets):
+            raise ValueError(problem)
+        return
     tool = TransferToAgentTool([t.name for t in targets])
     await tool.process_llm_request(tool_context=tool_context, llm_request=llm_request)
     llm_request.append_instructions([_transfer_instruction(agent, targets)])
+
+
+def builtin_search_conflict(agent: LlmAgent, model: str | None) -> str | None:
+    """Why ``agent``'s built-in search cannot sit beside ``transfer_to_agent``, if it cannot.
+
+    Gemini models before 3 refuse built-in search tools in a request that declares functions.
+    ``google_search`` and ``VertexAiSearchTool`` get around it with
+    ``bypass_multi_tools_limit=True``; ``enterprise_web_search`` cannot.
+    """
+    for tool in agent.tools:
+        if not isinstance(tool, GoogleSearchTool | VertexAiSearchTool | EnterpriseWebSearchTool):
+            continue
+        if combines_builtin_tools_with_functions(getattr(tool, "model", None) or model):
+            continue
+        if isinstance(tool, EnterpriseWebSearchTool):
+            return (
+                f"Agent {agent.name!r} has agents to transfer to and enterprise_web_search: "
+                "Gemini models before 3 do not take built-in search beside function calls. "
+                "Use a Gemini 3 model, or give the search an agent of its own."
+            )
+        if not tool.bypass_multi_tools_limit:
+            return (
+                f"Agent {agent.name!r} has agents to transfer to and {type(tool).__name__} "
+                "without bypass_multi_tools_limit=True: Gemini models before 3 do not take "
+                "built-in search beside function calls. Use a Gemini 3 model, or set "
+                "bypass_multi_tools_limit=True on the search tool."
+            )
+    return None
 
 
 def _transfer_instruction(agent: LlmAgent, targets: list[BaseAgent]) -> str:

@@ -6,27 +6,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from google.genai import types
 from pydantic import BaseModel, Field
+
+from orchestrator.memory.memory_entry import MemoryEntry
 
 if TYPE_CHECKING:
     from orchestrator.events.event import Event
     from orchestrator.sessions.session import Session
-
-
-class MemoryEntry(BaseModel):
-    """One remembered item, usually the content of a past event."""
-
-    content: types.Content
-    """What is remembered."""
-    custom_metadata: dict[str, Any] = Field(default_factory=dict)
-    """Caller-supplied metadata stored with the memory."""
-    id: str | None = None
-    """Unique id of the memory (the source event's id for ingested events)."""
-    author: str | None = None
-    """Who produced the content (the source event's author)."""
-    timestamp: str | None = None
-    """When the content was produced, as an ISO 8601 string."""
 
 
 class SearchMemoryResponse(BaseModel):
@@ -74,6 +60,8 @@ class BaseMemoryService(ABC):
         """Store explicit memory entries (optional; not supported by default)."""
         raise NotImplementedError(f"{type(self).__name__} does not support add_memory.")
 
-    async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str) -> None:
+    async def delete_memory(
+        self, *, app_name: str, user_id: str, memory_id: str | None = None
+    ) -> None:
         """Delete one memory by id (optional; not supported by default)."""
         raise NotImplementedError(f"{type(self).__name__} does not support delete_memory.")

@@ -93,8 +93,12 @@ class InMemoryMemoryService(BaseMemoryService):
             ]
         )
 
-    async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str) -> None:
-        """Forget a memory and make sure that id is never ingested again."""
+    async def delete_memory(
+        self, *, app_name: str, user_id: str, memory_id: str | None = None
+    ) -> None:
+        """Forget a memory and make sure that id is never ingested again (None: nothing)."""
+        if not memory_id:
+            return
         key = (app_name, user_id)
         self._deleted.setdefault(key, set()).add(memory_id)
         for bucket in self._memories.get(key, {}).values():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from google.genai import types
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 if TYPE_CHECKING:
     from orchestrator.tools.base_tool import BaseTool
@@ -24,6 +24,36 @@ class LlmRequest(BaseModel):
     """Generation config, including ``system_instruction`` and ``tools``."""
     tools_dict: dict[str, Any] = Field(default_factory=dict, exclude=True)
     """Tool name -> BaseTool, for the tools declared in ``config.tools``."""
+    _dynamic_instructions: list[str] | None = PrivateAttr(default=None)
+
+    def _append_dynamic_instructions(self, instructions: list[str]) -> None:
+        """Queue instructions a tool adds while the request is built (google-adk's hook).
+
+        The flow appends them to the system instruction once every tool has had its say.
+        """
+        if self._dynamic_instructions is None:
+            self._dynamic_instructions = []
+        self._dynamic_instructions.extend(instructions)
+
+    def _finalize_dynamic_instructions(self) -> None:
+        """Move the queued tool instructions into the system instruction (one block)."""
+        if self._dynamic_instructions:
+            self.append_instructions(["\n\n".join(self._dynamic_instructions)])
+            self._dynamic_instructions = None
+
+    def _insert_transient_user_content(self, contents: list[types.Content]) -> None:
+        """Put request-only user content just before the latest plain user turn.
+
+        The content goes after the last model turn or function response, ahead of the
+        trailing user messages, and is never stored in the session.
+        """
+        index = len(self.contents)
+        for i in range(len(self.contents) - 1, -1, -1):
+            content = self.contents[i]
+            if content.role != "user" or any(p.function_response for p in content.parts or []):
+                break
+            index = i
+        self.contents[index:index] = contents
 
     def append_instructions(self, instructions: list[str]) -> None:
         """Append text to the system instruction, separated by a blank line."""

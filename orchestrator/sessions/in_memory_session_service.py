@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,8 @@ from orchestrator.sessions.base_session_service import (
     split_state_delta,
 )
 from orchestrator.sessions.session import GetSessionConfig, ListSessionsResponse, Session
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,6 +52,23 @@ class InMemorySessionService(BaseSessionService):
         session_id: str | None = None,
     ) -> Session:
         """Create a session; ``app:``/``user:`` keys of ``state`` go to their shared stores."""
+        return self._create(app_name, user_id, state, session_id)
+
+    def create_session_sync(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """``create_session`` without awaiting (deprecated in ADK: prefer the async one)."""
+        _warn_deprecated("create_session")
+        return self._create(app_name, user_id, state, session_id)
+
+    def _create(
+        self, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str | None
+    ) -> Session:
         sid = session_id.strip() if session_id and session_id.strip() else platform.new_uuid()
         user_sessions = self._sessions.setdefault(app_name, {}).setdefault(user_id, {})
         if sid in user_sessions:
@@ -72,6 +92,23 @@ class InMemorySessionService(BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         """Return a copy of the session, filtered by ``config``, or None."""
+        return self._get(app_name, user_id, session_id, config)
+
+    def get_session_sync(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        """``get_session`` without awaiting (deprecated in ADK: prefer the async one)."""
+        _warn_deprecated("get_session")
+        return self._get(app_name, user_id, session_id, config)
+
+    def _get(
+        self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None
+    ) -> Session | None:
         stored = self._find(app_name, user_id, session_id)
         if stored is None:
             return None
@@ -84,15 +121,34 @@ class InMemorySessionService(BaseSessionService):
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
         """List sessions (no events), oldest update first."""
+        return self._list(app_name, user_id)
+
+    def list_sessions_sync(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        """``list_sessions`` without awaiting (deprecated in ADK: prefer the async one)."""
+        _warn_deprecated("list_sessions")
+        return self._list(app_name, user_id)
+
+    def _list(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
         by_user = self._sessions.get(app_name, {})
         users = [user_id] if user_id is not None else list(by_user)
         stored = [s for u in users for s in by_user.get(u, {}).values()]
-        stored.sort(key=lambda s: s.last_update_time)
+        stored.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=[self._export(s, with_events=False) for s in stored])
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete a session if it exists."""
-        self._sessions.get(app_name, {}).get(user_id, {}).pop(session_id, None)
+        self._delete(app_name, user_id, session_id)
+
+    def delete_session_sync(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """``delete_session`` without awaiting (deprecated in ADK: prefer the async one)."""
+        _warn_deprecated("delete_session")
+        self._delete(app_name, user_id, session_id)
+
+    def _delete(self, app_name: str, user_id: str, session_id: str) -> None:
+        sid = session_id.strip() if session_id else session_id
+        self._sessions.get(app_name, {}).get(user_id, {}).pop(sid, None)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """Return the user's state with prefixes stripped."""
@@ -126,7 +182,8 @@ class InMemorySessionService(BaseSessionService):
         return event
 
     def _find(self, app_name: str, user_id: str, session_id: str) -> _StoredSession | None:
-        return self._sessions.get(app_name, {}).get(user_id, {}).get(session_id)
+        sid = session_id.strip() if session_id else session_id
+        return self._sessions.get(app_name, {}).get(user_id, {}).get(sid)
 
     def _export(self, stored: _StoredSession, *, with_events: bool) -> Session:
         state = merge_state(
@@ -142,6 +199,13 @@ class InMemorySessionService(BaseSessionService):
             events=list(stored.events) if with_events else [],
             last_update_time=stored.last_update_time,
         )
+
+
+def _warn_deprecated(method: str) -> None:
+    logger.warning(
+        "InMemorySessionService.%s_sync is deprecated (as in google-adk); use the async %s.",
+        method, method,
+    )
 
 
 def _filter_events(events: list[Event], config: GetSessionConfig) -> list[Event]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import inspect
@@ -17,6 +16,7 @@ from google.genai import types
 
 from orchestrator.agents.context import Context, ToolContext
 from orchestrator.tools.base_tool import BaseTool
+from orchestrator.tools.sync_threads import call_in_tool_thread
 
 _CONTEXT_PARAM = "tool_context"
 _EXCLUDED_PARAMS = {"input_stream"}
@@ -173,20 +173,23 @@ class FunctionTool(BaseTool):
         kwargs = self._prepare_args(args)
         if self._context_param:
             kwargs[self._context_param] = tool_context
-        return await self._call(kwargs)
+        # A run's own pool, if it has one (a test may hand in any object as the context).
+        run_config = getattr(tool_context, "run_config", None)
+        pool = getattr(run_config, "tool_thread_pool_config", None)
+        return await self._call(kwargs, pool.max_workers if pool is not None else None)
 
     @property
     def is_sync(self) -> bool:
         """True if the wrapped function is synchronous (it runs inline or in a thread)."""
         return is_sync_function(self.func)
 
-    async def _call(self, kwargs: dict[str, Any]) -> Any:
+    async def _call(self, kwargs: dict[str, Any], threads: int | None = None) -> Any:
         if not self.is_sync:
             return await self.func(**kwargs)
         if _sync_inline.get():
             result = self.func(**kwargs)
-        else:  # a helper thread, so the shared event loop is never blocked
-            result = await asyncio.to_thread(self.func, **kwargs)
+        else:  # a tool thread, so the shared event loop is never blocked
+            result = await call_in_tool_thread(self.func, kwargs, max_workers=threads)
         if inspect.isawaitable(result):
             result = await result
         return result

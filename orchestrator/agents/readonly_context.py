@@ -1,0 +1,5 @@
+"""``ReadonlyContext`` at google-adk's module path."""
+
+from orchestrator.agents.context import ReadonlyContext
+
+__all__ = ["ReadonlyContext"]
