@@ -317,8 +317,23 @@ def _rearrange_async_function_responses(events: list[Event], agent_name: str) ->
             if (found := responses_by_call.get((call.id or "", i)))
         })
         if latest:
-            result.append(_merge_responses([events[k] for k in latest]))
+            own = {call.id for call in event.get_function_calls()}
+            result.append(_merge_responses([_only_answers_to(events[k], own) for k in latest]))
     return result
+
+
+def _only_answers_to(event: Event, call_ids: set[str | None]) -> Event:
+    """``event`` without its responses to other calls than ``call_ids``.
+
+    One user message can answer calls of several model turns; each turn is shown only its
+    own answers (google-adk shows the whole message after each: see the README).
+    """
+    assert event.content is not None and event.content.parts is not None
+    parts = [p for p in event.content.parts
+             if p.function_response is None or p.function_response.id in call_ids]
+    if len(parts) == len(event.content.parts):
+        return event
+    return event.model_copy(update={"content": event.content.model_copy(update={"parts": parts})})
 
 
 def _stale_replies(
