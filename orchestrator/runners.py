@@ -196,6 +196,7 @@ class Runner:
             answer.invocation_id = invocation_id
             if answer.branch is None and call_event is not None:
                 answer.branch = call_event.branch
+            apply_run_metadata(answer, run_config)
             await writer.append_event(session, answer)
             if yield_answers:  # after the commit, like every event the Runner yields
                 yield answer
@@ -283,6 +284,7 @@ class Runner:
             async for event in events:
                 if ctx.is_aborted:
                     return
+                apply_run_metadata(event, ctx.run_config)
                 if not event.partial:
                     await writer.append_event(session, event)
                 yield event
@@ -376,8 +378,8 @@ class Runner:
             content=new_message,
             actions=EventActions(state_delta=dict(state_delta)) if state_delta else EventActions(),
             branch=call_event.branch if call_event is not None else None,
-            custom_metadata=dict(run_config.custom_metadata) if run_config.custom_metadata else None,
         )
+        apply_run_metadata(event, run_config)
         await writer.append_event(ctx.session, event)
         return event
 
@@ -402,6 +404,26 @@ class InMemoryRunner(Runner):
             session_service=InMemorySessionService(),
             memory_service=InMemoryMemoryService(),
         )
+
+
+INTERNAL_METADATA_PREFIX = "__adk_internal_"
+"""``custom_metadata`` keys with this prefix belong to the framework; callers cannot set them."""
+
+
+def apply_run_metadata(event: Event, run_config: RunConfig) -> None:
+    """Merge ``run_config.custom_metadata`` into the event's (the event's own keys win).
+
+    Every event of the invocation gets it, as in google-adk: the user's, the agents', partial
+    ones too. Keys with the framework's internal prefix are left out.
+    """
+    if not run_config.custom_metadata:
+        return
+    metadata = {
+        key: value for key, value in run_config.custom_metadata.items()
+        if not (isinstance(key, str) and key.startswith(INTERNAL_METADATA_PREFIX))
+    }
+    if metadata:
+        event.custom_metadata = {**metadata, **(event.custom_metadata or {})}
 
 
 def _validate_new_message(message: types.Content | None) -> None:

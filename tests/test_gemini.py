@@ -185,6 +185,21 @@ async def test_request_reaches_the_wire(stub: GeminiStub) -> None:
     assert body["generationConfig"] == {"temperature": 0.2, "maxOutputTokens": 64}
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_labels_are_not_sent_to_the_gemini_api(stub: GeminiStub, stream: bool) -> None:
+    """Every request carries ``adk_agent_name``; the Gemini API (an API key) takes no labels."""
+    stub.enqueue(text_chunk("ok") if stream else text_response("ok"))
+    request = user_request(config=types.GenerateContentConfig(
+        temperature=0.5, labels={"adk_agent_name": "root"}))
+
+    await collect(make_gemini(stub), request, stream=stream)
+
+    [sent] = stub.requests
+    assert "labels" not in sent.body
+    assert sent.body["generationConfig"] == {"temperature": 0.5}
+    assert request.config.labels == {"adk_agent_name": "root"}  # the caller's request is kept
+
+
 async def test_streaming_yields_partials_then_aggregate(stub: GeminiStub) -> None:
     signature = base64.b64encode(b"sig").decode()
     final_usage = usage(prompt=4, candidates=9)

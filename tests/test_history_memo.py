@@ -164,3 +164,77 @@ def test_a_growing_chat_is_built_from_scratch_once(monkeypatch: pytest.MonkeyPat
         log.append(Event(invocation_id=f"e-{i}", author="root",
                          content=types.Content(role="model", parts=[types.Part(text=f"a{i}")])))
     assert full_builds == [1]
+
+
+def long_running_log(rng: random.Random, turns: int) -> list[Event]:
+    """A session of long-running calls: interim answers, text replies, later answers.
+
+    Each answer to an open call comes in the call's invocation, sometimes from the agent
+    (an interim "pending" result), mostly from the user; several answers to one call are
+    common, with the agent's text replies in between.
+    """
+    events: list[Event] = []
+    open_calls: list[tuple[str, str, str, str | None]] = []  # id, invocation, agent, branch
+    for turn in range(turns):
+        agent = rng.choice(AGENTS[:2])
+        branch = rng.choice([None, "root"])
+        if open_calls and rng.random() < 0.6:
+            chosen = rng.sample(open_calls, rng.randint(1, min(2, len(open_calls))))
+            invocation, agent, branch = chosen[0][1], chosen[0][2], chosen[0][3]
+            author = "user" if rng.random() < 0.8 else agent
+            events.append(Event(
+                invocation_id=invocation, author=author, branch=branch,
+                content=types.Content(role="user", parts=[
+                    types.Part(function_response=types.FunctionResponse(
+                        id=call_id, name="job", response={"v": rng.randint(0, 9)}))
+                    for call_id, *_ in chosen
+                ]),
+            ))
+            for call in chosen:
+                if rng.random() < 0.4:
+                    open_calls.remove(call)
+        else:
+            invocation = f"e-{turn}"
+            events.append(Event(invocation_id=invocation, author="user", branch=branch,
+                                content=types.Content(role="user", parts=[types.Part(text="q")])))
+        if rng.random() < 0.5:
+            ids = [f"adk-{turn}-{k}" for k in range(rng.randint(1, 2))]
+            events.append(Event(
+                invocation_id=invocation, author=agent, branch=branch,
+                content=types.Content(role="model", parts=[
+                    types.Part(function_call=types.FunctionCall(id=i, name="job", args={}))
+                    for i in ids
+                ]),
+                long_running_tool_ids=set(ids),
+            ))
+            open_calls.extend((i, invocation, agent, branch) for i in ids)
+        for _ in range(rng.randint(0, 2)):
+            events.append(Event(invocation_id=invocation, author=agent, branch=branch,
+                                content=types.Content(role="model", parts=[
+                                    types.Part(text=f"reply {rng.getrandbits(16)}")])))
+    return events
+
+
+def test_repeated_answers_to_long_running_calls_are_built_incrementally_as_from_scratch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The latest answer replaces earlier ones and stale replies go, with or without the memo."""
+    dropped: list[int] = []
+    stale_replies = contents._stale_replies
+
+    def counting(*args):  # noqa: ANN002, ANN202
+        found = stale_replies(*args)
+        dropped.append(len(found))
+        return found
+
+    monkeypatch.setattr(contents, "_stale_replies", counting)
+    for seed in range(60):
+        rng = random.Random(seed)
+        log = long_running_log(rng, 12)
+        memo = HistoryMemo()
+        for n in range(1, len(log) + 1):
+            for agent, branch in [("root", None), ("root", "root"), ("helper", "root")]:
+                with_memo = build_contents(log[:n], agent_name=agent, branch=branch, memo=memo)
+                scratch = build_contents(log[:n], agent_name=agent, branch=branch, memo=None)
+                assert with_memo == scratch, (seed, n, agent, branch)
+    assert sum(1 for d in dropped if d) > 50  # the rule was exercised, not just present

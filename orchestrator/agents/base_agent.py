@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -16,6 +17,8 @@ from orchestrator.events.event_actions import EventActions
 
 if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
+
+logger = logging.getLogger(__name__)
 
 StateT = TypeVar("StateT", bound="BaseAgentState")
 AgentT = TypeVar("AgentT", bound="BaseAgent")
@@ -56,8 +59,25 @@ class BaseAgent(BaseModel):
             raise ValueError("Agent name cannot be 'user': it is reserved for end-user input.")
         return value
 
+    @field_validator("sub_agents")
+    @classmethod
+    def _warn_duplicate_names(cls, value: list[BaseAgent]) -> list[BaseAgent]:
+        # Names found in more than one sub-agent's subtree (within one subtree, the
+        # sub-agent's own construction already warned).
+        seen: set[str] = set()
+        duplicates: set[str] = set()
+        for sub in value:
+            names = _subtree_names(sub)
+            duplicates |= seen & names
+            seen |= names
+        _warn_duplicates(duplicates)
+        return value
+
     def model_post_init(self, __context: Any) -> None:
         """Adopt sub-agents (an agent can have only one parent)."""
+        # This agent's own name below it once (twice or more was reported above).
+        if sum(self.name in _subtree_names(sub) for sub in self.sub_agents) == 1:
+            _warn_duplicates({self.name})
         for sub in self.sub_agents:
             if sub.parent_agent is not None and sub.parent_agent is not self:
                 raise ValueError(
@@ -211,6 +231,30 @@ class BaseAgent(BaseModel):
         if ctx.end_of_agents.get(self.name):
             actions.end_of_agent = True
         return self._event(ctx, actions=actions)
+
+
+def _subtree_names(agent: BaseAgent) -> set[str]:
+    names: set[str] = set()
+    stack, visited = [agent], set()
+    while stack:
+        current = stack.pop()
+        if id(current) in visited:
+            continue
+        visited.add(id(current))
+        names.add(current.name)
+        stack.extend(current.sub_agents)
+    return names
+
+
+def _warn_duplicates(names: set[str]) -> None:
+    """Report agent names used more than once in a tree: lookups by name find only one."""
+    if names:
+        logger.warning(
+            "Agent names must be unique in an agent tree; used more than once: %s. "
+            "Looking an agent up by name (find_agent, transfers, resuming) finds the first "
+            "one, depth-first.",
+            ", ".join(f"`{name}`" for name in sorted(names)),
+        )
 
 
 def _as_content(value: Any) -> types.Content:

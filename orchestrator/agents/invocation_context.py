@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from google.genai import types
+from pydantic import BaseModel
 
 from orchestrator.agents.run_config import RunConfig
 from orchestrator.errors import LlmCallsLimitExceededError
@@ -17,7 +18,7 @@ from orchestrator.events.event import Event
 from orchestrator.events.log_scans import LogScan
 
 if TYPE_CHECKING:
-    from orchestrator.agents.base_agent import BaseAgent
+    from orchestrator.agents.base_agent import BaseAgent, BaseAgentState
     from orchestrator.apps.app import ResumabilityConfig
     from orchestrator.artifacts.base_artifact_service import BaseArtifactService
     from orchestrator.distributed.transport import Transport
@@ -137,15 +138,22 @@ class InvocationContext:
         self,
         agent_name: str,
         *,
-        agent_state: dict[str, Any] | None = None,
+        agent_state: BaseAgentState | dict[str, Any] | None = None,
         end_of_agent: bool = False,
     ) -> None:
-        """Record an agent checkpoint or its end (resumable apps)."""
+        """Record an agent checkpoint or its end (resumable apps).
+
+        A checkpoint is kept as JSON (``model_dump(mode="json")``), as google-adk keeps it:
+        ``agent_states`` and the events made from it hold dicts, never model objects.
+        """
         if end_of_agent:
             self.end_of_agents[agent_name] = True
             self.agent_states.pop(agent_name, None)
         elif agent_state is not None:
-            self.agent_states[agent_name] = agent_state
+            self.agent_states[agent_name] = (
+                agent_state.model_dump(mode="json")
+                if isinstance(agent_state, BaseModel) else dict(agent_state)
+            )
             self.end_of_agents[agent_name] = False
         else:
             self.end_of_agents.pop(agent_name, None)
@@ -188,7 +196,12 @@ class InvocationContext:
         return recovering
 
     def populate_invocation_agent_states(self) -> None:
-        """Rebuild agent checkpoints and end flags from this invocation's events."""
+        """Rebuild agent checkpoints and end flags from this invocation's events (resumable apps).
+
+        Nothing is rebuilt when the app is not resumable, as in google-adk.
+        """
+        if not self.is_resumable:
+            return
         for event in self.session.events:
             if event.invocation_id != self.invocation_id or event.author == "user":
                 continue

@@ -38,7 +38,7 @@ class LoopAgent(BaseAgent):
             for sub in self.sub_agents[start:]:
                 if ctx.is_resumable and not resuming:
                     checkpoint = LoopAgentState(current_sub_agent=sub.name, times_looped=times_looped)
-                    ctx.set_agent_state(self.name, agent_state=checkpoint.model_dump())
+                    ctx.set_agent_state(self.name, agent_state=checkpoint)
                     yield self._create_agent_state_event(ctx)
                 resuming = False
                 paused = False

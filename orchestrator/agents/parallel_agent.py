@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.agents.base_agent import BaseAgent
+from orchestrator.agents.base_agent import BaseAgent, BaseAgentState
 from orchestrator.events.event import Event
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class ParallelAgent(BaseAgent):
                 yield event
             return
         if ctx.is_resumable and self.name not in ctx.agent_states:
-            ctx.set_agent_state(self.name, agent_state={})
+            ctx.set_agent_state(self.name, agent_state=BaseAgentState())
             yield self._create_agent_state_event(ctx)
         pending = [
             sub for sub in self.sub_agents

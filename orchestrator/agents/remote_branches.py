@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from google.genai import types
 
 from orchestrator import failpoints, platform
+from orchestrator.agents.base_agent import BaseAgentState
 from orchestrator.agents.parallel_agent import branch_for
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import AgentJob
@@ -60,7 +61,7 @@ async def _dispatch(
     agent: BaseAgent, ctx: InvocationContext, queue: str
 ) -> AsyncGenerator[Event, None]:
     if agent.name not in ctx.agent_states:
-        ctx.set_agent_state(agent.name, agent_state={})
+        ctx.set_agent_state(agent.name, agent_state=BaseAgentState())
         yield agent._create_agent_state_event(ctx)
     subs = [s for s in agent.sub_agents if not ctx.end_of_agents.get(s.name)]
     calls = [

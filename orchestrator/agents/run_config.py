@@ -42,7 +42,7 @@ class RunConfig(BaseModel):
     max_llm_calls: int = Field(default_factory=lambda: get_settings().max_llm_calls)
     """Model calls allowed per invocation; <= 0 means unlimited."""
     custom_metadata: dict[str, Any] | None = None
-    """Merged into the ``custom_metadata`` of the user event."""
+    """Merged into the ``custom_metadata`` of every event of the invocation."""
     get_session_config: GetSessionConfig | None = None
     """Which events to load with the session."""
     model_input_context: list[types.Content] | None = None

@@ -33,8 +33,7 @@ class SequentialAgent(BaseAgent):
                 continue
             if ctx.is_resumable and not resuming:
                 ctx.set_agent_state(
-                    self.name,
-                    agent_state=SequentialAgentState(current_sub_agent=sub.name).model_dump(),
+                    self.name, agent_state=SequentialAgentState(current_sub_agent=sub.name)
                 )
                 yield self._create_agent_state_event(ctx)
             resuming = False

@@ -3,12 +3,14 @@
 Rules (ADK 2.x): rewound events are dropped; an agent sees events of its own branch and its
 ancestors' branches, never a sibling's; other agents' turns become quoted user-role context;
 the latest function response is moved right after its call (dropping what came between);
-async responses in history are merged after their call, latest wins; orphaned calls and
-responses are dropped; ``adk-`` ids are stripped.
+async responses in history are merged after their call, latest wins (the agent's text replies
+between two updates of one call are dropped); orphaned calls and responses are dropped;
+``adk-`` ids are stripped.
 """
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 from google.genai import types
@@ -119,7 +121,7 @@ def _build(
     if include_contents == "none":
         visible = visible[_current_turn_start(visible, agent_name):]
     arranged = _rearrange_latest_function_response(visible)
-    contents = _convert(_drop_orphans(_rearrange_async_function_responses(arranged)),
+    contents = _convert(_drop_orphans(_rearrange_async_function_responses(arranged, agent_name)),
                         agent_name, call_authors, include_thoughts)
     if include_contents == "none" or rewound is not events or arranged is not visible:
         return contents, None
@@ -233,18 +235,28 @@ def _response_ids(event: Event) -> set[str]:
 
 
 def _merge_responses(events: list[Event]) -> Event:
-    """One event holding the latest response per call id, in first-seen order."""
+    """The first event, each later response replacing the one of its call id (or appended).
+
+    Other parts of the later events are appended, as google-adk merges them.
+    """
     if len(events) == 1:
         return events[0]
-    latest: dict[str, types.Part] = {}
-    for event in events:
+    base = events[0]
+    assert base.content is not None and base.content.parts is not None
+    parts = list(base.content.parts)
+    index = {p.function_response.id: i for i, p in enumerate(parts) if p.function_response}
+    for event in events[1:]:
         assert event.content is not None and event.content.parts is not None
         for part in event.content.parts:
-            if part.function_response is not None:
-                latest[part.function_response.id or ""] = part
-    base = events[0]
+            response = part.function_response
+            if response is not None and response.id in index:
+                parts[index[response.id]] = part
+                continue
+            if response is not None:
+                index[response.id] = len(parts)
+            parts.append(part)
     return base.model_copy(
-        update={"content": types.Content(role="user", parts=list(latest.values()))}
+        update={"content": types.Content(role="user", parts=parts)}
     )
 
 
@@ -268,28 +280,92 @@ def _rearrange_latest_function_response(events: list[Event]) -> list[Event]:
     return events[:call_index + 1] + [_merge_responses(responses)]
 
 
-def _rearrange_async_function_responses(events: list[Event]) -> list[Event]:
-    responses_by_id: dict[str, list[Event]] = {}
-    for event in events:
+def _rearrange_async_function_responses(events: list[Event], agent_name: str) -> list[Event]:
+    """Put after each call the last response event of each of its calls, merged.
+
+    A response belongs to the newest call before it with its id (ids can repeat in a
+    session), so a later response to a long-running call replaces the earlier (pending) one.
+    The agent's own text replies between two responses to one call, sent by the same author
+    in the same invocation, were about the earlier one and are dropped.
+    """
+    call_indices: dict[str, list[int]] = {}
+    for i, event in enumerate(events):
+        if not event.get_function_responses():
+            for call in event.get_function_calls():
+                call_indices.setdefault(call.id or "", []).append(i)
+    responses_by_call: dict[tuple[str, int], list[int]] = {}
+    for i, event in enumerate(events):
         for rid in _response_ids(event):
-            responses_by_id.setdefault(rid, []).append(event)
-    if not responses_by_id:
+            indices = call_indices.get(rid)
+            if indices:
+                owner = indices[max(bisect.bisect_left(indices, i) - 1, 0)]
+                responses_by_call.setdefault((rid, owner), []).append(i)
+    if not responses_by_call:
         return events
+    stale = _stale_replies(events, responses_by_call, agent_name)
     result: list[Event] = []
-    for event in events:
+    for i, event in enumerate(events):
+        if i in stale:
+            continue
         if event.get_function_responses():
             if any(r.id is None for r in event.get_function_responses()):
                 result.append(event)  # id-less responses stay where they are
             continue
         result.append(event)
-        answers: list[Event] = []
-        for call in event.get_function_calls():
-            for answer in responses_by_id.get(call.id or "", []):
-                if not any(a is answer for a in answers):
-                    answers.append(answer)
-        if answers:
-            result.append(_merge_responses(answers))
+        latest = sorted({
+            found[-1] for call in event.get_function_calls()
+            if (found := responses_by_call.get((call.id or "", i)))
+        })
+        if latest:
+            own = {call.id for call in event.get_function_calls()}
+            result.append(_merge_responses([_only_answers_to(events[k], own) for k in latest]))
     return result
+
+
+def _only_answers_to(event: Event, call_ids: set[str | None]) -> Event:
+    """``event`` without its responses to other calls than ``call_ids``.
+
+    One user message can answer calls of several model turns; each turn is shown only its
+    own answers (google-adk shows the whole message after each: see the README).
+    """
+    assert event.content is not None and event.content.parts is not None
+    parts = [p for p in event.content.parts
+             if p.function_response is None or p.function_response.id in call_ids]
+    if len(parts) == len(event.content.parts):
+        return event
+    return event.model_copy(update={"content": event.content.model_copy(update={"parts": parts})})
+
+
+def _stale_replies(
+    events: list[Event], responses_by_call: dict[tuple[str, int], list[int]], agent_name: str
+) -> set[int]:
+    """Indices of the agent's text replies between two updates of one call (see above)."""
+    stale: set[int] = set()
+    for indices in responses_by_call.values():
+        for current, following in zip(indices, indices[1:], strict=False):
+            first, second = events[current], events[following]
+            if first.invocation_id != second.invocation_id or first.author != second.author:
+                continue
+            if first.actions.requested_tool_confirmations or first.actions.requested_auth_configs:
+                continue  # the reply asked the user something: it is not stale
+            between = range(current + 1, following)
+            if between and all(
+                _is_text_reply(events[k], agent_name, first.invocation_id) for k in between
+            ):
+                stale.update(between)
+    return stale
+
+
+def _is_text_reply(event: Event, agent_name: str, invocation_id: str) -> bool:
+    content = event.content
+    return bool(
+        event.invocation_id == invocation_id
+        and event.author == agent_name
+        and content is not None
+        and content.role == "model"
+        and not event.get_function_calls()
+        and any(p.text for p in content.parts or [])
+    )
 
 
 def _drop_orphans(events: list[Event], answered: set[str | None] | None = None) -> list[Event]:

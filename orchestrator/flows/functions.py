@@ -17,14 +17,16 @@ from orchestrator.events.event_actions import EventActions
 from orchestrator.flows.contents import REQUEST_CONFIRMATION
 from orchestrator.flows.remote_calls import dispatch_remote_call
 from orchestrator.tools.base_tool import BaseTool
+from orchestrator.tools.function_tool import (
+    CONFIRMATION_REJECTED_ERROR,
+    CONFIRMATION_REQUIRED_ERROR,
+    confirmation_hint,
+)
 from orchestrator.tools.tool_confirmation import ToolConfirmation
 
 if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
     from orchestrator.agents.llm_agent import LlmAgent
-
-CONFIRMATION_REQUIRED_ERROR = "This tool call requires confirmation, please approve or reject."
-CONFIRMATION_REJECTED_ERROR = "This tool call is rejected."
 
 
 def populate_client_function_call_ids(event: Event) -> None:
@@ -201,17 +203,17 @@ async def _confirmation_gate(
     tool_context: ToolContext,
     confirmation: ToolConfirmation | None,
 ) -> dict[str, Any] | None:
-    """Return an error answer if the call must wait for (or was refused) confirmation."""
-    if confirmation is not None:
-        return None if confirmation.confirmed else {"error": CONFIRMATION_REJECTED_ERROR}
+    """Return an error answer if the call must wait for (or was refused) confirmation.
+
+    Only a tool that requires confirmation is gated, as in google-adk: a tool that asked for
+    one itself (``tool_context.request_confirmation``, maybe with a payload to fill in) runs
+    again with the answer in ``tool_context.tool_confirmation``, rejected or not.
+    """
     if not await tool.check_require_confirmation(args, tool_context):
         return None
-    tool_context.request_confirmation(
-        hint=(
-            f"Please approve or reject the tool call {tool.name}() by responding with a "
-            "FunctionResponse with an expected ToolConfirmation payload."
-        )
-    )
+    if confirmation is not None:
+        return None if confirmation.confirmed else {"error": CONFIRMATION_REJECTED_ERROR}
+    tool_context.request_confirmation(hint=confirmation_hint(tool.name))
     tool_context.actions.skip_summarization = True
     return {"error": CONFIRMATION_REQUIRED_ERROR}
 

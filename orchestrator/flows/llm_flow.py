@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from orchestrator.agents.llm_agent import LlmAgent
 
 _RESPONSE_FIELDS = tuple(LlmResponse.model_fields)
+AGENT_NAME_LABEL = "adk_agent_name"
+"""The label of a model request naming the agent that makes it (as google-adk sets it)."""
 
 
 class _Step:
@@ -112,8 +114,10 @@ class LlmFlow:
         llm_request.model = model.model
         if agent.generate_content_config is not None:
             llm_request.config = agent.generate_content_config.model_copy(deep=True)
-        if ctx.run_config.labels:
-            llm_request.config.labels = dict(ctx.run_config.labels)
+        if ctx.run_config.labels:  # merged over the agent's own labels, as in google-adk
+            llm_request.config.labels = {
+                **(llm_request.config.labels or {}), **ctx.run_config.labels
+            }
         llm_request.append_instructions(await _instructions(agent, readonly))
 
     async def _add_tools(
@@ -125,6 +129,8 @@ class LlmFlow:
     ) -> None:
         """Transfer first, then each toolset and its tools, shape the request (google-adk's order)."""
         tool_context = ToolContext(ctx)
+        # The built-in transfer tool first, as in google-adk: an agent's own tool of the same
+        # name is declared after it and takes the name (with a warning), not the other way.
         await transfer.add_transfer_tool(agent, tool_context, llm_request)
         for tool_union, tools in groups:
             if isinstance(tool_union, BaseToolset):
@@ -165,6 +171,9 @@ class LlmFlow:
         if override:
             yield override
             return
+        # Every model call names its agent (billing reports per agent), unless already labelled.
+        llm_request.config.labels = llm_request.config.labels or {}
+        llm_request.config.labels.setdefault(AGENT_NAME_LABEL, agent.name)
         ctx.increment_llm_call_count()
         llm = agent.canonical_model
         stream = ctx.run_config.streaming_mode == StreamingMode.SSE

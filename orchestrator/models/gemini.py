@@ -124,14 +124,17 @@ class Gemini(BaseLlm):
         model = llm_request.model or self.model
         check_model_requests_allowed(model)
         models = (await self.api_client()).aio.models
+        config = llm_request.config
+        if config.labels:  # the Gemini API (an API key, not Vertex AI) takes no labels
+            config = config.model_copy(update={"labels": None})
         if not stream:
             response = await models.generate_content(
-                model=model, contents=llm_request.contents, config=llm_request.config
+                model=model, contents=llm_request.contents, config=config
             )
             yield LlmResponse.create(response)
             return
         chunks = await models.generate_content_stream(
-            model=model, contents=llm_request.contents, config=llm_request.config
+            model=model, contents=llm_request.contents, config=config
         )
         async with aclosing(_aggregate_stream(chunks)) as responses:
             async for llm_response in responses:

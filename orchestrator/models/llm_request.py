@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from google.genai import types
@@ -9,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 if TYPE_CHECKING:
     from orchestrator.tools.base_tool import BaseTool
+
+logger = logging.getLogger(__name__)
 
 
 class LlmRequest(BaseModel):
@@ -73,6 +76,11 @@ class LlmRequest(BaseModel):
             declaration = tool._get_declaration()
             if declaration is not None:
                 declarations.append(declaration)
+                if tool.name in self.tools_dict:
+                    logger.warning(
+                        "Two tools are named %r: calls go to the one declared last; the "
+                        "earlier one cannot be called.", tool.name,
+                    )
                 self.tools_dict[tool.name] = tool
         if not declarations:
             return

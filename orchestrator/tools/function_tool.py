@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
+import logging
 import types as types_module
 import typing
 from collections.abc import Callable, Iterator
@@ -17,6 +19,8 @@ from google.genai import types
 from orchestrator.agents.context import Context, ToolContext
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.sync_threads import call_in_tool_thread
+
+logger = logging.getLogger(__name__)
 
 _CONTEXT_PARAM = "tool_context"
 _EXCLUDED_PARAMS = {"input_stream"}
@@ -46,6 +50,29 @@ def is_sync_function(func: Callable[..., Any]) -> bool:
     ))
 
 
+_DEFAULT_CALL_DOC = inspect.getdoc(type.__call__)
+_DEFAULT_PARTIAL_DOC = inspect.getdoc(functools.partial)
+
+
+def callable_doc(func: Callable[..., Any]) -> str:
+    """The docstring describing ``func`` to the model ("" if none), as google-adk reads it.
+
+    A partial without a docstring of its own is described by the function it wraps; a
+    callable object without one (nor its class) by its ``__call__`` method, sync or async.
+    """
+    doc = inspect.getdoc(func) or ""
+    if isinstance(func, functools.partial) and doc == _DEFAULT_PARTIAL_DOC:
+        return callable_doc(func.func)
+    if dataclasses.is_dataclass(func) and not isinstance(func, type) and doc.startswith(
+        type(func).__name__ + "("
+    ):
+        doc = ""  # the signature @dataclass writes as a docstring, not a description
+    if not doc and not inspect.isroutine(func) and not isinstance(func, type):
+        call = getattr(func, "__call__", None)  # noqa: B004  (the object's own method)
+        doc = (inspect.getdoc(call) or "") if call is not None else ""
+    return "" if doc == _DEFAULT_CALL_DOC else doc
+
+
 def _union_members(annotation: Any) -> tuple[Any, ...]:
     """``X | None`` and ``Optional[X]`` -> (X, NoneType); anything else -> (annotation,)."""
     if typing.get_origin(annotation) in (typing.Union, types_module.UnionType):
@@ -65,6 +92,44 @@ def _pydantic_model_in(annotation: Any) -> type[pydantic.BaseModel] | None:
     return None
 
 
+def _pydantic_list_item_in(annotation: Any) -> type[pydantic.BaseModel] | None:
+    """``M`` for ``list[M]`` (or ``list[M] | None``) where ``M`` is a pydantic model."""
+    for member in _union_members(annotation):
+        if typing.get_origin(member) is list and (args := typing.get_args(member)):
+            item = _pydantic_model_in(args[0])
+            if item is not None and len(_union_members(args[0])) == 1:
+                return item
+    return None
+
+
+def _as_model(model: type[pydantic.BaseModel], value: Any, name: str) -> Any:
+    """``value`` validated as ``model`` if it is a dict; left as it is when it does not fit.
+
+    As in google-adk, an argument that does not validate reaches the function unchanged
+    (with a warning), so the function can answer the model about it.
+    """
+    if not isinstance(value, dict):
+        return value
+    try:
+        return model.model_validate(value)
+    except pydantic.ValidationError as error:
+        logger.warning("Argument %r does not fit %s; passed on as is: %s", name,
+                       model.__name__, error)
+        return value
+
+
+CONFIRMATION_REQUIRED_ERROR = "This tool call requires confirmation, please approve or reject."
+CONFIRMATION_REJECTED_ERROR = "This tool call is rejected."
+
+
+def confirmation_hint(tool_name: str) -> str:
+    """The hint of a confirmation asked for because a tool requires one."""
+    return (
+        f"Please approve or reject the tool call {tool_name}() by responding with a "
+        "FunctionResponse with an expected ToolConfirmation payload."
+    )
+
+
 class FunctionTool(BaseTool):
     """A tool backed by a sync or async Python function."""
 
@@ -75,8 +140,7 @@ class FunctionTool(BaseTool):
         require_confirmation: bool | Callable[..., Any] = False,
     ) -> None:
         name = getattr(func, "__name__", type(func).__name__)
-        doc = inspect.getdoc(func) or ""
-        super().__init__(name=name, description=doc)
+        super().__init__(name=name, description=callable_doc(func))
         self.func = func
         """The wrapped function."""
         self._require_confirmation = require_confirmation
@@ -105,7 +169,7 @@ class FunctionTool(BaseTool):
         if self._declaration is None:
             self._declaration = types.FunctionDeclaration(
                 name=self.name,
-                description=self.description,
+                description=self.description or None,  # none at all, as google-adk sends it
                 parameters_json_schema=_parameters_schema(self.name, self._params_model()),
             )
         return self._declaration
@@ -140,9 +204,11 @@ class FunctionTool(BaseTool):
         for key, value in args.items():
             if key not in known and not accepts_kwargs:
                 continue
-            model = _pydantic_model_in(self._hints.get(key))
-            if isinstance(value, dict) and model is not None:
-                value = model.model_validate(value)
+            annotation = self._hints.get(key)
+            if (model := _pydantic_model_in(annotation)) is not None:
+                value = _as_model(model, value, key)
+            elif (item := _pydantic_list_item_in(annotation)) is not None and isinstance(value, list):
+                value = [_as_model(item, v, key) for v in value]
             prepared[key] = value
         return prepared
 
@@ -170,6 +236,16 @@ class FunctionTool(BaseTool):
                     "provide all the mandatory parameters."
                 )
             }
+        if await self.check_require_confirmation(args, tool_context):
+            # Enforced here too, as google-adk does, for callers of run_async other than the
+            # agent's flow (which gates the call before it gets here).
+            confirmation = tool_context.tool_confirmation
+            if confirmation is None:
+                tool_context.request_confirmation(hint=confirmation_hint(self.name))
+                tool_context.actions.skip_summarization = True
+                return {"error": CONFIRMATION_REQUIRED_ERROR}
+            if not confirmation.confirmed:
+                return {"error": CONFIRMATION_REJECTED_ERROR}
         kwargs = self._prepare_args(args)
         if self._context_param:
             kwargs[self._context_param] = tool_context

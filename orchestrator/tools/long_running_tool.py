@@ -38,7 +38,10 @@ class LongRunningFunctionTool(FunctionTool):
             declaration = super()._get_declaration()
             if declaration is None:
                 return None
-            self._noted = declaration.model_copy(
-                update={"description": (declaration.description or "") + _LONG_RUNNING_NOTE}
+            # Without a description of its own, the note alone (no leading blank lines).
+            description = (
+                declaration.description + _LONG_RUNNING_NOTE
+                if declaration.description else _LONG_RUNNING_NOTE.lstrip()
             )
+            self._noted = declaration.model_copy(update={"description": description})
         return self._noted

@@ -2,51 +2,45 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from google.genai import types
 
 from orchestrator.agents.context import ToolContext
-from orchestrator.tools.base_tool import BaseTool
+from orchestrator.tools.function_tool import FunctionTool
 
 
-def transfer_to_agent(agent_name: str, tool_context: ToolContext, transfer_reason: str = "") -> None:
-    """Transfer the question to another agent.
+def transfer_to_agent(agent_name: str, tool_context: ToolContext, *, transfer_reason: str = "") -> None:
+    """Hand the conversation over to another agent.
 
-    Use this tool to hand off control to another agent that is more suitable to answer the
-    user's question according to that agent's description.
+    Call it when another agent's description fits the user's request better than yours.
     """
     tool_context.actions.transfer_to_agent = agent_name
-    if transfer_reason:
-        tool_context.actions.transfer_reason = transfer_reason
+    tool_context.actions.transfer_reason = transfer_reason or None
 
 
-class TransferToAgentTool(BaseTool):
-    """``transfer_to_agent`` declared with an enum of the agents it may target."""
+class TransferToAgentTool(FunctionTool):
+    """The ``transfer_to_agent`` function tool, its ``agent_name`` limited to the given agents.
 
-    def __init__(self, agent_names: list[str]) -> None:
-        super().__init__(name="transfer_to_agent", description=transfer_to_agent.__doc__ or "")
+    The enum keeps the model from naming an agent that does not exist. ``transfer_reason`` is
+    declared only with ``include_transfer_reason=True`` (google-adk's default leaves it out).
+    """
+
+    def __init__(self, agent_names: list[str], include_transfer_reason: bool = False) -> None:
+        super().__init__(transfer_to_agent)
         self.agent_names = agent_names
         """The allowed targets."""
+        self.include_transfer_reason = include_transfer_reason
+        """Whether ``transfer_reason`` is offered to the model."""
 
     def _get_declaration(self) -> types.FunctionDeclaration | None:
-        """Declare ``agent_name`` as an enum of the allowed targets."""
-        return types.FunctionDeclaration(
-            name=self.name,
-            description=self.description,
-            parameters_json_schema={
-                "type": "object",
-                "properties": {
-                    "agent_name": {"type": "string", "enum": self.agent_names},
-                    "transfer_reason": {"type": "string"},
-                },
-                "required": ["agent_name"],
-            },
-        )
-
-    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
-        """Record the transfer in the event's actions; the result is ``None``."""
-        transfer_to_agent(
-            str(args.get("agent_name", "")), tool_context, str(args.get("transfer_reason", ""))
-        )
-        return None
+        """The function's declaration, ``agent_name`` an enum of the allowed targets."""
+        declaration = super()._get_declaration()
+        if declaration is None:
+            return None
+        schema = dict(declaration.parameters_json_schema or {})
+        properties = {key: dict(value) for key, value in schema.get("properties", {}).items()}
+        if "agent_name" in properties:
+            properties["agent_name"]["enum"] = list(self.agent_names)
+        if not self.include_transfer_reason:
+            properties.pop("transfer_reason", None)
+        schema["properties"] = properties
+        return declaration.model_copy(update={"parameters_json_schema": schema})
