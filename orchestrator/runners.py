@@ -165,14 +165,15 @@ class Runner:
             ctx.user_content = original or new_message
             if original is not None and new_message is not None and not responses:
                 new_message = None  # the invocation already has its user message
-        async for event in self._run(
+        async with contextlib.aclosing(self._run(
             ctx, session, writer,
             lambda: self._commit_user_message(
                 ctx, new_message, state_delta, run_config, call_event, writer, yield_user_message
             ),
             lambda: self._run_agent(ctx, session, resuming, call_event, writer),
-        ):
-            yield event
+        )) as events:
+            async for event in events:
+                yield event
 
     async def continue_async(
         self,
@@ -225,11 +226,12 @@ class Runner:
                     yield answer
             failpoints.hit("runner.answers_committed")
 
-        async for event in self._run(
+        async with contextlib.aclosing(self._run(
             ctx, session, writer, opening,
             lambda: self._run_agent(ctx, session, True, call_event, writer),
-        ):
-            yield event
+        )) as events:
+            async for event in events:
+                yield event
 
     async def recover_async(
         self,
@@ -267,10 +269,11 @@ class Runner:
                 "such invocations."
             )
         writer = session_writer or self.session_service
-        async for event in self._run(
+        async with contextlib.aclosing(self._run(
             ctx, session, writer, _nothing, lambda: self._run_agent(ctx, session, True, None, writer)
-        ):
-            yield event
+        )) as events:
+            async for event in events:
+                yield event
 
     async def commit_events(
         self,

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from orchestrator import (
+    AgentTool,
     App,
     BaseLlm,
     InMemoryRunner,
@@ -65,6 +66,7 @@ ADK_PREAMBLE_START = "For context: below is a transcript of what another agent d
 
 def our_namespace() -> Any:
     return scenarios.namespace(
+        AgentTool=AgentTool,
         App=App,
         BaseLlm=BaseLlm,
         BasePlugin=BasePlugin,

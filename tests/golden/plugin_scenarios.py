@@ -443,3 +443,49 @@ async def p14_save_files_as_artifacts(adk: Any) -> Any:
         filename="notes.txt")
     h.extra["artifact"] = base.jsonable(artifact)
     return await _finish(h, trace)
+
+
+@plugin_scenario
+async def p15_sse_partials_pass_callbacks(adk: Any) -> Any:
+    """Plugins, SSE: after_model and on_event see every partial chunk, then the aggregate."""
+    h = base.Harness(adk)
+    trace = Trace(h)
+    model = h.model("root_model", base.Chunks(["Hel", "lo", "Hello"]))
+    await h.start(adk.LlmAgent(name="root", model=model), plugins=[recorder(adk, trace, "w")])
+    await h.turn(base.user_text("x"),
+                 run_config=adk.RunConfig(streaming_mode=adk.StreamingMode.SSE))
+    return await _finish(h, trace)
+
+
+@plugin_scenario
+async def p16_long_running_answered_in_a_second_run(adk: Any) -> Any:
+    """Plugins: the client's function response is a second run: on_user_message, before/after run."""
+    h = base.Harness(adk)
+    trace = Trace(h)
+
+    def request_approval(amount: int) -> None:
+        """Ask a human to approve a payment."""
+        return None
+
+    model = h.model("root_model", base.fc("request_approval", amount=9), "Approved.")
+    agent = adk.LlmAgent(name="root", model=model,
+                         tools=[adk.LongRunningFunctionTool(request_approval)])
+    await h.start(agent, plugins=[recorder(adk, trace, "w")])
+    first = await h.turn(base.user_text("pay 9"))
+    call_id = base.first_call_id(first)
+    await h.turn(base.function_response(call_id, "request_approval", {"approved": True}))
+    return await _finish(h, trace)
+
+
+@plugin_scenario
+async def p17_agent_tool_runs_with_the_callers_plugins(adk: Any) -> Any:
+    """Plugins: an AgentTool's child run has the caller's plugins (its own run callbacks too)."""
+    h = base.Harness(adk)
+    trace = Trace(h)
+    child = adk.LlmAgent(name="helper", description="Helps.",
+                         model=h.model("helper_model", "helped"))
+    model = h.model("root_model", base.fc("helper", request="help me"), "thanks")
+    agent = adk.LlmAgent(name="root", model=model, tools=[adk.AgentTool(child)])
+    await h.start(agent, plugins=[recorder(adk, trace, "w")])
+    await h.turn(base.user_text("x"))
+    return await _finish(h, trace)

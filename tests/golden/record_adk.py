@@ -34,9 +34,10 @@ def adk_namespace() -> object:
     from google.adk.plugins.global_instruction_plugin import GlobalInstructionPlugin
     from google.adk.plugins.save_files_as_artifacts_plugin import SaveFilesAsArtifactsPlugin
     from google.adk.runners import InMemoryRunner
-    from google.adk.tools import LongRunningFunctionTool, ToolContext
+    from google.adk.tools import AgentTool, LongRunningFunctionTool, ToolContext
 
     return scenarios.namespace(
+        AgentTool=AgentTool,
         App=App,
         BaseLlm=BaseLlm,
         BasePlugin=BasePlugin,

@@ -31,6 +31,7 @@ APP_NAME = "golden"
 USER_ID = "u"
 
 REQUIRED_NAMES = (
+    "AgentTool",
     "App",
     "BaseLlm",
     "BasePlugin",
