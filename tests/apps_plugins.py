@@ -129,5 +129,42 @@ retry_app = App(
     plugins=[ReflectAndRetryToolPlugin(max_retries=2)],
 )
 
-PLUGIN_APPS = [where_app, retry_app]
-PLUGIN_APP_SPECS = "tests.apps_plugins:where_app,tests.apps_plugins:retry_app"
+# -- where_fan: ParallelAgent branches on workers, with a plugin --------------------------
+
+class BranchWherePlugin(BasePlugin):
+    """Records which process ran each agent's model callback; stamps events as WherePlugin."""
+
+    def __init__(self) -> None:
+        super().__init__("branch_where")
+
+    async def before_model_callback(self, *, callback_context: Any, llm_request: Any) -> None:
+        callback_context.state[f"model_pid_{callback_context.agent_name}"] = os.getpid()
+
+    async def on_event_callback(self, *, invocation_context: Any, event: Event) -> Event:
+        return Event(custom_metadata={"on_event_pid": os.getpid()})
+
+
+def _where_fan_root() -> Any:
+    from orchestrator import ParallelAgent, SequentialAgent
+
+    def model(name: str) -> FunctionLlm:
+        return FunctionLlm(record_requests=False, fn=lambda request: f"{name} done")
+
+    fan = ParallelAgent(name="fan", sub_agents=[
+        LlmAgent(name=n, model=model(n)) for n in ("a", "b")])
+    return SequentialAgent(name="pipeline", sub_agents=[
+        fan, LlmAgent(name="after", model=model("after"))])
+
+
+def _where_fan_app() -> App:
+    from orchestrator import ResumabilityConfig
+
+    return App(name="where_fan", root_agent=_where_fan_root(), plugins=[BranchWherePlugin()],
+               resumability_config=ResumabilityConfig(is_resumable=True))
+
+
+where_fan_app = _where_fan_app()
+
+PLUGIN_APPS = [where_app, retry_app, where_fan_app]
+PLUGIN_APP_SPECS = ",".join(
+    f"tests.apps_plugins:{name}" for name in ("where_app", "retry_app", "where_fan_app"))

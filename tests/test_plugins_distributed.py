@@ -106,6 +106,22 @@ async def test_reflect_and_retry_answers_a_failed_remote_call_and_the_model_retr
     assert events[-1].content.parts[0].text == "accepted 2"
 
 
+async def test_branches_on_workers_run_their_model_callbacks_there(backend, request):
+    orchestrator_pid, worker_pid = _pids(backend, request)
+    inv = await backend.enqueue("where_fan", "u", "go")
+    record = await backend.wait("where_fan", inv, until=FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("where_fan", inv)
+    state = _state(events)
+
+    assert state["model_pid_a"] == state["model_pid_b"] == worker_pid
+    assert state["model_pid_after"] == orchestrator_pid
+    # A branch's events pass on_event once, when the orchestrator commits them.
+    branch_events = [e for e in events if e.branch in ("fan.a", "fan.b")]
+    assert {e.author for e in branch_events if e.content} == {"a", "b"}
+    assert {e.custom_metadata["on_event_pid"] for e in events[1:]} == {orchestrator_pid}
+
+
 async def test_an_error_made_outside_the_tool_goes_to_the_plugin_on_the_orchestrator():
     """A deadline or a lost job is answered with an error the worker's callbacks never saw."""
     backend = EmbeddedBackend()
