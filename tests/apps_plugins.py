@@ -61,6 +61,8 @@ class WherePlugin(BasePlugin):
         # One key per process: were the callback run twice (worker, then orchestrator), both
         # keys would be in the state.
         tool_context.state[f"tool_error_seen_in_{os.getpid()}"] = True
+        if tool_args.get("city") == "Vesuvius":
+            return None  # not recovered: the model reads the error
         return {"recovered": f"{type(error).__name__}: {error}"}
 
     async def on_event_callback(self, *, invocation_context: Any, event: Event) -> Event:
@@ -69,9 +71,9 @@ class WherePlugin(BasePlugin):
 
 
 def where_lookup(city: str, tool_context: ToolContext) -> dict[str, Any] | None:
-    """Look a city up (long-running: runs on a worker); Krakatoa fails, Limbo never answers."""
+    """Look a city up (long-running: runs on a worker); volcanoes fail, Limbo never answers."""
     tool_context.state["tool_pid"] = os.getpid()
-    if city == "Krakatoa":
+    if city in ("Krakatoa", "Vesuvius"):
         raise RuntimeError("the volcano is erupting")
     if city == "Limbo":
         return None  # pending: the answer comes from outside

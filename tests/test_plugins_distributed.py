@@ -92,6 +92,21 @@ async def test_a_remote_tools_exception_is_recovered_by_the_plugin_once_on_the_w
     assert state["after_tool_pid"] == worker_pid
 
 
+async def test_an_error_no_callback_recovers_on_the_worker_is_not_offered_again(backend, request):
+    _, worker_pid = _pids(backend, request)
+    inv = await backend.enqueue("where", "u", "look up Vesuvius")
+    record = await backend.wait("where", inv, until=FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("where", inv)
+    state = _state(events)
+
+    # The model reads the error; the orchestrator did not run the error callbacks again.
+    assert _response(events) == {"error": "RuntimeError: the volcano is erupting"}
+    assert [k for k in state if k.startswith("tool_error_seen_in_")] == [
+        f"tool_error_seen_in_{worker_pid}"]
+    assert "after_tool_pid" not in state  # no after-tool callback for an unrecovered error
+
+
 async def test_reflect_and_retry_answers_a_failed_remote_call_and_the_model_retries(backend):
     inv = await backend.enqueue("retry", "u", "go")
     record = await backend.wait("retry", inv, until=FINISHED)
