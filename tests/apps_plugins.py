@@ -9,6 +9,7 @@ callback ran from the committed log alone.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from google.genai import types
@@ -68,6 +69,12 @@ class WherePlugin(BasePlugin):
     async def on_event_callback(self, *, invocation_context: Any, event: Event) -> Event:
         return Event(custom_metadata={**(event.custom_metadata or {}),
                                       "on_event_pid": os.getpid()})
+
+    async def close(self) -> None:
+        # Tests that stop the processes ask for a marker of each process that closed it.
+        folder = os.environ.get("PLUGIN_CLOSED_DIR")
+        if folder:
+            Path(folder, f"{self.name}-{os.getpid()}").touch()
 
 
 def where_lookup(city: str, tool_context: ToolContext) -> dict[str, Any] | None:

@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import os
 
+import redis
+
+from config import Settings
 from orchestrator.distributed.models import InvocationStatus, ToolResult
 from orchestrator.distributed.resume import RemoteToolError
+from tests.apps import APP_SPECS
 from tests.support.backends import FINISHED, CeleryBackend, EmbeddedBackend
+from tests.support.processes import stack_env, start_celery_process
 
 
 def _state(events) -> dict:
@@ -156,3 +161,24 @@ async def test_an_error_made_outside_the_tool_goes_to_the_plugin_on_the_orchestr
     expected = f"{RemoteToolError.__name__}: {message}"
     assert _response(events) == {"recovered": expected}
     assert f"tool_error_seen_in_{os.getpid()}" in _state(events)
+
+
+def test_each_process_closes_its_plugins_when_it_stops(redis_url, tmp_path):
+    url = redis_url.rsplit("/", 1)[0] + "/3"
+    redis.Redis.from_url(url).flushdb()
+    env = {**stack_env(url, APP_SPECS, lease_retry_seconds="0.2"), "PLUGIN_CLOSED_DIR": str(tmp_path)}
+    orchestrator = start_celery_process("orchestrator", "orch-plugins", env)
+    worker = start_celery_process("worker", "work-plugins", env)
+    from workers.client import Client
+
+    client = Client(Settings(redis_url=url, apps=APP_SPECS))
+    try:
+        inv = client.enqueue("where", "u", "look up Oslo")
+        record = client.wait("where", inv, timeout=30, until=frozenset(FINISHED))
+        assert record.status is InvocationStatus.COMPLETED, record.error
+    finally:
+        client.close()
+        orchestrator.stop()
+        worker.stop()
+    closed = {p.name for p in tmp_path.iterdir()}
+    assert {f"where-{orchestrator.pid}", f"where-{worker.pid}"} <= closed, closed
