@@ -30,6 +30,7 @@ from orchestrator.plugins.plugin_manager import PluginManager
 from orchestrator.runner_plugins import (
     EventSource,
     commit_answers,
+    no_events,
     process_event,
     replace_user_message,
     run_with_plugins,
@@ -270,7 +271,7 @@ class Runner:
             )
         writer = session_writer or self.session_service
         async with contextlib.aclosing(self._run(
-            ctx, session, writer, _nothing, lambda: self._run_agent(ctx, session, True, None, writer)
+            ctx, session, writer, no_events, lambda: self._run_agent(ctx, session, True, None, writer)
         )) as events:
             async for event in events:
                 yield event
@@ -509,11 +510,6 @@ class InMemoryRunner(Runner):
             session_service=InMemorySessionService(),
             memory_service=InMemoryMemoryService(),
         )
-
-
-async def _nothing() -> AsyncGenerator[Event, None]:
-    return
-    yield  # pragma: no cover  (an async generator that yields nothing)
 
 
 def _validate_new_message(message: types.Content | None) -> None:
