@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import warnings
 from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
@@ -24,6 +25,16 @@ from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
+from orchestrator.plugins.base_plugin import BasePlugin
+from orchestrator.plugins.plugin_manager import PluginManager
+from orchestrator.runner_plugins import (
+    EventSource,
+    commit_answers,
+    no_events,
+    process_event,
+    replace_user_message,
+    run_with_plugins,
+)
 from orchestrator.runner_routing import (
     branch_for,
     calls_of_invocation,
@@ -50,7 +61,7 @@ class Runner:
         app: App | None = None,
         app_name: str | None = None,
         agent: BaseAgent | None = None,
-        plugins: list[Any] | None = None,
+        plugins: list[BasePlugin] | None = None,
         artifact_service: BaseArtifactService | None = None,
         session_service: BaseSessionService,
         memory_service: BaseMemoryService | None = None,
@@ -59,6 +70,18 @@ class Runner:
         auto_create_session: bool = False,
         transport: Transport | None = None,
     ) -> None:
+        if plugins is not None:
+            if app is not None:
+                raise ValueError(
+                    "When app is provided, plugins should not be provided and should be "
+                    "provided in the app instead."
+                )
+            warnings.warn(
+                "The `plugins` argument is deprecated. Please use the `app` argument to "
+                "provide plugins instead.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         if app is not None:
             if agent is not None:
                 raise ValueError("Pass either app or agent to Runner, not both.")
@@ -75,8 +98,8 @@ class Runner:
                 resumability_config=None,
             )
             self.app_name = app_name
-        if self.app.plugins:
-            raise NotImplementedError("Plugins are not supported yet; use agent callbacks.")
+        self.plugin_manager = PluginManager(self.app.plugins, close_timeout=plugin_close_timeout)
+        """The app's plugins; every context of this runner's runs shares it."""
         self.agent: BaseAgent = self.app.root_agent
         self.session_service = session_service
         self.artifact_service = artifact_service
@@ -143,14 +166,15 @@ class Runner:
             ctx.user_content = original or new_message
             if original is not None and new_message is not None and not responses:
                 new_message = None  # the invocation already has its user message
-        if new_message is not None or state_delta:
-            user_event = await self._append_user_event(
-                ctx, new_message, state_delta, run_config, call_event, writer
-            )
-            if yield_user_message:
-                yield user_event
-        async for event in self._run_agent(ctx, session, resuming, call_event, writer):
-            yield event
+        async with contextlib.aclosing(self._run(
+            ctx, session, writer,
+            lambda: self._commit_user_message(
+                ctx, new_message, state_delta, run_config, call_event, writer, yield_user_message
+            ),
+            lambda: self._run_agent(ctx, session, resuming, call_event, writer),
+        )) as events:
+            async for event in events:
+                yield event
 
     async def continue_async(
         self,
@@ -192,17 +216,24 @@ class Runner:
         ctx = self._new_context(session, invocation_id, None, run_config, None)
         ctx.transport = transport or self.transport
         ctx.user_content = original_user_content(session, invocation_id)
-        for answer in answers:
-            answer.invocation_id = invocation_id
-            if answer.branch is None and call_event is not None:
-                answer.branch = call_event.branch
-            apply_run_metadata(answer, run_config)
-            await writer.append_event(session, answer)
-            if yield_answers:  # after the commit, like every event the Runner yields
-                yield answer
-        failpoints.hit("runner.answers_committed")
-        async for event in self._run_agent(ctx, session, True, call_event, writer):
-            yield event
+
+        async def opening() -> AsyncGenerator[Event, None]:
+            for answer in answers:
+                answer.invocation_id = invocation_id
+                if answer.branch is None and call_event is not None:
+                    answer.branch = call_event.branch
+                apply_run_metadata(answer, run_config)
+            async for answer in commit_answers(ctx, session, writer, answers):
+                if yield_answers:  # after the commit, like every event the Runner yields
+                    yield answer
+            failpoints.hit("runner.answers_committed")
+
+        async with contextlib.aclosing(self._run(
+            ctx, session, writer, opening,
+            lambda: self._run_agent(ctx, session, True, call_event, writer),
+        )) as events:
+            async for event in events:
+                yield event
 
     async def recover_async(
         self,
@@ -239,8 +270,35 @@ class Runner:
                 "(App(resumability_config=ResumabilityConfig(is_resumable=True))) to continue "
                 "such invocations."
             )
-        async for event in self._run_agent(ctx, session, True, None, session_writer):
-            yield event
+        writer = session_writer or self.session_service
+        async with contextlib.aclosing(self._run(
+            ctx, session, writer, no_events, lambda: self._run_agent(ctx, session, True, None, writer)
+        )) as events:
+            async for event in events:
+                yield event
+
+    async def commit_events(
+        self,
+        *,
+        session: Session,
+        invocation_id: str,
+        events: list[Event],
+        session_writer: SessionWriter | None = None,
+    ) -> list[Event]:
+        """adk-celery: commit events made elsewhere, outside a run; return them as committed.
+
+        For a parallel branch's events that come back from a worker while other branches
+        are still out: each passes the plugins' ``on_event_callback`` first, as the events
+        of a run do.
+        """
+        writer = session_writer or self.session_service
+        ctx = self._new_context(session, invocation_id, None, RunConfig(), None)
+        committed = []
+        for event in events:
+            event = await process_event(ctx, event)
+            await writer.append_event(session, event)
+            committed.append(event)
+        return committed
 
     def _new_context(
         self,
@@ -263,7 +321,24 @@ class Runner:
             resumability_config=self.resumability_config,
             abort_signal=abort_signal,
             transport=self.transport,
+            plugin_manager=self.plugin_manager,
         )
+
+    def _run(
+        self,
+        ctx: InvocationContext,
+        session: Session,
+        writer: SessionWriter,
+        opening: EventSource,
+        body: EventSource,
+    ) -> AsyncGenerator[Event, None]:
+        async def commit(event: Event) -> Event:
+            event = await process_event(ctx, event)
+            if not event.partial:
+                await writer.append_event(session, event)
+            return event
+
+        return run_with_plugins(ctx, opening, body, commit)
 
     async def _run_agent(
         self,
@@ -285,6 +360,7 @@ class Runner:
                 if ctx.is_aborted:
                     return
                 apply_run_metadata(event, ctx.run_config)
+                event = await process_event(ctx, event)
                 if not event.partial:
                     await writer.append_event(session, event)
                 yield event
@@ -333,13 +409,19 @@ class Runner:
         ))
 
     async def close(self) -> None:
-        """Close the toolsets of every agent and flush the session service."""
+        """Close the toolsets of every agent and the plugins, and flush the session service.
+
+        A plugin that fails to close is raised (as one RuntimeError) after the flush.
+        """
         for toolset in _toolsets(self.agent):
             try:
                 await asyncio.wait_for(toolset.close(), timeout=10)
             except Exception:  # closing is best effort; one bad toolset must not stop the rest
                 logger.exception("Closing toolset %r failed", toolset)
-        await self.session_service.flush()
+        try:
+            await self.plugin_manager.close()
+        finally:
+            await self.session_service.flush()
 
     async def __aenter__(self) -> Runner:
         return self
@@ -362,6 +444,32 @@ class Runner:
         return await self.session_service.create_session(
             app_name=self.app_name, user_id=user_id, session_id=session_id
         )
+
+    async def _commit_user_message(
+        self,
+        ctx: InvocationContext,
+        message: types.Content | None,
+        state_delta: dict[str, Any] | None,
+        run_config: RunConfig,
+        call_event: Event | None,
+        writer: SessionWriter,
+        yield_user_message: bool,
+    ) -> AsyncGenerator[Event, None]:
+        """Commit the run's user event (the plugins may replace the message first)."""
+        if message is not None:
+            replaced = await replace_user_message(ctx, message)
+            if replaced is not None:
+                _validate_new_message(replaced)
+                if ctx.user_content is message:
+                    ctx.user_content = replaced
+                message = replaced
+        if message is None and not state_delta:
+            return
+        event = await self._append_user_event(
+            ctx, message, state_delta, run_config, call_event, writer
+        )
+        if yield_user_message:
+            yield event
 
     async def _append_user_event(
         self,
@@ -392,7 +500,7 @@ class InMemoryRunner(Runner):
         agent: BaseAgent | None = None,
         *,
         app_name: str | None = None,
-        plugins: list[Any] | None = None,
+        plugins: list[BasePlugin] | None = None,
         app: App | None = None,
     ) -> None:
         super().__init__(

@@ -301,3 +301,10 @@ failing_branch_app = _resumable("failing_branch", _failing_root())
 
 ALL_APPS += [nested_app, failing_branch_app]
 APP_SPECS += ",tests.apps:nested_app,tests.apps:failing_branch_app"
+
+# -- plugins: apps whose plugins show where each callback runs (tests/apps_plugins.py) -------
+
+from tests.apps_plugins import PLUGIN_APP_SPECS, PLUGIN_APPS  # noqa: E402
+
+ALL_APPS += PLUGIN_APPS
+APP_SPECS += "," + PLUGIN_APP_SPECS

@@ -23,7 +23,9 @@ from workers.runtime import get_runtime
 
 logger = logging.getLogger(__name__)
 
-_role: dict[str, bool] = {"orchestrating": False, "prefork": False, "started": False}
+_role: dict[str, bool] = {
+    "orchestrating": False, "prefork": False, "started": False, "plugins_closed": False,
+}
 
 
 def is_orchestrator() -> bool:
@@ -123,3 +125,7 @@ def _stop(**_: Any) -> None:
     if _role["started"]:
         _role["started"] = False
         get_runtime().stop_orchestrating()
+    if not _role["plugins_closed"]:
+        # After the consumer stopped: no run of this process uses the plugins any more.
+        _role["plugins_closed"] = True
+        get_runtime().close_plugins()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from orchestrator.distributed.stores import SessionKey
 from orchestrator.distributed.streams import RedisEventStream
 from orchestrator.distributed.wakeups import RedisWakeups, WakeConsumer
 from orchestrator.errors import register_infrastructure_errors
+from orchestrator.plugins import PluginManager
 from orchestrator.sessions.redis_session_service import LeasedSessionWriter, RedisSessionService
 from orchestrator.tools.function_tool import sync_calls_inline
 from workers.celery_app import app as default_celery_app
@@ -46,6 +48,7 @@ from workers.transport import CeleryTransport
 from workers.watchdog import JobWatchdog
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 # The broker's connection errors are ours, never a tool's or an invocation's outcome.
 register_infrastructure_errors(kombu.exceptions.OperationalError)
@@ -157,6 +160,29 @@ class Runtime:
             if not loop.is_running() and not loop.is_closed():
                 loop.run_until_complete(services.redis.aclose())
         self._thread_loops.clear()
+
+    def close_plugins(self, timeout: float = 10.0) -> None:
+        """Close the plugins of the apps this process loaded (at shutdown); failures are logged.
+
+        Each process has its own plugin objects (it imported the apps): each closes its own.
+        """
+        with self._registry_lock:
+            registry = self._registry
+        apps = [app for app in registry or () if app.plugins]
+        if not apps or self._loop.loop.is_closed() or not self._loop._thread.is_alive():
+            return
+
+        async def close_all() -> None:
+            for app in apps:
+                try:
+                    await PluginManager(app.plugins).close()
+                except Exception:  # one app's plugins must not keep the others open
+                    logger.exception("Closing the plugins of app %r failed", app.name)
+
+        try:
+            self.run(close_all(), timeout)
+        except Exception:  # shutting down anyway
+            logger.exception("Closing plugins did not finish")
 
     async def services(self) -> Services:
         """The services of the running loop, built on first use there.

@@ -161,8 +161,24 @@ class BaseAgent(BaseModel):
     async def run_async(self, parent_context: InvocationContext) -> AsyncGenerator[Event, None]:
         """Run the agent: before-callbacks, ``_run_async_impl``, after-callbacks."""
         ctx = parent_context.model_copy(update={"agent": self})
-        async for event in self._run_with_callbacks(ctx):
-            yield event
+        try:
+            async for event in self._run_with_callbacks(ctx):
+                yield event
+        except Exception as error:
+            await self._tell_agent_error(ctx, error)
+            raise
+
+    async def _tell_agent_error(self, ctx: InvocationContext, error: Exception) -> None:
+        """Tell the plugins that ``error`` leaves this agent (once per agent it leaves)."""
+        if not ctx.plugin_manager.plugins:
+            return
+        told: set[str] = getattr(error, "_adk_celery_agents_told", set())
+        if self.name in told:
+            return
+        error._adk_celery_agents_told = told | {self.name}  # type: ignore[attr-defined]
+        await ctx.plugin_manager.run_on_agent_error_callback(
+            agent=self, callback_context=CallbackContext(ctx), error=error
+        )
 
     async def _run_with_callbacks(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
         event = await self._handle_agent_callback(ctx, self.before_agent_callback, before=True)
@@ -186,12 +202,17 @@ class BaseAgent(BaseModel):
     async def _handle_agent_callback(
         self, ctx: InvocationContext, callbacks: Any, *, before: bool
     ) -> Event | None:
-        if not callbacks:
+        plugins = ctx.plugin_manager
+        if not callbacks and not plugins.plugins:
             return None
         callback_context = CallbackContext(ctx)
-        content = await cb.run_until(
-            callbacks, {"callback_context": callback_context}, stop=cb.is_truthy
-        )
+        # Plugins first; content from one of them skips the agent's own callbacks.
+        hook = plugins.run_before_agent_callback if before else plugins.run_after_agent_callback
+        content = await hook(agent=self, callback_context=callback_context)
+        if not content and callbacks:
+            content = await cb.run_until(
+                callbacks, {"callback_context": callback_context}, stop=cb.is_truthy
+            )
         actions = callback_context.actions
         if content:
             if before:

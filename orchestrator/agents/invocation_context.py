@@ -16,6 +16,7 @@ from orchestrator.agents.run_config import RunConfig
 from orchestrator.errors import LlmCallsLimitExceededError
 from orchestrator.events.event import Event
 from orchestrator.events.log_scans import LogScan
+from orchestrator.plugins.plugin_manager import PluginManager
 
 if TYPE_CHECKING:
     from orchestrator.agents.base_agent import BaseAgent, BaseAgentState
@@ -90,6 +91,8 @@ class InvocationContext:
     """Where remote tool calls go; None runs every tool in this process."""
     progress_reporter: Callable[[dict[str, Any]], None] | None = None
     """Set on workers: receives ``tool_context.report_progress`` payloads."""
+    plugin_manager: PluginManager = field(default_factory=PluginManager)
+    """The app's plugins (shared by every copy of the context)."""
     _counters: _Counters | None = None
     """Shared by every copy; a new context counts the model calls its log already holds."""
 

@@ -208,6 +208,9 @@ class LlmAgent(BaseAgent):
             # retried, so nothing of it may reach the log.
             if not getattr(error, _REPORTED, False) and not is_infrastructure_error(error):
                 setattr(error, _REPORTED, True)
+                # Plugins hear of the error before its event, as in ADK (where the runtime
+                # around the agent commits that event).
+                await self._tell_agent_error(ctx, error)
                 yield Event(
                     invocation_id=ctx.invocation_id,
                     author=self.name,

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from orchestrator.agents.base_agent import BaseAgent
+from orchestrator.plugins.base_plugin import BasePlugin
 
 _APP_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9_-]*$")
 
@@ -28,8 +29,8 @@ class App(BaseModel):
     """The app name (letters, digits, ``_`` and ``-``; not ``user``)."""
     root_agent: BaseAgent
     """The agent that handles every new message."""
-    plugins: list[Any] = Field(default_factory=list)
-    """Accepted for compatibility; plugins are not run yet."""
+    plugins: list[BasePlugin] = Field(default_factory=list)
+    """App-wide callbacks (see ``orchestrator.plugins``), called in this order."""
     events_compaction_config: Any = None
     """Accepted for compatibility; compaction is not implemented."""
     context_cache_config: Any = None

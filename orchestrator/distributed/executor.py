@@ -17,7 +17,9 @@ from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.events.event import Event
+from orchestrator.flows import tool_callbacks
 from orchestrator.flows.contents import RUN_BRANCH
+from orchestrator.plugins.plugin_manager import PluginManager
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from orchestrator.sessions.session import Session
 from orchestrator.tools.base_tool import BaseTool
@@ -42,6 +44,11 @@ def is_plain_sync_tool(job: ToolJob, registry: AppRegistry) -> bool:
     agent = app.root_agent.find_agent(job.agent_name)
     if not isinstance(agent, LlmAgent):
         return False
+    if app.plugins or agent.before_tool_callback or agent.after_tool_callback or (
+        agent.on_tool_error_callback
+    ):
+        # Callbacks run with the tool; plugins keep state (locks, clients) made on one loop.
+        return False
     plain = False
     for entry in agent.tools:
         if isinstance(entry, FunctionTool):
@@ -54,10 +61,11 @@ def is_plain_sync_tool(job: ToolJob, registry: AppRegistry) -> bool:
     return plain
 
 
-def _error(job: ToolJob, message: str) -> ToolResult:
+def _error(job: ToolJob, message: str, *, callbacks_ran: bool = False) -> ToolResult:
     return ToolResult(
         function_call_id=job.function_call_id, tool_name=job.tool_name,
         response={"error": message}, error=message, worker=WORKER_ID,
+        error_callbacks_ran=callbacks_ran,
     )
 
 
@@ -70,8 +78,10 @@ async def execute_tool_job(
 ) -> ToolResult:
     """Run the job's tool with a ToolContext over a state snapshot; never raises.
 
-    Only tools registered on the issuing agent of a registered app can run. State writes are
-    returned as a delta; a falsy result of a long-running tool leaves the call pending.
+    Only tools registered on the issuing agent of a registered app can run. The tool
+    callbacks run here, around the tool: the app's plugins, then the agent's (before-tool,
+    on-tool-error, after-tool), as in process. State writes are returned as a delta; a falsy
+    result of a long-running tool leaves the call pending.
     """
     try:
         app = registry.get(job.app_name)
@@ -92,6 +102,7 @@ async def execute_tool_job(
         branch=job.branch,
         user_content=types.Content.model_validate(job.user_content) if job.user_content else None,
         progress_reporter=progress,
+        plugin_manager=PluginManager(app.plugins),
     )
     # Resolved for this invocation (toolsets keep their listing per invocation id).
     tools = {tool.name: tool for tool in await agent.canonical_tools(ReadonlyContext(ctx))}
@@ -109,11 +120,16 @@ async def execute_tool_job(
         ctx, function_call_id=job.function_call_id, tool_confirmation=confirmation
     )
     tool_context.attempt = job.attempt
+    args = dict(job.args)
+
+    async def invoke() -> Any:
+        return await observe.timed_tool(
+            tool.name, tool.run_async(args=args, tool_context=tool_context))
+
     try:
-        result = await observe.timed_tool(
-            tool.name, tool.run_async(args=dict(job.args), tool_context=tool_context))
+        result = await tool_callbacks.call_tool(ctx, agent, tool, args, tool_context, invoke)
     except Exception as error:  # the model reads the failure as an error response
-        return _error(job, f"{type(error).__name__}: {error}").model_copy(
+        return _error(job, f"{type(error).__name__}: {error}", callbacks_ran=True).model_copy(
             update={"state_delta": dict(tool_context.actions.state_delta)}
         )
     response: dict[str, Any] | None
@@ -173,6 +189,7 @@ async def execute_agent_job(
         branch=job.branch,
         user_content=types.Content.model_validate(job.user_content) if job.user_content else None,
         resumability_config=app.resumability_config,
+        plugin_manager=PluginManager(app.plugins),
     )
     produced: list[Event] = []
     try:

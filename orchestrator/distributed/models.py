@@ -79,6 +79,11 @@ class ToolResult(_Wire):
     artifact_delta: dict[str, int] = Field(default_factory=dict)
     error: str | None = None
     """Set when the tool raised: ``"<ExceptionType>: <message>"``."""
+    error_callbacks_ran: bool = False
+    """True when the error left the worker's tool callback chain (the tool's exception was
+    offered to the on_tool_error callbacks, none recovered it; or a callback raised): the
+    orchestrator does not offer it to them again. False for errors made outside a tool run
+    (a deadline, a lost job, an oversized result), which the orchestrator offers."""
     source: Literal["worker", "client"] = "worker"
     """Who answered: a worker, or a client (a human approval, another service)."""
     worker: str | None = None

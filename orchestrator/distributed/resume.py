@@ -1,8 +1,9 @@
 """Resuming an invocation: stored call results become the events that continue it.
 
 Worker results of one step become one event by the calling agent (its state and artifact
-deltas in the actions); answers from outside become a user event; a tool that raised gets
-the agent's ``on_tool_error_callback`` first. A ParallelAgent branch brings its own events,
+deltas in the actions); answers from outside become a user event. An error the worker's
+tool callbacks did not see (a deadline, a lost job) goes to the on_tool_error callbacks
+(the plugins', then the agent's) here first. A ParallelAgent branch brings its own events,
 which are committed before the answer to its call.
 """
 
@@ -15,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
-from orchestrator.agents import callbacks as cb
 from orchestrator.agents.context import ToolContext
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
@@ -24,6 +24,7 @@ from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import InvocationRecord, ToolResult
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
+from orchestrator.flows import tool_callbacks
 from orchestrator.flows.contents import RUN_BRANCH
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import SessionWriter
@@ -34,7 +35,11 @@ if TYPE_CHECKING:
 
 
 class RemoteToolError(RuntimeError):
-    """A tool raised on a worker; passed to ``on_tool_error_callback``."""
+    """A remote call failed outside its tool run; given to the orchestrator's error callbacks.
+
+    That is a deadline, a lost job or an oversized result: errors the worker's callbacks
+    never saw.
+    """
 
 
 @dataclass
@@ -89,8 +94,10 @@ async def plan_resume(
         if ids and len(ready) == len(ids):
             answers += await _answer_events(service, runner, session, call_event, ready)
     writer = writer or service.session_service
+    direct = await runner.commit_events(
+        session=session, invocation_id=record.invocation_id, events=direct, session_writer=writer
+    )
     for event in direct:
-        await writer.append_event(session, event)
         ledger.record(event)
     plan.prelude = direct
     if answers:
@@ -159,9 +166,11 @@ async def _answer_events(
             continue
         parts, actions = by_source.setdefault(result.source, ([], EventActions()))
         response = result.response or {}
-        if result.error and isinstance(agent, LlmAgent) and agent.on_tool_error_callback:
+        if result.error and not result.error_callbacks_ran and isinstance(agent, LlmAgent) and (
+            agent.on_tool_error_callback or runner.plugin_manager.plugins
+        ):
             response = await _recover_remote_error(
-                service, agent, session, call_event, call, result, actions
+                service, runner, agent, session, call_event, call, result, actions
             ) or response
         parts.append(types.Part(function_response=types.FunctionResponse(
             id=call.id, name=call.name, response=response)))
@@ -190,6 +199,7 @@ def _events_with_calls(session: Session, invocation_id: str, ids: set[str]) -> l
 
 async def _recover_remote_error(
     service: InvocationService,
+    runner: Runner,
     agent: LlmAgent,
     session: Session,
     call_event: Event,
@@ -204,14 +214,11 @@ async def _recover_remote_error(
     ctx = InvocationContext(
         session_service=service.session_service, invocation_id=call_event.invocation_id,
         agent=agent, session=session, artifact_service=service.artifact_service,
-        branch=call_event.branch,
+        branch=call_event.branch, plugin_manager=runner.plugin_manager,
     )
     tool_context = ToolContext(ctx, function_call_id=call.id, event_actions=actions)
-    recovered = await cb.run_until(
-        agent.on_tool_error_callback,
-        {"tool": tool, "args": dict(call.args or {}), "tool_context": tool_context,
-         "error": RemoteToolError(result.error)},
-        stop=cb.is_not_none,
+    recovered = await tool_callbacks.on_tool_error(
+        ctx, agent, tool, dict(call.args or {}), tool_context, RemoteToolError(result.error)
     )
     if recovered is None:
         return None

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 from google.genai import types
 
 from orchestrator import observe, platform
-from orchestrator.agents import callbacks as cb
 from orchestrator.agents.context import ToolContext
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
+from orchestrator.flows import tool_callbacks
 from orchestrator.flows.contents import REQUEST_CONFIRMATION
 from orchestrator.flows.remote_calls import dispatch_remote_call
 from orchestrator.tools.base_tool import BaseTool
@@ -171,30 +171,67 @@ async def _execute_call(
     )
     tool = tools.get(name)
     if tool is None:
-        return _answer(call, name, tool_not_found_response(name, tools), tool_context)
+        return await _answer_unknown_tool(ctx, agent, call, name, args, tools, tool_context)
+    queue = ctx.transport.route(tool) if ctx.transport is not None else None
+    if queue and not await _held_for_confirmation(tool, args, tool_context, confirmation):
+        # A remote call runs its tool callbacks where the tool runs: on the worker.
+        await dispatch_remote_call(ctx, agent.name, call, queue, confirmation, tool)
+        if dispatched is not None and call.id:
+            dispatched.append(call.id)
+        return _CallOutcome(None, tool_context.actions)
 
-    canonical = {"tool": tool, "args": args, "tool_context": tool_context}
-    result = await cb.run_until(agent.before_tool_callback, canonical, stop=cb.is_not_none)
-    if result is None:
+    async def invoke() -> Any:
         gate = await _confirmation_gate(tool, args, tool_context, confirmation)
         if gate is not None:
-            return _answer(call, name, gate, tool_context)
-        queue = ctx.transport.route(tool) if ctx.transport is not None else None
-        if queue:
-            await dispatch_remote_call(ctx, agent.name, call, queue, confirmation, tool)
-            if dispatched is not None and call.id:
-                dispatched.append(call.id)
-            return _CallOutcome(None, tool_context.actions)
-        result = await _run_tool(agent, tool, args, tool_context)
-    replaced = await cb.run_until(
-        agent.after_tool_callback, {**canonical, "tool_response": result}, stop=cb.is_not_none
-    )
-    if replaced is not None:
-        result = replaced
+            return gate
+        return await observe.timed_tool(
+            tool.name, tool.run_async(args=args, tool_context=tool_context))
+
+    result = await tool_callbacks.call_tool(ctx, agent, tool, args, tool_context, invoke)
     if tool.is_long_running and not result:
         # The call stays open: its answer arrives later as a FunctionResponse.
         return _CallOutcome(None, tool_context.actions)
     return _answer(call, name, result, tool_context)
+
+
+async def _answer_unknown_tool(
+    ctx: InvocationContext,
+    agent: LlmAgent,
+    call: types.FunctionCall,
+    name: str,
+    args: dict[str, Any],
+    tools: dict[str, BaseTool],
+    tool_context: ToolContext,
+) -> _CallOutcome:
+    """A call of a tool the agent does not have: the callbacks may answer it, else an error.
+
+    Before-tool callbacks see a stand-in tool of that name; then the error callbacks see a
+    ValueError; no after-tool callback runs (no tool ran).
+    """
+    stand_in = BaseTool(name=name or "<unnamed>", description="Tool not found")
+    result = await tool_callbacks.before_tool(ctx, agent, stand_in, args, tool_context)
+    if result is None:
+        error = ValueError(
+            f"Tool {name!r} not found. Available tools: {', '.join(tools) or 'none'}."
+        )
+        result = await tool_callbacks.on_tool_error(
+            ctx, agent, stand_in, args, tool_context, error
+        )
+    if result is None:
+        result = tool_not_found_response(name, tools)
+    return _answer(call, name, result, tool_context)
+
+
+async def _held_for_confirmation(
+    tool: BaseTool,
+    args: dict[str, Any],
+    tool_context: ToolContext,
+    confirmation: ToolConfirmation | None,
+) -> bool:
+    """True if the confirmation gate answers this call instead of its tool running."""
+    if confirmation is not None:
+        return not confirmation.confirmed
+    return bool(await tool.check_require_confirmation(args, tool_context))
 
 
 async def _confirmation_gate(
@@ -216,22 +253,6 @@ async def _confirmation_gate(
     tool_context.request_confirmation(hint=confirmation_hint(tool.name))
     tool_context.actions.skip_summarization = True
     return {"error": CONFIRMATION_REQUIRED_ERROR}
-
-
-async def _run_tool(
-    agent: LlmAgent, tool: BaseTool, args: dict[str, Any], tool_context: ToolContext
-) -> Any:
-    try:
-        return await observe.timed_tool(tool.name, tool.run_async(args=args, tool_context=tool_context))
-    except Exception as error:
-        recovered = await cb.run_until(
-            agent.on_tool_error_callback,
-            {"tool": tool, "args": args, "tool_context": tool_context, "error": error},
-            stop=cb.is_not_none,
-        )
-        if recovered is None:
-            raise
-        return recovered
 
 
 def _answer(

@@ -163,11 +163,15 @@ class LlmFlow:
         model_response_event: Event,
     ) -> AsyncGenerator[LlmResponse, None]:
         callback_context = CallbackContext(ctx, event_actions=model_response_event.actions)
-        override = await cb.run_until(
-            agent.before_model_callback,
-            {"callback_context": callback_context, "llm_request": llm_request},
-            stop=cb.is_truthy,
+        override = await ctx.plugin_manager.run_before_model_callback(
+            callback_context=callback_context, llm_request=llm_request
         )
+        if not override and agent.before_model_callback:
+            override = await cb.run_until(
+                agent.before_model_callback,
+                {"callback_context": callback_context, "llm_request": llm_request},
+                stop=cb.is_truthy,
+            )
         if override:
             yield override
             return
@@ -175,18 +179,36 @@ class LlmFlow:
         llm_request.config.labels = llm_request.config.labels or {}
         llm_request.config.labels.setdefault(AGENT_NAME_LABEL, agent.name)
         ctx.increment_llm_call_count()
+        # After-model callbacks see every response, a recovered error's too; an exception
+        # they raise is theirs, not the model's (no error callback for it).
+        async for response in self._model_responses(ctx, agent, llm_request, callback_context):
+            yield await _after_model(ctx, agent, callback_context, response)
+
+    async def _model_responses(
+        self,
+        ctx: InvocationContext,
+        agent: LlmAgent,
+        llm_request: LlmRequest,
+        callback_context: CallbackContext,
+    ) -> AsyncGenerator[LlmResponse, None]:
+        """The model's responses; if it raises, what an error callback recovers with."""
         llm = agent.canonical_model
         stream = ctx.run_config.streaming_mode == StreamingMode.SSE
         try:
             async for response in observe.timed_model_stream(
                     agent.name, llm.generate_content_async(llm_request, stream=stream)):
-                yield await _after_model(agent, callback_context, response)
+                yield response
         except Exception as error:
-            recovered = await cb.run_until(
-                agent.on_model_error_callback,
-                {"callback_context": callback_context, "llm_request": llm_request, "error": error},
-                stop=cb.is_not_none,
+            recovered = await ctx.plugin_manager.run_on_model_error_callback(
+                callback_context=callback_context, llm_request=llm_request, error=error
             )
+            if recovered is None and agent.on_model_error_callback:
+                recovered = await cb.run_until(
+                    agent.on_model_error_callback,
+                    {"callback_context": callback_context, "llm_request": llm_request,
+                     "error": error},
+                    stop=cb.is_not_none,
+                )
             if recovered is None:
                 raise
             yield recovered
@@ -297,15 +319,20 @@ def _insert_model_input_context(llm_request: LlmRequest, ctx: InvocationContext)
 
 
 async def _after_model(
-    agent: LlmAgent, callback_context: CallbackContext, response: LlmResponse
+    ctx: InvocationContext,
+    agent: LlmAgent,
+    callback_context: CallbackContext,
+    response: LlmResponse,
 ) -> LlmResponse:
-    if not agent.after_model_callback:
-        return response
-    replacement = await cb.run_until(
-        agent.after_model_callback,
-        {"callback_context": callback_context, "llm_response": response},
-        stop=cb.is_truthy,
+    replacement = await ctx.plugin_manager.run_after_model_callback(
+        callback_context=callback_context, llm_response=response
     )
+    if not replacement and agent.after_model_callback:
+        replacement = await cb.run_until(
+            agent.after_model_callback,
+            {"callback_context": callback_context, "llm_response": response},
+            stop=cb.is_truthy,
+        )
     if not replacement:
         return response
     updates = {}

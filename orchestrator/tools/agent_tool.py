@@ -30,12 +30,16 @@ class AgentTool(BaseTool):
     function-response event's delta); the child session itself is discarded.
     """
 
-    def __init__(self, agent: BaseAgent, skip_summarization: bool = False) -> None:
+    def __init__(
+        self, agent: BaseAgent, skip_summarization: bool = False, *, include_plugins: bool = True
+    ) -> None:
         super().__init__(name=agent.name, description=agent.description)
         self.agent = agent
         """The agent to run."""
         self.skip_summarization = skip_summarization
         """If true, the caller's model is not called again after the result."""
+        self.include_plugins = include_plugins
+        """If true, the child run has the caller's plugins (they stay the caller's to close)."""
 
     def _input_schema(self) -> Any:
         return getattr(self.agent, "input_schema", None)
@@ -54,6 +58,7 @@ class AgentTool(BaseTool):
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         """Run the agent to completion and return its final text (or parsed output)."""
+        from orchestrator.apps.app import App
         from orchestrator.runners import Runner
 
         if self.skip_summarization:
@@ -63,13 +68,17 @@ class AgentTool(BaseTool):
             schema.model_validate(args).model_dump_json(exclude_none=True)
             if schema is not None else str(args.get("request", ""))
         )
+        plugins = (
+            list(tool_context._invocation_context.plugin_manager.plugins)
+            if self.include_plugins else []
+        )
         runner = Runner(
-            app_name=self.agent.name,
-            agent=self.agent,
+            app=App.model_construct(name=self.agent.name, root_agent=self.agent, plugins=plugins),
             session_service=InMemorySessionService(),
             memory_service=InMemoryMemoryService(),
             artifact_service=_ParentSessionArtifacts(tool_context),
         )
+        runner.plugin_manager.set_skip_closing_plugins(True)
         state = {k: v for k, v in tool_context.state.to_dict().items() if not k.startswith("_adk")}
         session = await runner.session_service.create_session(
             app_name=self.agent.name, user_id=tool_context.user_id, state=state

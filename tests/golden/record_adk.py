@@ -27,12 +27,22 @@ def adk_namespace() -> object:
     from google.adk.agents import LlmAgent, RunConfig, SequentialAgent
     from google.adk.agents.invocation_context import LlmCallsLimitExceededError
     from google.adk.agents.run_config import StreamingMode
+    from google.adk.apps import App
     from google.adk.models import BaseLlm, LlmCapabilities, LlmResponse
+    from google.adk.plugins import BasePlugin
+    from google.adk.plugins.context_filter_plugin import ContextFilterPlugin
+    from google.adk.plugins.global_instruction_plugin import GlobalInstructionPlugin
+    from google.adk.plugins.save_files_as_artifacts_plugin import SaveFilesAsArtifactsPlugin
     from google.adk.runners import InMemoryRunner
-    from google.adk.tools import LongRunningFunctionTool, ToolContext
+    from google.adk.tools import AgentTool, LongRunningFunctionTool, ToolContext
 
     return scenarios.namespace(
+        AgentTool=AgentTool,
+        App=App,
         BaseLlm=BaseLlm,
+        BasePlugin=BasePlugin,
+        ContextFilterPlugin=ContextFilterPlugin,
+        GlobalInstructionPlugin=GlobalInstructionPlugin,
         InMemoryRunner=InMemoryRunner,
         LlmAgent=LlmAgent,
         LlmCallsLimitExceededError=LlmCallsLimitExceededError,
@@ -40,6 +50,7 @@ def adk_namespace() -> object:
         LlmResponse=LlmResponse,
         LongRunningFunctionTool=LongRunningFunctionTool,
         RunConfig=RunConfig,
+        SaveFilesAsArtifactsPlugin=SaveFilesAsArtifactsPlugin,
         SequentialAgent=SequentialAgent,
         StreamingMode=StreamingMode,
         ToolContext=ToolContext,

@@ -31,7 +31,12 @@ APP_NAME = "golden"
 USER_ID = "u"
 
 REQUIRED_NAMES = (
+    "AgentTool",
+    "App",
     "BaseLlm",
+    "BasePlugin",
+    "ContextFilterPlugin",
+    "GlobalInstructionPlugin",
     "InMemoryRunner",
     "LlmAgent",
     "LlmCallsLimitExceededError",
@@ -39,6 +44,7 @@ REQUIRED_NAMES = (
     "LlmResponse",
     "LongRunningFunctionTool",
     "RunConfig",
+    "SaveFilesAsArtifactsPlugin",
     "SequentialAgent",
     "StreamingMode",
     "ToolContext",
@@ -319,9 +325,18 @@ class Harness:
                 return
             await asyncio.sleep(0)
 
-    async def start(self, agent: Any, state: dict[str, Any] | None = None) -> None:
-        """Create the runner for ``agent`` and one session (optionally with initial state)."""
-        self.runner = self.adk.InMemoryRunner(agent=agent, app_name=APP_NAME)
+    async def start(
+        self, agent: Any, state: dict[str, Any] | None = None, plugins: list[Any] | None = None
+    ) -> None:
+        """Create the runner for ``agent`` and one session (optionally with initial state).
+
+        With ``plugins``, the agent is packaged in an ``App`` that has them.
+        """
+        if plugins:
+            app = self.adk.App(name=APP_NAME, root_agent=agent, plugins=plugins)
+            self.runner = self.adk.InMemoryRunner(app=app)
+        else:
+            self.runner = self.adk.InMemoryRunner(agent=agent, app_name=APP_NAME)
         session = await self.runner.session_service.create_session(
             app_name=APP_NAME, user_id=USER_ID, state=state
         )
@@ -912,3 +927,16 @@ def namespace(**names: Any) -> SimpleNamespace:
     ns = SimpleNamespace(**names)
     check_namespace(ns)
     return ns
+
+
+def _register_plugin_scenarios() -> None:
+    """The plugin scenarios live in ``plugin_scenarios.py``; they register here."""
+    import importlib
+    import sys
+
+    module = importlib.import_module(f"{__package__}.plugin_scenarios" if __package__
+                                     else "plugin_scenarios")
+    module.register(sys.modules[__name__])
+
+
+_register_plugin_scenarios()
