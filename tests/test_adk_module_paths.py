@@ -70,6 +70,16 @@ DELIBERATELY_ABSENT: dict[str, str] = {
     "google.adk.tools.MCPToolset": "MCP is not a dependency (the mcp package)",
     "google.adk.tools.McpToolset": "MCP is not a dependency (the mcp package)",
     "google.adk.tools.VertexAiLoadProfilesTool": "a Google Cloud client (Vertex AI)",
+    "google.adk.plugins.DebugLoggingPlugin": "not shipped: LoggingPlugin covers the logging",
+    "google.adk.plugins.ForceEscalationPlugin": "ADK 2.x workflow escalation is not implemented",
+    "google.adk.plugins.ModelConsultObservabilityPlugin":
+        "ADK 2.x model consultation is not implemented",
+    "google.adk.plugins.ReflectAndRetryModelPlugin": "not shipped (model retries: not yet)",
+    "google.adk.plugins.ToolCallIntegrityError": "belongs to ToolCallIntegrityPlugin",
+    "google.adk.plugins.ToolCallIntegrityPlugin": "not shipped (the flow pairs calls itself)",
+    "google.adk.plugins.ToolResultClassification":
+        "LoggingPlugin has no tool_result_classifier option",
+    "google.adk.plugins.ToolResultClassifier": "LoggingPlugin has no tool_result_classifier option",
 }
 """google-adk package exports orchestrator does not offer, and why."""
 

@@ -46,6 +46,10 @@ def google_adk() -> SimpleNamespace:
     from google.adk.memory import InMemoryMemoryService
     from google.adk.memory.memory_entry import MemoryEntry
     from google.adk.models import BaseLlm, LlmCapabilities, LlmRequest, LlmResponse
+    from google.adk.plugins import BasePlugin
+    from google.adk.plugins.context_filter_plugin import ContextFilterPlugin
+    from google.adk.plugins.global_instruction_plugin import GlobalInstructionPlugin
+    from google.adk.plugins.save_files_as_artifacts_plugin import SaveFilesAsArtifactsPlugin
     from google.adk.runners import InMemoryRunner
     from google.adk.sessions import InMemorySessionService
     from google.adk.tools.base_toolset import BaseToolset
@@ -57,6 +61,9 @@ def google_adk() -> SimpleNamespace:
 
     return scenarios.namespace(
         name="google-adk",
+        AgentTool=t.AgentTool, BasePlugin=BasePlugin, ContextFilterPlugin=ContextFilterPlugin,
+        GlobalInstructionPlugin=GlobalInstructionPlugin,
+        SaveFilesAsArtifactsPlugin=SaveFilesAsArtifactsPlugin,
         App=App, BaseLlm=BaseLlm, BaseToolset=BaseToolset, Event=Event,
         EventActions=EventActions, EnterpriseWebSearchTool=EnterpriseWebSearchTool,
         FunctionTool=t.FunctionTool, GoogleMapsGroundingTool=GoogleMapsGroundingTool,
@@ -96,6 +103,10 @@ def ours() -> SimpleNamespace:
     from orchestrator.memory import InMemoryMemoryService
     from orchestrator.memory.memory_entry import MemoryEntry
     from orchestrator.models import BaseLlm, LlmRequest, LlmResponse
+    from orchestrator.plugins import BasePlugin
+    from orchestrator.plugins.context_filter_plugin import ContextFilterPlugin
+    from orchestrator.plugins.global_instruction_plugin import GlobalInstructionPlugin
+    from orchestrator.plugins.save_files_as_artifacts_plugin import SaveFilesAsArtifactsPlugin
     from orchestrator.runners import InMemoryRunner
     from orchestrator.sessions import InMemorySessionService
     from orchestrator.tools.base_toolset import BaseToolset
@@ -107,6 +118,9 @@ def ours() -> SimpleNamespace:
 
     return scenarios.namespace(
         name="orchestrator",
+        AgentTool=t.AgentTool, BasePlugin=BasePlugin, ContextFilterPlugin=ContextFilterPlugin,
+        GlobalInstructionPlugin=GlobalInstructionPlugin,
+        SaveFilesAsArtifactsPlugin=SaveFilesAsArtifactsPlugin,
         App=App, BaseLlm=BaseLlm, BaseToolset=BaseToolset, Event=Event,
         EventActions=EventActions, EnterpriseWebSearchTool=EnterpriseWebSearchTool,
         FunctionTool=t.FunctionTool, GoogleMapsGroundingTool=GoogleMapsGroundingTool,
