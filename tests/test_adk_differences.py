@@ -206,10 +206,16 @@ def duplicate_names_scenario(adk: Any) -> list[list[list[str]]]:
         handler = logging.Handler(logging.WARNING)
         handler.emit = records.append  # type: ignore[method-assign]
         logging.getLogger().addHandler(handler)
+        # Other tests quiet google-adk's logs (tests/support/adk_live.py): hear them here.
+        quieted = {name: logging.getLogger(name).level for name in ("google_adk", "orchestrator")}
+        for name in quieted:
+            logging.getLogger(name).setLevel(logging.WARNING)
         try:
             build()
         finally:
             logging.getLogger().removeHandler(handler)
+            for name, level in quieted.items():
+                logging.getLogger(name).setLevel(level)
         warned.append([sorted(re.findall(r"`(\w+)`", r.getMessage())) for r in records
                        if "unique" in r.getMessage()])
     return warned
