@@ -238,3 +238,134 @@ def test_repeated_answers_to_long_running_calls_are_built_incrementally_as_from_
                 scratch = build_contents(log[:n], agent_name=agent, branch=branch, memo=None)
                 assert with_memo == scratch, (seed, n, agent, branch)
     assert sum(1 for d in dropped if d) > 50  # the rule was exercised, not just present
+
+
+def tool_rounds_log(rng: random.Random, rounds: int) -> list[Event]:
+    """A session of model steps that call tools and get their answers, with noise.
+
+    Mostly a call event right followed by its answer event (the shape of every tool round);
+    sometimes something in between (a partial event, another branch's or agent's event, a
+    text reply), an answer to only some of the calls, a long-running call answered later, a
+    call id used again, an answer to no call, or id-less calls and answers.
+    """
+    events: list[Event] = []
+    open_calls: list[tuple[str, str]] = []  # (id, invocation)
+    used: list[str] = []
+    for turn in range(rounds):
+        invocation = f"e-{turn % 5}"
+        agent = rng.choice(AGENTS)
+        branch = rng.choice([None, "root", "root.helper"])
+        roll = rng.random()
+        if roll < 0.15:
+            events.append(Event(invocation_id=invocation, author="user", content=types.Content(
+                role="user", parts=[types.Part(text=f"q{turn}")])))
+            continue
+        if roll < 0.2 and open_calls:  # a long-running call answered later
+            call_id, invocation = open_calls.pop(rng.randrange(len(open_calls)))
+            events.append(Event(invocation_id=invocation, author="user", content=types.Content(
+                role="user", parts=[types.Part(function_response=types.FunctionResponse(
+                    id=call_id, name="job", response={"late": True}))])))
+            continue
+        if roll < 0.23:  # an answer to no call
+            events.append(Event(invocation_id=invocation, author="user", content=types.Content(
+                role="user", parts=[types.Part(text="stray"), types.Part(
+                    function_response=types.FunctionResponse(id=f"none-{turn}", name="job",
+                                                            response={}))])))
+            continue
+        if roll < 0.25:  # id-less
+            events.append(Event(invocation_id=invocation, author=agent, content=types.Content(
+                role="model", parts=[types.Part(function_call=types.FunctionCall(name="job"))])))
+            continue
+        ids = [rng.choice(used) if used and rng.random() < 0.05 else f"adk-{turn}-{k}"
+               for k in range(rng.randint(1, 3))]
+        ids = list(dict.fromkeys(ids))
+        used.extend(ids)
+        long_running = {i for i in ids if rng.random() < 0.2}
+        events.append(Event(
+            invocation_id=invocation, author=agent, branch=branch,
+            content=types.Content(role="model", parts=[
+                types.Part(function_call=types.FunctionCall(id=i, name="job", args={"n": 1}))
+                for i in ids]),
+            long_running_tool_ids=long_running or None))
+        between = rng.random()
+        if between < 0.05:
+            events.append(Event(invocation_id=invocation, author=agent, branch=branch,
+                                partial=True, content=types.Content(
+                                    role="model", parts=[types.Part(text="...")])))
+        elif between < 0.1:
+            events.append(Event(invocation_id=invocation, author=rng.choice(AGENTS),
+                                branch=rng.choice(BRANCHES), content=types.Content(
+                                    role="model", parts=[types.Part(text="aside")])))
+        answered = [i for i in ids if i not in long_running and rng.random() < 0.95]
+        open_calls.extend((i, invocation) for i in ids if i not in answered)
+        if answered:
+            parts = [types.Part(function_response=types.FunctionResponse(
+                id=i, name="job", response={"v": rng.randint(0, 9)})) for i in answered]
+            if rng.random() < 0.1:
+                parts.append(types.Part(text="note"))
+            events.append(Event(invocation_id=invocation, author=agent, branch=branch,
+                                content=types.Content(role="user", parts=parts)))
+        if rng.random() < 0.4:
+            events.append(Event(invocation_id=invocation, author=agent, branch=branch,
+                                content=types.Content(role="model", parts=[
+                                    types.Part(text=f"done {turn}")])))
+    return events
+
+
+def test_tool_rounds_are_built_incrementally_as_from_scratch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call answered right after it extends the memo; everything else is built again."""
+    extended_with_answers: list[int] = []
+    extend = contents._extended
+
+    def counting(entry, events, *args):  # noqa: ANN001, ANN002, ANN202
+        before = entry.count
+        done = extend(entry, events, *args)
+        if done and any(e.get_function_responses() for e in events[before:]):
+            extended_with_answers.append(1)
+        return done
+
+    monkeypatch.setattr(contents, "_extended", counting)
+    views = [(agent, branch, thoughts) for agent in AGENTS for branch in BRANCHES
+             for thoughts in (False, True)]
+    for seed in range(40):
+        rng = random.Random(seed)
+        log = tool_rounds_log(rng, 30)
+        memo = HistoryMemo()
+        for n in range(1, len(log) + 1):
+            for agent, branch, thoughts in rng.sample(views, 5):
+                kwargs = {"agent_name": agent, "branch": branch,
+                          "include_thoughts_from_other_agents": thoughts}
+                with_memo = build_contents(log[:n], memo=memo, **kwargs)
+                assert with_memo == build_contents(log[:n], memo=None, **kwargs), (seed, n, agent)
+    assert len(extended_with_answers) > 300  # the fast path was exercised, not just present
+
+
+def test_a_tool_using_chat_is_built_from_scratch_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each model call of a session of tool rounds reads only its new events after the first."""
+    full_builds: list[int] = []
+    build = contents._build
+
+    def counting(events, *args):  # noqa: ANN001, ANN002, ANN202
+        full_builds.append(len(events))
+        return build(events, *args)
+
+    monkeypatch.setattr(contents, "_build", counting)
+    memo = HistoryMemo()
+    log: list[Event] = []
+    for i in range(100):
+        log.append(Event(invocation_id=f"e-{i}", author="user",
+                         content=types.Content(role="user", parts=[types.Part(text=f"q{i}")])))
+        build_contents(log, agent_name="root", branch=None, memo=memo)
+        log.append(Event(invocation_id=f"e-{i}", author="root", content=types.Content(
+            role="model", parts=[types.Part(function_call=types.FunctionCall(
+                id=f"adk-{i}", name="job", args={}))])))
+        log.append(Event(invocation_id=f"e-{i}", author="root", content=types.Content(
+            role="user", parts=[types.Part(function_response=types.FunctionResponse(
+                id=f"adk-{i}", name="job", response={"v": i}))])))
+        history = build_contents(log, agent_name="root", branch=None, memo=memo)
+        assert history[-1].parts[0].function_response.response == {"v": i}
+        log.append(Event(invocation_id=f"e-{i}", author="root",
+                         content=types.Content(role="model", parts=[types.Part(text=f"a{i}")])))
+    assert full_builds == [1]

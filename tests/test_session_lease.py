@@ -103,6 +103,58 @@ async def test_taking_a_hinted_item_reads_its_invocation_and_session_too(parts, 
     await queue.release(key, token)
 
 
+async def test_a_later_lease_reads_only_new_events_and_sees_others_writes(parts, redis_client):
+    """The copy kept from the last drain: taken with it, the session equals a full read."""
+    sessions, store, queue, service = parts
+    _, key = await _queued(sessions, service, "first")
+    await service.drain(key)
+    await _queued_in(key, service, "second")
+    await service.drain(key)
+    known = service.sessions_read.take(key)
+    assert simplify_all(known.events) == [("user", "first"), ("agent", "reply to first")]
+    # Someone else (another orchestrator, a client) writes in between.
+    other = await sessions.get_session(app_name="chat", user_id="u", session_id=key[2])
+    await sessions.append_event(other, Event(invocation_id="e-x", author="user", content=(
+        {"role": "user", "parts": [{"text": "aside"}]})))
+    third, _ = await _queued_in(key, service, "third")
+
+    token, item, loaded = await queue.take(key, hint=third.invocation_id, known=known)
+    stored = await sessions.get_session(app_name="chat", user_id="u", session_id=key[2])
+    assert loaded.session.model_dump() == stored.model_dump()
+    assert simplify_all(loaded.session.events) == [
+        ("user", "first"), ("agent", "reply to first"), ("user", "second"),
+        ("agent", "reply to second"), ("user", "aside")]
+    assert loaded.session.events[0] is known.events[0]  # not parsed again
+    await queue.claim_or_release(key, token, finished=item)
+
+
+async def test_a_session_made_again_under_its_id_is_not_mistaken_for_the_kept_copy(parts):
+    sessions, store, queue, service = parts
+    record, key = await _queued(sessions, service, "first life")
+    await service.drain(key)
+    await _queued_in(key, service, "still the first life")
+    await service.drain(key)
+    await service.drain(key)  # nothing queued: the kept copy stays
+    await sessions.delete_session(app_name="chat", user_id="u", session_id=key[2])
+    await sessions.create_session(app_name="chat", user_id="u", session_id=key[2])
+    for text in ("second life", "second life, two"):  # as many events as the kept copy
+        await sessions.append_event(
+            await sessions.get_session(app_name="chat", user_id="u", session_id=key[2]),
+            Event(invocation_id="e-y", author="user",
+                  content={"role": "user", "parts": [{"text": text}]}))
+    second, _ = await _queued_in(key, service, "again")
+
+    assert await service.drain(key, hint=second.invocation_id) is True
+    assert (await store.get("chat", second.invocation_id)).status is InvocationStatus.COMPLETED
+    session = await sessions.get_session(app_name="chat", user_id="u", session_id=key[2])
+    # The model saw the second life only: its reply names the last message it was given.
+    assert simplify_all(session.events) == [("user", "second life"), ("user", "second life, two"),
+                                            ("user", "again"), ("agent", "reply to again")]
+    # What that run read (and its model was shown) is the second life, kept for the next one.
+    assert simplify_all(service.sessions_read.take(key).events) == [
+        ("user", "second life"), ("user", "second life, two")]
+
+
 async def _queued_in(key, service, text):
     record = InvocationRecord(
         invocation_id=platform.new_invocation_id(), app_name="chat", user_id="u",

@@ -24,7 +24,12 @@ from orchestrator.distributed.redis_stores import (
 )
 from orchestrator.distributed.stores import SessionKey, Taken
 from orchestrator.distributed.wakeups import RedisWakeups
-from orchestrator.sessions.redis_session_service import session_from_replies, session_read_keys
+from orchestrator.sessions.redis_session_service import (
+    event_id,
+    session_from_replies,
+    session_read_keys,
+)
+from orchestrator.sessions.session import Session
 
 # Push a work item and post its wake-up (alone, or after a step that decided to): KEYS
 # from index push_keys: session queue, wake stream; ARGV from push_args: item JSON, then the
@@ -69,11 +74,12 @@ redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
 return token
 """
 
-# ARGV: ttl ms, the hinted invocation id or ''. Returns false (lease busy), {token}
-# (acquired, nothing queued: released again) or {token, first item}; when the item is the
-# hinted invocation's, followed by what a resume or start reads, in the same step: KEYS 5-7
-# the invocation's record hash, cancel flag and results, KEYS 8-12 the session's reads
-# (session_read_keys). HGETALLs come back as flat field/value lists.
+# ARGV: ttl ms, the hinted invocation id or '', the first event to read. Returns false
+# (lease busy), {token} (acquired, nothing queued: released again) or {token, first item};
+# when the item is the hinted invocation's, followed by what a resume or start reads, in the
+# same step: KEYS 5-7 the invocation's record hash, cancel flag and results, KEYS 8-12 the
+# session's reads (session_read_keys), events from the one given on. HGETALLs come back as
+# flat field/value lists.
 _TAKE = _NEW_TOKEN + """
 local item = redis.call('LMOVE', KEYS[4], KEYS[3], 'LEFT', 'RIGHT')
 if not item then return {token} end
@@ -85,7 +91,7 @@ end
 return {token, item, redis.call('HGET', KEYS[5], 'record'), redis.call('EXISTS', KEYS[6]),
   redis.call('HGETALL', KEYS[7]), redis.call('HGETALL', KEYS[8]), redis.call('HGETALL', KEYS[9]),
   redis.call('HGETALL', KEYS[10]), redis.call('HGETALL', KEYS[11]),
-  redis.call('LRANGE', KEYS[12], 0, -1)}
+  redis.call('LRANGE', KEYS[12], tonumber(ARGV[3]), -1)}
 """
 
 # KEYS: lease. ARGV: token, ttl ms.
@@ -193,20 +199,24 @@ class RedisSessionQueue:
         return ([queue, self._wakeups.stream_key],
                 [item.model_dump_json(), *key, item.invocation_id])
 
-    async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
+    async def take(
+        self, key: SessionKey, hint: str | None = None, known: Session | None = None
+    ) -> Taken | None:
         """Acquire the lease and claim the first item in one round trip (see SessionQueue).
 
         With ``hint`` (the invocation the wake-up announced) the same script also reads that
         invocation and its session, right after the claim, and they are returned if the item
         is one of the hinted invocation's. One script costs the client far less than the
-        same reads as a pipeline.
+        same reads as a pipeline. With ``known``, the script reads the events from the last
+        of ``known``'s on: if that one is still there, only the newer ones are parsed.
         """
         operands = [keys.session_lease(*key), keys.fence_counter(*key),
                     keys.session_processing(*key), keys.session_queue(*key)]
         if hint:
             operands += [keys.invocation(key[0], hint), keys.cancel_flag(key[0], hint),
                          keys.invocation_results(key[0], hint), *session_read_keys(*key)]
-        reply = await self._take(keys=operands, args=[self._ttl_ms, hint or ""])
+        first = max(len(known.events) - 1, 0) if known is not None else 0
+        reply = await self._take(keys=operands, args=[self._ttl_ms, hint or "", first])
         if not reply:
             return None
         token = str(reply[0])
@@ -217,8 +227,15 @@ class RedisSessionQueue:
             return Taken(token, item, None)
         raw, cancelled, results, meta, state, app_state, user_state, events = reply[2:]
         loaded = loaded_from(raw or None, cancelled, _pairs(results))
-        session = session_from_replies(
-            *key, [_pairs(meta), _pairs(state), _pairs(app_state), _pairs(user_state), events])
+        hashes = [_pairs(meta), _pairs(state), _pairs(app_state), _pairs(user_state)]
+        if known is None or not known.events:
+            return Taken(token, item, loaded._replace(session=session_from_replies(
+                *key, [*hashes, events])))
+        if not events or event_id(events[0]) != known.events[-1].id:
+            return Taken(token, item, loaded)  # not the session ``known`` was: read it whole
+        session = session_from_replies(*key, [*hashes, events[1:]])
+        if session is not None:
+            session.events[:0] = known.events
         return Taken(token, item, loaded._replace(session=session))
 
     async def acquire(self, key: SessionKey) -> str | None:

@@ -33,6 +33,7 @@ from orchestrator.distributed.models import (
 from orchestrator.distributed.redispatch import redispatch
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.resume import Plan, plan_resume, run_config_for
+from orchestrator.distributed.session_cache import SessionCache
 from orchestrator.distributed.stores import (
     AnswerRejectedError,
     InvocationStore,
@@ -102,6 +103,8 @@ class InvocationService:
         self.queue = queue
         self.artifact_service = artifact_service
         self._lease_renew_seconds = lease_renew_seconds
+        self.sessions_read = SessionCache()
+        """Each session as last read here: the next lease on it reads only what is newer."""
         self._runners = {
             app.name: Runner(
                 app=app, session_service=session_service, artifact_service=artifact_service,
@@ -206,18 +209,24 @@ class InvocationService:
 
         ``hint``: the invocation expected first (read together with taking the lease).
         """
-        taken = await self.queue.take(key, hint)
+        known = self.sessions_read.take(key)
+        taken = await self.queue.take(key, hint, known)
         if taken is None:
+            if known is not None:
+                self.sessions_read.put(key, known)
             return False
         token, item, loaded = taken
         if item is None:
+            if known is not None:
+                self.sessions_read.put(key, known)
             return True  # nothing queued (the lease went back at once)
         renewer = self._start_renewer(key, token)
         released = False
         # The session as last read from storage: the next item reads only what was appended
         # since (a flood of messages on one session costs each of them its own events, not
-        # the whole history's parse, and the event loop stays free for other sessions).
-        earlier: Session | None = None
+        # the whole history's parse, and the event loop stays free for other sessions); kept
+        # after the drain too, for the next lease on the session.
+        earlier: Session | None = known if loaded is None else None
         try:
             while item is not None:
                 ended, earlier = await self._process(key, token, item, loaded, earlier)
@@ -230,6 +239,8 @@ class InvocationService:
         finally:
             if renewer is not None:
                 renewer.cancel()
+            if earlier is not None:
+                self.sessions_read.put(key, earlier)
             if not released:
                 await self.queue.release(key, token)
         return True

@@ -100,11 +100,15 @@ class SessionQueue(Protocol):
         """
         ...
 
-    async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
+    async def take(
+        self, key: SessionKey, hint: str | None = None, known: Session | None = None
+    ) -> Taken | None:
         """:meth:`acquire` and :meth:`claim_or_release` in one step; None if the lease is busy.
 
         ``hint`` names the invocation the caller expects first; a queue that can read it in
-        the same step returns it as ``loaded``.
+        the same step returns it as ``loaded``. ``known``: a copy of the session as stored
+        earlier (see :mod:`~orchestrator.distributed.session_cache`); such a queue then reads
+        only the events stored after it, and the whole session if it no longer starts so.
         """
         ...
 
@@ -257,7 +261,9 @@ class InMemorySessionQueue:
             self._queues.setdefault(key, deque()).extendleft(reversed(leftovers))
         return token
 
-    async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
+    async def take(
+        self, key: SessionKey, hint: str | None = None, known: Session | None = None
+    ) -> Taken | None:
         """Acquire, then claim the first item (or release at once if there is none)."""
         token = await self.acquire(key)
         if token is None:

@@ -121,14 +121,16 @@ def _build(
     if include_contents == "none":
         visible = visible[_current_turn_start(visible, agent_name):]
     arranged = _rearrange_latest_function_response(visible)
-    contents = _convert(_drop_orphans(_rearrange_async_function_responses(arranged, agent_name)),
-                        agent_name, call_authors, include_thoughts)
+    paired = _rearrange_async_function_responses(arranged, agent_name)
+    contents = _convert(_drop_orphans(paired), agent_name, call_authors, include_thoughts)
     if include_contents == "none" or rewound is not events or arranged is not visible:
         return contents, None
     return contents, HistoryEntry(
         count=len(events), last_id=events[-1].id, contents=list(contents),
         call_authors=call_authors,
         response_ids={r.id for e in events for r in e.get_function_responses() if r.id},
+        # Nothing answered: response events were left where they are (see the function).
+        loose_responses=paired is arranged and any(_response_ids(e) for e in arranged),
     )
 
 
@@ -138,28 +140,45 @@ def _extended(
 ) -> bool:
     """Extend ``entry`` to every one of ``events`` if the new ones leave its history as it is.
 
-    They do when none of them rewinds, answers a call, or makes a call whose id an earlier
-    response carries (or has no id): then no earlier event moves, gains or loses a part,
-    and each new event's own part of the history depends only on itself. False (``entry``
-    untouched) otherwise: the caller builds the whole history again.
+    They do when none of them rewinds, and their calls and answers stay among themselves:
+    each new call has an id no earlier event used, and each new response answers calls
+    of the event shown right before it (the usual call-then-answer of one model step, a
+    long-running call's answer included when its call is new too). Then no earlier event
+    moves, gains or loses a part, and the new events' part of the history depends only on
+    themselves. False (``entry`` untouched) otherwise: the caller builds the whole history
+    again (e.g. for the answer to a call made before the entry's last event).
     """
     new = events[entry.count:]
+    new_calls: set[str] = set()
+    answered: set[str] = set()
     for event in new:
-        if event.actions.rewind_before_invocation_id or event.get_function_responses():
+        if event.actions.rewind_before_invocation_id:
             return False
-        for call in event.get_function_calls():
-            if call.id is None or call.id in entry.response_ids:
+        for response in event.get_function_responses():
+            rid = response.id
+            if rid is None or rid not in new_calls:
                 return False
-    # The last shown event moves nothing: it is either new (no responses) or the one the
-    # entry ended with, which moved nothing then.
+            answered.add(rid)
+        for call in event.get_function_calls():
+            cid = call.id
+            if cid is None or cid in entry.response_ids or cid in entry.call_authors:
+                return False
+            new_calls.add(cid)
     visible = [e for e in new if _is_visible(e, branch)]
+    if entry.loose_responses and any(_response_ids(e) for e in visible):
+        return False  # the first answer shown makes earlier responses to no call go
+    for i, event in enumerate(visible):
+        ids = _response_ids(event)
+        if ids and (i == 0 or not ids <= {c.id for c in visible[i - 1].get_function_calls()}):
+            return False  # shown apart from its call: moving it would drop what is between
     for event in new:
         for call in event.get_function_calls():
             entry.call_authors[call.id or ""] = event.author
-    # No response anywhere answers a new call yet: it is dropped unless long-running, as
-    # _drop_orphans drops it when building the whole history.
-    kept = _drop_orphans(visible, answered=set())
+    # With every answer right after its call, arranging the new events alone gives what
+    # arranging the whole log gives them; no earlier call is answered among them.
+    kept = _drop_orphans(_rearrange_async_function_responses(visible, agent_name))
     entry.contents.extend(_convert(kept, agent_name, entry.call_authors, include_thoughts))
+    entry.response_ids |= answered
     entry.count, entry.last_id = len(events), events[-1].id
     return True
 

@@ -41,6 +41,9 @@ class HistoryEntry:
     """Author of every function call among the events, by call id."""
     response_ids: set[str] = field(default_factory=set)
     """Ids of every function response among the events (any branch)."""
+    loose_responses: bool = False
+    """Whether responses to no call are shown in place, as they are while no response in the
+    view answers a call (one that does makes them go: see ``contents``)."""
 
     def covers(self, events: list[Event]) -> bool:
         """True if this entry describes the first ``count`` of ``events``."""

@@ -210,7 +210,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             pipe.lrange(events, max(known - 1, 0), -1)
             replies = await pipe.execute()
         tail = replies[4]
-        if known and (not tail or _event_id(tail[0]) != earlier.events[-1].id):
+        if known and (not tail or event_id(tail[0]) != earlier.events[-1].id):
             return await self.get_session(
                 app_name=earlier.app_name, user_id=earlier.user_id, session_id=earlier.id)
         fresh = session_from_replies(earlier.app_name, earlier.user_id, earlier.id,
@@ -380,7 +380,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         return exc
 
 
-def _event_id(raw: Any) -> str | None:
+def event_id(raw: Any) -> str | None:
     """The id of a stored event (its JSON), without building the Event."""
     try:
         value = json.loads(raw)
