@@ -144,8 +144,8 @@ def test_a_log_scan_reads_each_event_once() -> None:
     assert seen == [e.id for e in log]
 
 
-def test_a_growing_chat_is_built_from_scratch_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Model calls of a chat (no tool calls) read only their new events after the first."""
+def count_full_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of events of each history built from scratch from now on."""
     full_builds: list[int] = []
     build = contents._build
 
@@ -154,6 +154,12 @@ def test_a_growing_chat_is_built_from_scratch_once(monkeypatch: pytest.MonkeyPat
         return build(events, *args)
 
     monkeypatch.setattr(contents, "_build", counting)
+    return full_builds
+
+
+def test_a_growing_chat_is_built_from_scratch_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model calls of a chat (no tool calls) read only their new events after the first."""
+    full_builds = count_full_builds(monkeypatch)
     memo = HistoryMemo()
     log: list[Event] = []
     for i in range(200):
@@ -344,14 +350,7 @@ def test_tool_rounds_are_built_incrementally_as_from_scratch(
 
 def test_a_tool_using_chat_is_built_from_scratch_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each model call of a session of tool rounds reads only its new events after the first."""
-    full_builds: list[int] = []
-    build = contents._build
-
-    def counting(events, *args):  # noqa: ANN001, ANN002, ANN202
-        full_builds.append(len(events))
-        return build(events, *args)
-
-    monkeypatch.setattr(contents, "_build", counting)
+    full_builds = count_full_builds(monkeypatch)
     memo = HistoryMemo()
     log: list[Event] = []
     for i in range(100):

@@ -25,21 +25,24 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+async def _first_answer(plugins: Awaitable[Any], callbacks: Any, args: dict[str, Any]) -> Any:
+    """The plugins' answer (``plugins``, awaited), else the first of the agent's callbacks'."""
+    result = await plugins
+    if result is None and callbacks:
+        result = await cb.run_until(callbacks, args, stop=cb.is_not_none)
+    return result
+
+
 async def before_tool(
     ctx: InvocationContext, agent: LlmAgent, tool: BaseTool, args: dict[str, Any],
     tool_context: ToolContext,
 ) -> Any:
     """The result a before-tool callback answers the call with (the tool is skipped), or None."""
-    result = await ctx.plugin_manager.run_before_tool_callback(
-        tool=tool, tool_args=args, tool_context=tool_context
-    )
-    if result is None and agent.before_tool_callback:
-        result = await cb.run_until(
-            agent.before_tool_callback,
-            {"tool": tool, "args": args, "tool_context": tool_context},
-            stop=cb.is_not_none,
-        )
-    return result
+    return await _first_answer(
+        ctx.plugin_manager.run_before_tool_callback(
+            tool=tool, tool_args=args, tool_context=tool_context),
+        agent.before_tool_callback,
+        {"tool": tool, "args": args, "tool_context": tool_context})
 
 
 async def on_tool_error(
@@ -47,16 +50,11 @@ async def on_tool_error(
     tool_context: ToolContext, error: Exception,
 ) -> Any:
     """The result an error callback recovers the failed call with, or None."""
-    result = await ctx.plugin_manager.run_on_tool_error_callback(
-        tool=tool, tool_args=args, tool_context=tool_context, error=error
-    )
-    if result is None and agent.on_tool_error_callback:
-        result = await cb.run_until(
-            agent.on_tool_error_callback,
-            {"tool": tool, "args": args, "tool_context": tool_context, "error": error},
-            stop=cb.is_not_none,
-        )
-    return result
+    return await _first_answer(
+        ctx.plugin_manager.run_on_tool_error_callback(
+            tool=tool, tool_args=args, tool_context=tool_context, error=error),
+        agent.on_tool_error_callback,
+        {"tool": tool, "args": args, "tool_context": tool_context, "error": error})
 
 
 async def after_tool(
@@ -64,16 +62,11 @@ async def after_tool(
     tool_context: ToolContext, result: Any,
 ) -> Any:
     """The replacement of ``result`` an after-tool callback gives, or None."""
-    replaced = await ctx.plugin_manager.run_after_tool_callback(
-        tool=tool, tool_args=args, tool_context=tool_context, result=result
-    )
-    if replaced is None and agent.after_tool_callback:
-        replaced = await cb.run_until(
-            agent.after_tool_callback,
-            {"tool": tool, "args": args, "tool_context": tool_context, "tool_response": result},
-            stop=cb.is_not_none,
-        )
-    return replaced
+    return await _first_answer(
+        ctx.plugin_manager.run_after_tool_callback(
+            tool=tool, tool_args=args, tool_context=tool_context, result=result),
+        agent.after_tool_callback,
+        {"tool": tool, "args": args, "tool_context": tool_context, "tool_response": result})
 
 
 async def call_tool(
