@@ -41,10 +41,10 @@ from workers.enqueue import (
 )
 from workers.runtime import Runtime
 
-SETTLED = frozenset({InvocationStatus.PAUSED, InvocationStatus.COMPLETED,
-                     InvocationStatus.FAILED, InvocationStatus.CANCELLED})
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED,
-                      InvocationStatus.CANCELLED})
+SETTLED = InvocationStatus.SETTLED
+"""``InvocationStatus.SETTLED`` under a short name (the default ``until``)."""
+FINISHED = InvocationStatus.FINISHED
+"""``InvocationStatus.FINISHED`` under a short name (``until=FINISHED`` follows through pauses)."""
 
 
 class Client:
@@ -210,7 +210,7 @@ class Client:
         invocation_id: str,
         *,
         timeout: float | None = 60.0,
-        until: frozenset[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
     ) -> InvocationRecord:
         """Block until the invocation is paused or finished; TimeoutError after ``timeout``.
 
@@ -233,7 +233,7 @@ class Client:
         invocation_id: str,
         *,
         timeout: float | None = None,
-        until: Collection[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
         from_start: bool = True,
     ) -> AsyncIterator[StreamItem]:
         """``follow`` as an async iterator, on the caller's own event loop (see ``follow``)."""
@@ -253,7 +253,7 @@ class Client:
         invocation_id: str,
         *,
         timeout: float | None = None,
-        until: Collection[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
         from_start: bool = True,
     ) -> Iterator[StreamItem]:
         """Iterate over the invocation's live stream: its events and status changes.

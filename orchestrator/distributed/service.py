@@ -165,7 +165,7 @@ class InvocationService:
         record = await self.store.get(app_name, invocation_id)
         if record is None:
             raise AnswerRejectedError(f"Unknown invocation {invocation_id!r} of app {app_name!r}.")
-        if record.status.is_terminal:
+        if record.status.is_finished:
             raise AnswerRejectedError(
                 f"Invocation {invocation_id!r} is {record.status.value}; it takes no answers."
             )
@@ -268,7 +268,7 @@ class InvocationService:
         if record is None:
             logger.warning("Work item for unknown invocation %r dropped", item.invocation_id)
             return None, earlier
-        if record.status.is_terminal:
+        if record.status.is_finished:
             return None, earlier
         if item.kind == "cancel" or cancelled:
             return _ended(record, InvocationStatus.CANCELLED), earlier

@@ -47,12 +47,6 @@ from orchestrator.sessions.redis_scopes import Mirror
 STREAM_MAXLEN = 5000
 """Approximate cap on the entries of one invocation's stream (``XADD MAXLEN ~``)."""
 
-FINISHED: frozenset[InvocationStatus] = frozenset(s for s in InvocationStatus if s.is_terminal)
-"""Terminal statuses (a follow always stops at one): as ``until``, follow through pauses."""
-
-SETTLED: frozenset[InvocationStatus] = FINISHED | {InvocationStatus.PAUSED}
-"""Default ``until`` of ``follow``: stop when the invocation is paused or finished."""
-
 _READ_COUNT = 500
 """Entries read per XREAD."""
 _BLOCK_MS = 1000
@@ -121,7 +115,7 @@ class EventStream(Protocol):
         invocation_id: str,
         *,
         from_start: bool = True,
-        until: Collection[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
         timeout: float | None = None,
     ) -> AsyncIterator[StreamItem]:
         """The invocation's entries as they come, up to a status in ``until``."""
@@ -137,7 +131,7 @@ def _ends_follow(item: StreamItem, until: Collection[InvocationStatus]) -> bool 
     """
     if item.kind != "status" or item.status is None:
         return False
-    if item.status.is_terminal:
+    if item.status.is_finished:
         return True
     return None if item.status in until else False
 
@@ -263,7 +257,7 @@ class RedisEventStream:
         invocation_id: str,
         *,
         from_start: bool = True,
-        until: Collection[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
         timeout: float | None = None,
         after: str | None = None,
     ) -> AsyncIterator[StreamItem]:
@@ -361,7 +355,7 @@ class InMemoryEventStream:
         invocation_id: str,
         *,
         from_start: bool = True,
-        until: Collection[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
         timeout: float | None = None,
     ) -> AsyncIterator[StreamItem]:
         """Yield the invocation's events and status changes in order (see RedisEventStream)."""
