@@ -36,8 +36,8 @@ from orchestrator.runner_plugins import (
     run_with_plugins,
 )
 from orchestrator.runner_routing import (
-    branch_for,
     calls_of_invocation,
+    continued_branch,
     find_agent_to_run,
     has_invocation,
     original_user_content,
@@ -354,7 +354,7 @@ class Runner:
         if agent is None:
             return
         ctx.agent = agent
-        ctx.branch = branch_for(session, agent, self.agent, call_event)
+        ctx.branch = continued_branch(session, agent, self.agent, call_event)
         async with contextlib.aclosing(agent.run_async(ctx)) as events:
             async for event in events:
                 if ctx.is_aborted:

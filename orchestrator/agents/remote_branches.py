@@ -16,7 +16,7 @@ from google.genai import types
 
 from orchestrator import failpoints, platform
 from orchestrator.agents.base_agent import BaseAgentState
-from orchestrator.agents.parallel_agent import branch_for
+from orchestrator.agents.parallel_agent import parallel_branch
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import AgentJob
 from orchestrator.events.event import Event
@@ -67,7 +67,7 @@ async def _dispatch(
     calls = [
         types.FunctionCall(
             id=platform.new_function_call_id(), name=RUN_BRANCH,
-            args={"agent": sub.name, "branch": branch_for(ctx, agent, sub)},
+            args={"agent": sub.name, "branch": parallel_branch(ctx, agent, sub)},
         )
         for sub in subs
     ]
