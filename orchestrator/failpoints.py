@@ -25,16 +25,9 @@ import signal
 import threading
 import time
 
-from orchestrator.errors import register_infrastructure_errors
+from orchestrator.errors import FailpointError
 
 logger = logging.getLogger(__name__)
-
-
-class FailpointError(ConnectionError):
-    """Raised by an ``error`` failpoint: stands for a Redis or broker connection error."""
-
-
-register_infrastructure_errors(FailpointError)
 
 
 _ACTIONS = ("kill", "error", "stall")

@@ -10,7 +10,7 @@ from orchestrator import App, LlmAgent, LongRunningFunctionTool, ToolContext
 from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.distributed.stores import AnswerRejectedError
+from orchestrator.errors import AnswerRejectedError
 from orchestrator.models.fake import ScriptedLlm
 from tests.support.events import call, simplify_all
 

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.distributed.stores import AnswerRejectedError
+from orchestrator.errors import AnswerRejectedError
 from tests.support.backends import CeleryBackend
 from tests.support.events import simplify_all
 

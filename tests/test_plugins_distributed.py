@@ -13,8 +13,8 @@ import os
 import redis
 
 from config import Settings
-from orchestrator.distributed.answer_events import RemoteToolError
 from orchestrator.distributed.models import InvocationStatus, ToolResult
+from orchestrator.errors import RemoteToolError
 from tests.apps import APP_SPECS
 from tests.support.backends import CeleryBackend, EmbeddedBackend
 from tests.support.processes import stack_env, start_celery_process

@@ -20,9 +20,8 @@ from google.genai import types
 from kombu import Connection, Exchange, Producer
 
 from config import Settings
-from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.distributed.stores import AnswerRejectedError
+from orchestrator.errors import AnswerRejectedError, RequestError
 from tests.support.processes import ROOT, stack_env
 from workers.celery_app import TASK_ANSWER, TASK_CANCEL, TASK_INVOKE, create_celery_app
 

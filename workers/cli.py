@@ -79,8 +79,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     A refused request (a malformed id or message, an answer for a call that is not
     pending) prints why on stderr and exits with status 2, without a traceback.
     """
-    from orchestrator.distributed.intake import RequestError
-    from orchestrator.distributed.stores import AnswerRejectedError
+    from orchestrator.errors import AnswerRejectedError, RequestError
 
     try:
         _main(argv)

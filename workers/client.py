@@ -18,7 +18,6 @@ from orchestrator import platform
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import connect, connect_sync
 from orchestrator.distributed.intake import (
-    PayloadError,
     check_identifier,
     check_json,
     check_optional_identifier,
@@ -28,6 +27,7 @@ from orchestrator.distributed.invocation_lists import DEFAULT_LIMIT, InvocationP
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, PendingCall
 from orchestrator.distributed.redis_stores import READ_RECORD, StatusWait
 from orchestrator.distributed.streams import RedisEventStream, StreamItem
+from orchestrator.errors import PayloadError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app, kwargs_repr

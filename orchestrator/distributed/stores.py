@@ -11,14 +11,11 @@ from typing import NamedTuple, Protocol
 from orchestrator import platform
 from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery, Position, page_of
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
+from orchestrator.errors import AnswerRejectedError as AnswerRejectedError  # its former home
 from orchestrator.sessions.session import Session
 
 SessionKey = tuple[str, str, str]
 """(app_name, user_id, session_id)"""
-
-
-class AnswerRejectedError(ValueError):
-    """A call id that is unknown or already answered."""
 
 
 class InvocationStore(Protocol):
