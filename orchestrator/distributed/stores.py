@@ -89,19 +89,14 @@ class SessionQueue(Protocol):
         """
         ...
 
-    async def acquire(self, key: SessionKey) -> str | None:
-        """Take the session's lease; returns a fencing token, or None if another holds it.
-
-        Taking the lease also puts back at the head of the queue whatever a previous holder
-        left in progress (it died before finishing it).
-        """
-        ...
-
     async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
-        """:meth:`acquire` and :meth:`claim_or_release` in one step; None if the lease is busy.
+        """Take the session's lease and claim its first item; None if another holds the lease.
 
-        ``hint`` names the invocation the caller expects first; a queue that can read it in
-        the same step returns it as ``loaded``.
+        Taking the lease returns a fencing token and first puts back at the head of the queue
+        whatever a previous holder left in progress (it died before finishing it); an empty
+        queue releases the lease again at once (``item`` None). ``hint`` names the invocation
+        the caller expects first; a queue that can read it in the same step returns it as
+        ``loaded``.
         """
         ...
 
@@ -243,8 +238,11 @@ class InMemorySessionQueue:
         self._queues.setdefault(key, deque()).append(item)
         return True
 
-    async def acquire(self, key: SessionKey) -> str | None:
-        """Take the lease if free, putting a previous holder's leftovers back first."""
+    async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
+        """Take the lease if free, then claim the first item (or release at once if none).
+
+        A previous holder's leftovers go back to the head of the queue first.
+        """
         if key in self._leases:
             return None
         token = str(next(self._tokens))
@@ -252,13 +250,6 @@ class InMemorySessionQueue:
         leftovers = self._in_progress.pop(key, [])
         if leftovers:
             self._queues.setdefault(key, deque()).extendleft(reversed(leftovers))
-        return token
-
-    async def take(self, key: SessionKey, hint: str | None = None) -> Taken | None:
-        """Acquire, then claim the first item (or release at once if there is none)."""
-        token = await self.acquire(key)
-        if token is None:
-            return None
         return Taken(token, await self.claim_or_release(key, token), None)
 
     async def renew(self, key: SessionKey, token: str) -> bool:
