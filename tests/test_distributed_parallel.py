@@ -149,6 +149,26 @@ def test_a_branch_routed_to_its_own_queue_runs_on_the_worker_of_that_queue(redis
             process.stop()
 
 
+async def test_every_branch_answer_is_on_the_dispatch_branch(backend):
+    # Branches that call tools bring function responses of their own with their answer.
+    inv = await backend.enqueue("tool_branches", "u", "go")
+    record = await backend.wait("tool_branches", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("tool_branches", inv)
+
+    dispatch = next(e for e in events if any(c.name == RUN_BRANCH for c in e.get_function_calls()))
+    answers = [e for e in events if any(r.name == RUN_BRANCH for r in e.get_function_responses())]
+    # Each answer is the dispatching agent's, on the dispatch's branch, the last one in too
+    # (a tool's answer is on its call's branch the same way).
+    assert [(e.author, e.branch) for e in answers] == [("fan", dispatch.branch)] * 2
+    assert by_branch(events) == {
+        "fan.p": [("p", ("call", "measure", {"what": "p"})), ("p", ("response", "measure", {"what": "p", "size": 1})),
+                  ("p", "p measured 1")],
+        "fan.q": [("q", ("call", "measure", {"what": "q"})), ("q", ("response", "measure", {"what": "q", "size": 1})),
+                  ("q", "q measured 1")],
+    }
+
+
 async def test_nested_workflow_agents_inside_a_branch(backend):
     inv = await backend.enqueue("nested", "u", "go")
     record = await backend.wait("nested", inv, until=InvocationStatus.FINISHED)
