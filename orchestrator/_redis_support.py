@@ -50,7 +50,7 @@ _LIVE_STATUSES = ", ".join(f"['{status.value}'] = '{keys.invocations_in(status.v
                            for status in InvocationStatus if status in InvocationStatus.LIVE)
 
 # For metrics: the index of live invocations by status, and a count of the ones that ended
-# (a record leaving a live status for a terminal one, or created in one). Keys not passed in
+# (a record leaving a live status for a finished one, or created in one). Keys not passed in
 # KEYS: the metrics need one instance (standalone Redis, or these keys' shard).
 LUA_INDEX_STATUS = f"""
 local function index_status(record_key, status, previous, created, clock)

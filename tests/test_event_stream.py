@@ -204,7 +204,7 @@ async def test_follow_stops_at_a_status_in_until(pair):
     record = _record()
     await pair.status(record, S.QUEUED)
     await pair.status(record, S.RUNNING)
-    # A non-terminal status in ``until`` ends the follow while it is the current one ...
+    # An unfinished status in ``until`` ends the follow while it is the current one ...
     assert _shape(await _collect(pair.stream, until={S.RUNNING}, timeout=5)) == [S.QUEUED, S.RUNNING]
 
     call = _call_event()
@@ -224,7 +224,7 @@ async def test_follow_stops_at_a_status_in_until(pair):
     await pair.stream.publish(record, answer)
     await pair.status(record, S.COMPLETED)
     full = [S.QUEUED, S.RUNNING, (call.id, False), S.PAUSED, (answer.id, False), S.COMPLETED]
-    # A replay goes past a pause the invocation has since resumed from; a terminal status
+    # A replay goes past a pause the invocation has since resumed from; a finished status
     # always ends a follow.
     assert _shape(await _collect(pair.stream, until=S.SETTLED, timeout=5)) == full
     assert _shape(await _collect(pair.stream, until=set(), timeout=5)) == full

@@ -260,7 +260,7 @@ class Client:
 
         Replays from the invocation's start (``from_start``), then blocks for what comes
         next, wherever the invocation runs; partial chunks are included when it was enqueued
-        with ``streaming``. Ends after a terminal status, or after a status in ``until``
+        with ``streaming``. Ends after a finished status, or after a status in ``until``
         that is still current (default: paused; a replay goes past pauses the invocation has
         resumed from; pass ``FINISHED`` to follow through pauses), or raises TimeoutError
         after ``timeout`` seconds. Breaking out of the loop (or closing

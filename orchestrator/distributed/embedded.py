@@ -239,7 +239,7 @@ class EmbeddedRuntime:
     ) -> AsyncIterator[StreamItem]:
         """Yield the invocation's events and status changes as they happen.
 
-        Partial chunks included, replayed from the invocation's start; stops at a terminal
+        Partial chunks included, replayed from the invocation's start; stops at a finished
         status, or at the current status if it is in ``until`` (default: paused; see
         :meth:`RedisEventStream.follow`). TimeoutError after ``timeout`` seconds.
         """

@@ -39,7 +39,7 @@ class ClusterStats:
     stuck_invocations: dict[str, int] = field(default_factory=dict)
     """Of those queued or running, how many have not changed status for ``stuck_after`` s."""
     finished: dict[str, int] = field(default_factory=dict)
-    """Invocations that ended, by terminal status, since the counters began."""
+    """Invocations that ended, by finished status, since the counters began."""
     takeovers: int = 0
     """Sessions taken over with a previous holder's work still in progress."""
     queue_lengths: dict[str, int] = field(default_factory=dict)
