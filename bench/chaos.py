@@ -460,7 +460,7 @@ def settle(client: Client, items: list[Planned], deadline: float, t0: float) -> 
         still = []
         for item in pending:
             record = retrying(lambda i=item: client.status(i.app, i.invocation_id), "status")
-            if record is not None and not record.status.is_terminal:
+            if record is not None and not record.status.is_finished:
                 still.append(item)
         pending = still
         if pending and time.monotonic() - last_report > 10:
@@ -583,7 +583,7 @@ def classify_invocations(client: Client, items: list[Planned], result: RunResult
                                + "; ".join(problems) + (f" ({detail})" if detail else ""))
             else:
                 result.completed += 1
-        elif status.is_terminal:
+        elif status.is_finished:
             result.failed += 1
             error = record.error if status is InvocationStatus.FAILED else "cancelled"
             result.errors[UUID.sub("<id>", str(error))[:240]] += 1

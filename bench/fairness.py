@@ -40,8 +40,6 @@ from tests.support.processes import ManagedProcess, stack_env, start_celery_proc
 from tests.support.redis_server import find_redis_server, redis_server  # noqa: E402
 from workers.client import Client  # noqa: E402
 
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED,
-                      InvocationStatus.CANCELLED})
 TARGET_RATIO = 2.0
 USER = "bench"
 
@@ -90,7 +88,7 @@ class Run:
         time.sleep(random.uniform(0, 2 * self.args.gap_ms / 1000))  # pacing, not a wait
         start = time.perf_counter()
         inv = self.client.enqueue(APP, USER, f"hello {n}")  # each on a session of its own
-        record = self.client.wait(APP, inv, timeout=self.args.sample_timeout, until=FINISHED)
+        record = self.client.wait(APP, inv, timeout=self.args.sample_timeout, until=InvocationStatus.FINISHED)
         if record is None or record.status is not InvocationStatus.COMPLETED:
             raise RuntimeError(f"invocation {inv} did not complete: {record}")
         return time.perf_counter() - start
@@ -124,7 +122,7 @@ def one_run(url: str, args: argparse.Namespace, number: int) -> tuple[float, flo
         while not after:
             elapsed = run.one(len(during))
             (during if run.backlog() > 0 else after).append(elapsed)
-        last = run.client.wait(APP, flood_ids[-1], timeout=600, until=FINISHED)
+        last = run.client.wait(APP, flood_ids[-1], timeout=600, until=InvocationStatus.FINISHED)
         drained = time.perf_counter() - started
         assert last is not None and last.status is InvocationStatus.COMPLETED, last
     finally:

@@ -98,7 +98,6 @@ def worker_rows(repeats: int) -> dict[str, list[float]]:
     if binary is None:
         print("redis-server not found: no worker rows (apt-get install redis-server)")
         return {}
-    finished = {InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED}
     rows: dict[str, list[float]] = {}
     with redis_server(binary) as base_url:
         url = base_url.rsplit("/", 1)[0] + "/1"
@@ -112,7 +111,7 @@ def worker_rows(repeats: int) -> dict[str, list[float]]:
                 def once(app: str = app) -> float:
                     start = time.perf_counter()
                     invocation = client.enqueue(app, "bench", "go")
-                    record = client.wait(app, invocation, timeout=120, until=finished)
+                    record = client.wait(app, invocation, timeout=120, until=InvocationStatus.FINISHED)
                     if record.status is not InvocationStatus.COMPLETED:
                         raise RuntimeError(f"{app}: {record.status} {record.error}")
                     return time.perf_counter() - start

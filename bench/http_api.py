@@ -33,7 +33,7 @@ from config import Settings  # noqa: E402
 from orchestrator.distributed.models import InvocationStatus  # noqa: E402
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process  # noqa: E402
 from tests.support.redis_server import free_port, redis_server  # noqa: E402
-from workers.client import FINISHED, Client  # noqa: E402
+from workers.client import Client  # noqa: E402
 
 APP_SPECS = "bench._latency_apps:remote_tool_app"
 APP = "remote_tool"
@@ -69,7 +69,7 @@ def run_body(session_id: str) -> dict[str, object]:
 def client_once(client: Client, session_id: str) -> float:
     start = time.perf_counter()
     invocation_id = client.enqueue(APP, USER, "go", session_id=session_id)
-    record = client.wait(APP, invocation_id, timeout=30, until=FINISHED)
+    record = client.wait(APP, invocation_id, timeout=30, until=InvocationStatus.FINISHED)
     elapsed = time.perf_counter() - start
     assert record.status is InvocationStatus.COMPLETED, record.error
     return elapsed
@@ -87,7 +87,7 @@ def client_burst(client: Client, sessions: list[str]) -> float:
     start = time.perf_counter()
     ids = [client.enqueue(APP, USER, "go", session_id=s) for s in sessions]
     for invocation_id in ids:
-        assert client.wait(APP, invocation_id, timeout=120, until=FINISHED).status is (
+        assert client.wait(APP, invocation_id, timeout=120, until=InvocationStatus.FINISHED).status is (
             InvocationStatus.COMPLETED)
     return len(sessions) / (time.perf_counter() - start)
 

@@ -51,8 +51,6 @@ from tests.support.redis_server import RedisServer, find_redis_server  # noqa: E
 from workers.client import Client  # noqa: E402
 
 APP = "remote_tool"
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED,
-                      InvocationStatus.CANCELLED})
 TARGET_RATIO = 4.0
 TARGET_RATE = 250.0
 
@@ -174,7 +172,7 @@ class Bench:
         t0 = time.time()
         start = time.perf_counter()
         inv = self.client.enqueue(APP, "bench", "go")
-        record = self.client.wait(APP, inv, timeout=30, until=FINISHED)
+        record = self.client.wait(APP, inv, timeout=30, until=InvocationStatus.FINISHED)
         elapsed = time.perf_counter() - start
         t1 = time.time()
         if record.status is not InvocationStatus.COMPLETED:
@@ -200,7 +198,7 @@ class Bench:
         ids = [self.client.enqueue(APP, "bench", f"go {i}") for i in range(count)]
         enqueued = time.perf_counter() - start
         for inv in ids:
-            record = self.client.wait(APP, inv, timeout=300, until=FINISHED)
+            record = self.client.wait(APP, inv, timeout=300, until=InvocationStatus.FINISHED)
             if record.status is not InvocationStatus.COMPLETED:
                 raise RuntimeError(f"invocation {inv} ended {record.status}: {record.error}")
         return count / (time.perf_counter() - start), enqueued

@@ -34,9 +34,6 @@ from tests.support.processes import stack_env, start_celery_process  # noqa: E40
 from tests.support.redis_server import find_redis_server, redis_server  # noqa: E402
 from workers.client import Client  # noqa: E402
 
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED,
-                      InvocationStatus.CANCELLED})
-
 
 def rss_mb(pid: int) -> float:
     """Resident memory of a process, from /proc."""
@@ -74,7 +71,7 @@ class Stack:
     def run_one(self, app: str, message: str = "go", timeout: float = 120) -> float:
         start = time.perf_counter()
         inv = self.client.enqueue(app, "bench", message)
-        record = self.client.wait(app, inv, timeout=timeout, until=FINISHED)
+        record = self.client.wait(app, inv, timeout=timeout, until=InvocationStatus.FINISHED)
         if record.status is not InvocationStatus.COMPLETED:
             raise RuntimeError(f"{app} invocation ended {record.status}: {record.error}")
         return time.perf_counter() - start
@@ -88,7 +85,7 @@ def run_burst(stack: Stack, app: str, count: int) -> float:
     start = time.perf_counter()
     ids = [stack.client.enqueue(app, "bench", f"go {i}") for i in range(count)]
     for inv in ids:
-        record = stack.client.wait(app, inv, timeout=600, until=FINISHED)
+        record = stack.client.wait(app, inv, timeout=600, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
     return time.perf_counter() - start
 
@@ -156,7 +153,7 @@ def _resume_latencies(stack: Stack, paused: list[tuple[str, str]], samples: int)
     for inv, call_id in paused[:samples]:
         start = time.perf_counter()
         stack.client.answer("paused", inv, call_id, {"ok": True})
-        record = stack.client.wait("paused", inv, timeout=60, until=FINISHED)
+        record = stack.client.wait("paused", inv, timeout=60, until=InvocationStatus.FINISHED)
         latencies.append(time.perf_counter() - start)
         assert record.status is InvocationStatus.COMPLETED, record.error
     return latencies

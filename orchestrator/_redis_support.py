@@ -18,6 +18,7 @@ from redis.utils import HIREDIS_AVAILABLE
 
 from config import get_settings
 from orchestrator import redis_keys as keys
+from orchestrator.distributed.models import InvocationStatus
 from orchestrator.errors import register_infrastructure_errors
 from orchestrator.redis_keys import PREFIX
 
@@ -44,11 +45,12 @@ end
 STATUSES_MAXLEN = 32
 """Entries kept (at least) in an invocation's status-only stream: a waiter reads only new ones."""
 
-_LIVE_STATUSES = ", ".join(f"['{status}'] = '{keys.invocations_in(status)}'"
-                           for status in keys.LIVE_STATUSES)
+# In the enum's order: the script's text (hence its SHA) must be the same in every process.
+_LIVE_STATUSES = ", ".join(f"['{status.value}'] = '{keys.invocations_in(status.value)}'"
+                           for status in InvocationStatus if status in InvocationStatus.LIVE)
 
 # For metrics: the index of live invocations by status, and a count of the ones that ended
-# (a record leaving a live status for a terminal one, or created in one). Keys not passed in
+# (a record leaving a live status for a finished one, or created in one). Keys not passed in
 # KEYS: the metrics need one instance (standalone Redis, or these keys' shard).
 LUA_INDEX_STATUS = f"""
 local function index_status(record_key, status, previous, created, clock)

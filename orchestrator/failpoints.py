@@ -25,16 +25,9 @@ import signal
 import threading
 import time
 
-from orchestrator.errors import register_infrastructure_errors
+from orchestrator.errors import FailpointError
 
 logger = logging.getLogger(__name__)
-
-
-class FailpointError(ConnectionError):
-    """Raised by an ``error`` failpoint: stands for a Redis or broker connection error."""
-
-
-register_infrastructure_errors(FailpointError)
 
 
 _ACTIONS = ("kill", "error", "stall")
@@ -56,11 +49,6 @@ def arm(spec: str) -> None:
         _armed[name.strip()] = [action, int(count) if count else -1]
     if _armed:
         logger.warning("Failpoints armed (test only): %s", ", ".join(sorted(_armed)))
-
-
-def disarm() -> None:
-    """Disarm every failpoint."""
-    _armed.clear()
 
 
 def hit(name: str) -> None:

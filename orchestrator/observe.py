@@ -48,11 +48,6 @@ def set_observer(observer: Observer | None) -> None:
     _observer = observer
 
 
-def get_observer() -> Observer | None:
-    """The installed observer, if any."""
-    return _observer
-
-
 def _report(method: str, *args: object) -> None:
     observer = _observer
     if observer is None:

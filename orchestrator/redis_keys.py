@@ -221,15 +221,11 @@ def job_watch(invocations_queue: str) -> str:
 
 # --- metrics -------------------------------------------------------------------------------
 
-LIVE_STATUSES = ("queued", "running", "paused")
-"""The invocation statuses indexed by :func:`invocations_in` (the others are terminal)."""
-
-
 def invocations_in(status: str) -> str:
-    """Sorted set of the invocations now in ``status`` (one of :data:`LIVE_STATUSES`).
+    """Sorted set of the invocations now in ``status`` (one of ``InvocationStatus.LIVE``).
 
     Members are their record keys, scored by when the record was saved in that status
-    (Redis time, seconds); saving a record moves it, a terminal status takes it out.
+    (Redis time, seconds); saving a record moves it, a finished status takes it out.
     """
     return f"{PREFIX}invocations:{_tag(status)}"
 

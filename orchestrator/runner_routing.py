@@ -115,10 +115,10 @@ def _is_transferable(agent: BaseAgent) -> bool:
     return True
 
 
-def branch_for(
+def continued_branch(
     session: Session, agent: BaseAgent, root: BaseAgent, call_event: Event | None
 ) -> str | None:
-    """The branch ``agent`` runs on: the answered call's, else its last event's."""
+    """The branch ``agent`` continues on: the answered call's, else its last event's (root: none)."""
     if agent is root:
         return None
     if call_event is not None:

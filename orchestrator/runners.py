@@ -36,8 +36,8 @@ from orchestrator.runner_plugins import (
     run_with_plugins,
 )
 from orchestrator.runner_routing import (
-    branch_for,
     calls_of_invocation,
+    continued_branch,
     find_agent_to_run,
     has_invocation,
     original_user_content,
@@ -201,10 +201,13 @@ class Runner:
         if session is None:  # callers that just loaded it pass it in
             session = await self._load_session(user_id, session_id, run_config)
         calls = calls_of_invocation(session, invocation_id)
+        logged = set(calls)
         call_event: Event | None = None
+        calling: list[Event | None] = []  # per answer, the event of the call it answers
         for answer in answers:
             # A parallel branch's events come with the answers: their calls count too.
             calls.update({c.id: answer for c in answer.get_function_calls() if c.id})
+            own: Event | None = None
             for response in answer.get_function_responses():
                 found = calls.get(response.id or "")
                 if found is None:
@@ -212,16 +215,20 @@ class Runner:
                         f"Function response {response.id!r} answers no call of invocation "
                         f"{invocation_id!r}."
                     )
-                call_event = call_event or found
+                own = own or found
+                if response.id in logged:  # not a branch's own call that came with it
+                    call_event = call_event or found
+            calling.append(own)
+        call_event = call_event or next((event for event in calling if event is not None), None)
         ctx = self._new_context(session, invocation_id, None, run_config, None)
         ctx.transport = transport or self.transport
         ctx.user_content = original_user_content(session, invocation_id)
 
         async def opening() -> AsyncGenerator[Event, None]:
-            for answer in answers:
+            for answer, own in zip(answers, calling, strict=True):
                 answer.invocation_id = invocation_id
-                if answer.branch is None and call_event is not None:
-                    answer.branch = call_event.branch
+                if answer.branch is None and own is not None:
+                    answer.branch = own.branch  # its own call's, not another answer's
                 apply_run_metadata(answer, run_config)
             async for answer in commit_answers(ctx, session, writer, answers):
                 if yield_answers:  # after the commit, like every event the Runner yields
@@ -354,7 +361,7 @@ class Runner:
         if agent is None:
             return
         ctx.agent = agent
-        ctx.branch = branch_for(session, agent, self.agent, call_event)
+        ctx.branch = continued_branch(session, agent, self.agent, call_event)
         async with contextlib.aclosing(agent.run_async(ctx)) as events:
             async for event in events:
                 if ctx.is_aborted:

@@ -299,8 +299,39 @@ def _failing_root() -> Any:
 
 failing_branch_app = _resumable("failing_branch", _failing_root())
 
-ALL_APPS += [nested_app, failing_branch_app]
-APP_SPECS += ",tests.apps:nested_app,tests.apps:failing_branch_app"
+
+# -- tool_branches: each branch calls a tool (on its worker) before it answers --------------
+
+def measure(what: str) -> dict[str, Any]:
+    """Measure something (a plain tool: runs where its agent runs)."""
+    return {"what": what, "size": len(what)}
+
+
+def _measuring_model(name: str):
+    def answer(request: LlmRequest) -> Any:
+        answers = function_responses(request)
+        if not answers:
+            return _call("measure", what=name)
+        return f"{name} measured {answers[-1].response.get('size')}"
+    return FunctionLlm(record_requests=False, fn=answer)
+
+
+def _tool_branches_root() -> Any:
+    from orchestrator import FunctionTool, ParallelAgent, SequentialAgent
+
+    fan = ParallelAgent(name="fan", sub_agents=[
+        LlmAgent(name=n, model=_measuring_model(n), tools=[FunctionTool(measure)])
+        for n in ("p", "q")
+    ])
+    return SequentialAgent(name="pipeline", sub_agents=[
+        fan, LlmAgent(name="after", model=FunctionLlm(record_requests=False, fn=_summary_model)),
+    ])
+
+
+tool_branches_app = _resumable("tool_branches", _tool_branches_root())
+
+ALL_APPS += [nested_app, failing_branch_app, tool_branches_app]
+APP_SPECS += ",tests.apps:nested_app,tests.apps:failing_branch_app,tests.apps:tool_branches_app"
 
 # -- plugins: apps whose plugins show where each callback runs (tests/apps_plugins.py) -------
 

@@ -11,7 +11,6 @@ import pytest
 
 from orchestrator.distributed.models import InvocationStatus
 from tests.support.processes import ROOT, stack_env
-from workers.client import FINISHED
 
 
 def cli(env: dict[str, str], *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -54,7 +53,7 @@ def test_cancel_and_sessions(celery_stack, env):
 
     cancelled = cli(env, "cancel", "approval", invocation_id)
     assert cancelled.returncode == 0, cancelled.stderr
-    assert client.wait("approval", invocation_id, timeout=15, until=FINISHED).status is (
+    assert client.wait("approval", invocation_id, timeout=15, until=InvocationStatus.FINISHED).status is (
         InvocationStatus.CANCELLED)
     listed = cli(env, "sessions", "approval", "ops-cancel")
     assert listed.returncode == 0

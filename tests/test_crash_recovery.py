@@ -19,8 +19,6 @@ from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED})
-
 EXPECTED_FINAL = {
     "lookup": "Oslo found by pid",
     "fanout": "both: Oslo, Rome",
@@ -87,7 +85,7 @@ def test_an_orchestrator_killed_mid_invocation_is_taken_over_and_answers_once(
         heir = start_celery_process("orchestrator", "heir", env)
         stack.callback(heir.stop)
 
-        record = client.wait(app, inv, timeout=40, until=FINISHED)
+        record = client.wait(app, inv, timeout=40, until=InvocationStatus.FINISHED)
         assert record is not None and record.status is InvocationStatus.COMPLETED, (
             record, heir.output())
         assert record.pending_calls == []
@@ -111,7 +109,7 @@ def test_a_transient_redis_error_in_the_orchestrator_is_retried_not_failed(redis
         stack.callback(client.close)
 
         inv = client.enqueue("lookup", "u", "find Oslo")
-        record = client.wait("lookup", inv, timeout=40, until=FINISHED)
+        record = client.wait("lookup", inv, timeout=40, until=InvocationStatus.FINISHED)
         assert record is not None and record.status is InvocationStatus.COMPLETED, (
             record, orchestrator.output())
         assert any("Failpoint" in line for line in orchestrator.lines)  # it did fail once

@@ -8,7 +8,7 @@ from orchestrator import InMemoryRunner
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.flows.contents import RUN_BRANCH
 from tests.apps import parallel_app
-from tests.support.backends import FINISHED, CeleryBackend
+from tests.support.backends import CeleryBackend
 from tests.support.events import simplify_all, user_text
 
 PID = re.compile(r" pid \d+")
@@ -35,7 +35,7 @@ async def in_process_reference():
 
 async def test_branches_run_as_jobs_and_match_the_in_process_run(backend, request):
     inv = await backend.enqueue("parallel", "u", "go")
-    record = await backend.wait("parallel", inv, until=FINISHED)
+    record = await backend.wait("parallel", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("parallel", inv)
 
@@ -105,7 +105,7 @@ async def test_a_branch_that_pauses_is_answered_and_resumed_later(backend):
     assert not any(e.author == "after" for e in events)
 
     await backend.answer("branch_pause", inv, inner, {"answer": "yes"})
-    record = await backend.wait("branch_pause", inv, until=FINISHED)
+    record = await backend.wait("branch_pause", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("branch_pause", inv)
     assert ("x", "x heard {'answer': 'yes'}") in simplify_all(events)
@@ -136,7 +136,7 @@ def test_a_branch_routed_to_its_own_queue_runs_on_the_worker_of_that_queue(redis
     client = Client(Settings(redis_url=url, agent_queues=routes))
     try:
         inv = client.enqueue("parallel", "u", "go")
-        record = client.wait("parallel", inv, timeout=30, until=frozenset(FINISHED))
+        record = client.wait("parallel", inv, timeout=30, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
         texts = {e.author: p.text for e in client.events("parallel", inv) if e.branch and e.content
                  for p in e.content.parts if p.text}
@@ -149,9 +149,29 @@ def test_a_branch_routed_to_its_own_queue_runs_on_the_worker_of_that_queue(redis
             process.stop()
 
 
+async def test_every_branch_answer_is_on_the_dispatch_branch(backend):
+    # Branches that call tools bring function responses of their own with their answer.
+    inv = await backend.enqueue("tool_branches", "u", "go")
+    record = await backend.wait("tool_branches", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("tool_branches", inv)
+
+    dispatch = next(e for e in events if any(c.name == RUN_BRANCH for c in e.get_function_calls()))
+    answers = [e for e in events if any(r.name == RUN_BRANCH for r in e.get_function_responses())]
+    # Each answer is the dispatching agent's, on the dispatch's branch, the last one in too
+    # (a tool's answer is on its call's branch the same way).
+    assert [(e.author, e.branch) for e in answers] == [("fan", dispatch.branch)] * 2
+    assert by_branch(events) == {
+        "fan.p": [("p", ("call", "measure", {"what": "p"})), ("p", ("response", "measure", {"what": "p", "size": 1})),
+                  ("p", "p measured 1")],
+        "fan.q": [("q", ("call", "measure", {"what": "q"})), ("q", ("response", "measure", {"what": "q", "size": 1})),
+                  ("q", "q measured 1")],
+    }
+
+
 async def test_nested_workflow_agents_inside_a_branch(backend):
     inv = await backend.enqueue("nested", "u", "go")
-    record = await backend.wait("nested", inv, until=FINISHED)
+    record = await backend.wait("nested", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     branches = by_branch(await backend.events("nested", inv))
     assert branches["fan.steps"] == [("s1", "s1 done saw 1"), ("s2", "s2 read True")]
@@ -160,7 +180,7 @@ async def test_nested_workflow_agents_inside_a_branch(backend):
 
 async def test_a_failing_branch_fails_the_invocation_as_in_process(backend):
     inv = await backend.enqueue("failing_branch", "u", "go")
-    record = await backend.wait("failing_branch", inv, until=FINISHED)
+    record = await backend.wait("failing_branch", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.FAILED
     assert "branch model exploded" in record.error
     events = await backend.events("failing_branch", inv)

@@ -10,7 +10,7 @@ from orchestrator import App, LlmAgent, LongRunningFunctionTool, ToolContext
 from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.distributed.stores import AnswerRejectedError
+from orchestrator.errors import AnswerRejectedError
 from orchestrator.models.fake import ScriptedLlm
 from tests.support.events import call, simplify_all
 
@@ -45,7 +45,7 @@ async def test_remote_call_pauses_then_resumes_with_the_result_and_state_delta()
     rt, model = runtime_for(call("slow_lookup", city="Oslo"), "Oslo found",
                             tools=[LongRunningFunctionTool(slow_lookup)])
     inv = await rt.enqueue(app_name="app", user_id="u", new_message="look up Oslo")
-    record = await rt.wait("app", inv, timeout=5, until={InvocationStatus.COMPLETED, InvocationStatus.FAILED})
+    record = await rt.wait("app", inv, timeout=5, until=InvocationStatus.FINISHED)
 
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await rt.events("app", inv)
@@ -65,7 +65,7 @@ async def test_parallel_remote_calls_resume_once_with_all_answers():
     rt, model = runtime_for([call("slow_lookup", city="A"), call("slow_lookup", city="B")], "both",
                             tools=[LongRunningFunctionTool(slow_lookup)])
     inv = await rt.enqueue(app_name="app", user_id="u", new_message="go")
-    record = await rt.wait("app", inv, timeout=5, until={InvocationStatus.COMPLETED, InvocationStatus.FAILED})
+    record = await rt.wait("app", inv, timeout=5, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await rt.events("app", inv)
     responses = [e for e in events if e.get_function_responses()]
@@ -84,7 +84,7 @@ async def test_pending_call_answered_from_outside_and_bad_answers_rejected():
     with pytest.raises(AnswerRejectedError, match="no pending call"):
         await rt.answer("app", inv, "adk-bogus", {"ok": True})
     await rt.answer("app", inv, call_id, {"approved": True})
-    record = await rt.wait("app", inv, timeout=5, until={InvocationStatus.COMPLETED, InvocationStatus.FAILED})
+    record = await rt.wait("app", inv, timeout=5, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     with pytest.raises(AnswerRejectedError):
         await rt.answer("app", inv, call_id, {"approved": False})
@@ -98,7 +98,7 @@ async def test_remote_tool_error_is_an_error_response_the_model_reads():
                             )
     rt.registry.get("app").root_agent.tools.append(LongRunningFunctionTool(exploding))
     inv = await rt.enqueue(app_name="app", user_id="u", new_message="go")
-    record = await rt.wait("app", inv, timeout=5, until={InvocationStatus.COMPLETED, InvocationStatus.FAILED})
+    record = await rt.wait("app", inv, timeout=5, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED
     events = await rt.events("app", inv)
     assert simplify_all(events)[2] == ("agent", ("response", "exploding", {"error": "RuntimeError: tool blew up"}))

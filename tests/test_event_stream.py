@@ -24,8 +24,6 @@ from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.redis_stores import RedisInvocationStore
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.streams import (
-    FINISHED,
-    SETTLED,
     InMemoryEventStream,
     RedisEventStream,
     StreamItem,
@@ -206,7 +204,7 @@ async def test_follow_stops_at_a_status_in_until(pair):
     record = _record()
     await pair.status(record, S.QUEUED)
     await pair.status(record, S.RUNNING)
-    # A non-terminal status in ``until`` ends the follow while it is the current one ...
+    # An unfinished status in ``until`` ends the follow while it is the current one ...
     assert _shape(await _collect(pair.stream, until={S.RUNNING}, timeout=5)) == [S.QUEUED, S.RUNNING]
 
     call = _call_event()
@@ -215,10 +213,10 @@ async def test_follow_stops_at_a_status_in_until(pair):
     # ... the default stops when the invocation is paused (or over) ...
     assert _shape(await _collect(pair.stream, timeout=5)) == [
         S.QUEUED, S.RUNNING, (call.id, False), S.PAUSED]
-    # ... FINISHED follows through the pause (nothing more comes: the timeout hits), and a
+    # ... S.FINISHED follows through the pause (nothing more comes: the timeout hits), and a
     # status that is history no longer stops anything.
     with pytest.raises(TimeoutError):
-        await _collect(pair.stream, until=FINISHED, timeout=0.3)
+        await _collect(pair.stream, until=S.FINISHED, timeout=0.3)
     with pytest.raises(TimeoutError):
         await _collect(pair.stream, until={S.RUNNING}, timeout=0.3)
 
@@ -226,9 +224,9 @@ async def test_follow_stops_at_a_status_in_until(pair):
     await pair.stream.publish(record, answer)
     await pair.status(record, S.COMPLETED)
     full = [S.QUEUED, S.RUNNING, (call.id, False), S.PAUSED, (answer.id, False), S.COMPLETED]
-    # A replay goes past a pause the invocation has since resumed from; a terminal status
+    # A replay goes past a pause the invocation has since resumed from; a finished status
     # always ends a follow.
-    assert _shape(await _collect(pair.stream, until=SETTLED, timeout=5)) == full
+    assert _shape(await _collect(pair.stream, until=S.SETTLED, timeout=5)) == full
     assert _shape(await _collect(pair.stream, until=set(), timeout=5)) == full
 
 
@@ -311,7 +309,7 @@ async def test_embedded_follow_is_live_while_a_remote_call_runs():
     rt = EmbeddedRuntime(AppRegistry([app]))
     inv = await rt.enqueue(app_name="live", user_id="u", new_message="go")
     items: list[StreamItem] = []
-    async for item in rt.follow("live", inv, until=FINISHED, timeout=10):
+    async for item in rt.follow("live", inv, until=S.FINISHED, timeout=10):
         items.append(item)
         if item.event is not None and item.event.get_function_calls():
             assert not gate.is_set()
@@ -325,20 +323,20 @@ async def test_embedded_follow_is_live_while_a_remote_call_runs():
 async def test_embedded_follow_stops_when_paused_and_replays_past_it_later():
     rt = EmbeddedRuntime(AppRegistry(STREAM_APPS))
     inv = await rt.enqueue(app_name="stream_approval", user_id="u", new_message="pay")
-    items = await _collect_rt(rt, "stream_approval", inv, until=SETTLED)
+    items = await _collect_rt(rt, "stream_approval", inv, until=S.SETTLED)
     assert items[-1].status is S.PAUSED
     call_id = items[-2].event.get_function_calls()[0].id
 
     await rt.answer("stream_approval", inv, call_id, {"ok": True})
-    await rt.wait("stream_approval", inv, until=FINISHED, timeout=10)
-    replay = await _collect_rt(rt, "stream_approval", inv, until=SETTLED)
+    await rt.wait("stream_approval", inv, until=S.FINISHED, timeout=10)
+    replay = await _collect_rt(rt, "stream_approval", inv, until=S.SETTLED)
     assert [i.status for i in replay if i.kind == "status"] == [
         S.QUEUED, S.RUNNING, S.PAUSED, S.COMPLETED]
     assert _committed_ids(replay) == _ids(
         await rt.events("stream_approval", inv))
 
 
-async def _collect_rt(rt: EmbeddedRuntime, app: str, inv: str, until=FINISHED) -> list[StreamItem]:
+async def _collect_rt(rt: EmbeddedRuntime, app: str, inv: str, until=S.FINISHED) -> list[StreamItem]:
     return [item async for item in rt.follow(app, inv, until=until, timeout=10)]
 
 
@@ -361,7 +359,7 @@ async def test_published_answers_are_the_committed_events():
     inv = await rt.enqueue(app_name="stream_approval", user_id="u", new_message="pay")
     record = await rt.wait("stream_approval", inv, timeout=10)
     await rt.answer("stream_approval", inv, record.pending_calls[0], {"ok": True})
-    await rt.wait("stream_approval", inv, until=FINISHED, timeout=10)
+    await rt.wait("stream_approval", inv, until=S.FINISHED, timeout=10)
     items = await _collect_rt(rt, "stream_approval", inv)
     committed = [i.event.to_json() for i in items if i.event is not None]
     assert committed == [e.to_json() for e in (await rt.events("stream_approval", inv))]
@@ -423,7 +421,7 @@ def test_client_follows_an_invocation_live_on_other_processes(stream_stack):
     inv = client.enqueue("stream_gated", "u", "open sesame", streaming=True)
     items: list[StreamItem] = []
     released = False
-    for item in client.follow("stream_gated", inv, until=FINISHED, timeout=60):
+    for item in client.follow("stream_gated", inv, until=S.FINISHED, timeout=60):
         items.append(item)
         if item.event is not None and item.event.get_function_calls() and not item.partial:
             # The call reached us while the tool is still blocked on its gate: the run is
@@ -459,7 +457,7 @@ def test_client_follows_an_invocation_live_on_other_processes(stream_stack):
 def test_an_abandoned_follow_leaves_nothing_running(stream_stack):
     client = stream_stack["client"]
     inv = client.enqueue("stream_approval", "u", "pay")  # pauses for an answer from outside
-    follow = client.follow("stream_approval", inv, until=FINISHED, timeout=60)
+    follow = client.follow("stream_approval", inv, until=S.FINISHED, timeout=60)
     for item in follow:
         if item.event is not None and item.event.get_function_calls():
             break
@@ -469,11 +467,11 @@ def test_an_abandoned_follow_leaves_nothing_running(stream_stack):
     statuses = [i.status for i in client.follow("stream_approval", inv, timeout=30) if i.status]
     assert statuses == [S.QUEUED, S.RUNNING, S.PAUSED]
     with pytest.raises(TimeoutError):
-        for _ in client.follow("stream_approval", inv, until=FINISHED, timeout=0.3):
+        for _ in client.follow("stream_approval", inv, until=S.FINISHED, timeout=0.3):
             pass
     assert client._runtime.run(_other_tasks()) == 0
     client.cancel("stream_approval", inv)
-    assert client.wait("stream_approval", inv, until=FINISHED, timeout=30).status is S.CANCELLED
+    assert client.wait("stream_approval", inv, until=S.FINISHED, timeout=30).status is S.CANCELLED
 
 
 async def _other_tasks() -> int:
@@ -511,11 +509,9 @@ def test_cli_enqueue_follow_and_follow(stream_stack):
 
 
 async def test_client_afollow_is_an_async_iterator_on_the_callers_loop(celery_stack):
-    from tests.support.backends import FINISHED as DONE
-
     client = celery_stack["client"]
     inv = await asyncio.to_thread(client.enqueue, "lookup", "u", "look up Oslo")
-    items = [item async for item in client.afollow("lookup", inv, until=DONE, timeout=30)]
+    items = [item async for item in client.afollow("lookup", inv, until=S.FINISHED, timeout=30)]
     assert items[-1].kind == "status" and items[-1].status is S.COMPLETED
     followed = [i.event.id for i in items if i.event is not None and not i.event.partial]
     committed = await asyncio.to_thread(client.events, "lookup", inv)

@@ -18,8 +18,6 @@ from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import InvocationStatus
 from tests.support.processes import stack_env, start_celery_process
 
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED,
-                      InvocationStatus.CANCELLED})
 USER = "u"
 FLOOD = 200
 THINK_MS = 20
@@ -63,7 +61,7 @@ def test_a_flood_on_one_session_does_not_delay_other_sessions(stack):
     for n in range(5):
         start = time.monotonic()
         invocation_id = client.enqueue(APP, USER, f"hello {n}")  # a session of its own
-        record = client.wait(APP, invocation_id, timeout=60, until=FINISHED)
+        record = client.wait(APP, invocation_id, timeout=60, until=InvocationStatus.FINISHED)
         elapsed = time.monotonic() - start
         assert record is not None and record.status is InvocationStatus.COMPLETED, record
         left = check.llen(backlog)
@@ -74,7 +72,7 @@ def test_a_flood_on_one_session_does_not_delay_other_sessions(stack):
         assert elapsed < 2.0, f"the invocation on another session took {elapsed:.2f} s"
 
     # The flood itself is all answered, the last message last, and no wake-up is left over.
-    last = client.wait(APP, flood[-1], timeout=120, until=FINISHED)
+    last = client.wait(APP, flood[-1], timeout=120, until=InvocationStatus.FINISHED)
     assert last is not None and last.status is InvocationStatus.COMPLETED, last
     assert all(client.status(APP, i).status is InvocationStatus.COMPLETED for i in flood)
     assert [e.content.parts[0].text for e in client.events(APP, flood[-1])

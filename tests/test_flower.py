@@ -27,7 +27,6 @@ from tests.support.processes import ManagedProcess, stack_env, start_celery_proc
 from tests.support.redis_server import free_port
 
 APPS = f"{BASE_APP_SPECS},{EXTRA_APP_SPECS}"
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED})
 POLL_INTERVAL = 0.05
 
 
@@ -115,7 +114,7 @@ def _wait_until_flower_listens(stack: dict[str, Any]) -> None:
     deadline = time.monotonic() + 15.0
     while time.monotonic() < deadline:
         probe = client.enqueue("chat", "probe", "hello")
-        record = client.wait("chat", probe, timeout=10, until=FINISHED)
+        record = client.wait("chat", probe, timeout=10, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
         end = min(deadline, time.monotonic() + 1.0)
         while time.monotonic() < end:
@@ -160,7 +159,7 @@ def test_flower_shows_the_remote_tool_with_progress_then_success(flower_stack):
             lambda: find_task(api, "adk_celery.run_tool", inv, "SUCCESS"), 15.0, tasks_text,
         )
         assert done["uuid"] == tool_task["uuid"]
-        record = client.wait("gated", inv, timeout=15, until=FINISHED)
+        record = client.wait("gated", inv, timeout=15, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
         events = client.events("gated", inv)
         assert events[-1].content.parts[0].text == "gated alpha released=True by test"

@@ -11,10 +11,11 @@ from google.genai import errors, types
 from pydantic import SecretStr
 
 from config.settings import Settings
+from orchestrator.errors import GeminiConfigurationError, ModelRequestsBlockedError
 from orchestrator.models import gemini as gemini_module
 from orchestrator.models import guard
-from orchestrator.models.gemini import Gemini, GeminiConfigurationError
-from orchestrator.models.guard import ModelRequestsBlockedError, set_model_requests_allowed
+from orchestrator.models.gemini import Gemini
+from orchestrator.models.guard import set_model_requests_allowed
 from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
 from orchestrator.models.registry import LLMRegistry

@@ -11,14 +11,14 @@ import asyncio
 import pytest
 
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.distributed.stores import AnswerRejectedError
-from tests.support.backends import FINISHED, CeleryBackend
+from orchestrator.errors import AnswerRejectedError
+from tests.support.backends import CeleryBackend
 from tests.support.events import simplify_all
 
 
 async def test_remote_tool_pauses_and_resumes_the_invocation(backend, request):
     inv = await backend.enqueue("lookup", "u", "look up Oslo")
-    record = await backend.wait("lookup", inv, until=FINISHED)
+    record = await backend.wait("lookup", inv, until=InvocationStatus.FINISHED)
 
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("lookup", inv)
@@ -49,7 +49,7 @@ def _children(pid: int) -> set[int]:
 
 async def test_several_calls_of_one_turn_resume_once_with_all_answers(backend):
     inv = await backend.enqueue("fanout", "u", "go")
-    record = await backend.wait("fanout", inv, until=FINISHED)
+    record = await backend.wait("fanout", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("fanout", inv)
     answers = [e for e in events if e.get_function_responses()]
@@ -61,7 +61,7 @@ async def test_blocking_calls_of_one_turn_run_at_the_same_time(backend):
     # Each call blocks until the other one arrives: run one after the other (or on one
     # thread), both would time out and answer with an error.
     inv = await backend.enqueue("rendezvous", "u", "go")
-    record = await backend.wait("rendezvous", inv, until=FINISHED)
+    record = await backend.wait("rendezvous", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("rendezvous", inv)
     answers = [r.response for e in events for r in e.get_function_responses()]
@@ -82,7 +82,7 @@ async def test_pending_call_answered_from_outside(backend):
     assert len(await backend.events("approval", inv)) == before  # nothing appended
 
     await backend.answer("approval", inv, call_id, {"approved": True})
-    record = await backend.wait("approval", inv, until=FINISHED)
+    record = await backend.wait("approval", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     with pytest.raises(AnswerRejectedError):
         await backend.answer("approval", inv, call_id, {"approved": False})
@@ -95,7 +95,7 @@ async def test_pending_call_answered_from_outside(backend):
 
 async def test_tool_error_on_a_worker_is_a_response_the_model_reads(backend):
     inv = await backend.enqueue("exploding", "u", "go")
-    record = await backend.wait("exploding", inv, until=FINISHED)
+    record = await backend.wait("exploding", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("exploding", inv)
     assert simplify_all(events)[2] == (
@@ -105,11 +105,11 @@ async def test_tool_error_on_a_worker_is_a_response_the_model_reads(backend):
 
 async def test_unknown_app_or_session_fails_the_invocation_clearly(backend):
     inv = await backend.enqueue("no_such_app", "u", "x", session_id="s1")
-    record = await backend.wait("no_such_app", inv, until=FINISHED)
+    record = await backend.wait("no_such_app", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.FAILED
     assert "unknown app 'no_such_app'" in record.error
     inv = await backend.enqueue("chat", "u", "x", session_id="missing-session")
-    record = await backend.wait("chat", inv, until=FINISHED)
+    record = await backend.wait("chat", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.FAILED and "missing-session" in record.error
 
 
@@ -120,7 +120,7 @@ async def test_two_messages_to_one_session_are_both_processed_in_order(backend):
         backend.enqueue("chat", "u", "two", session_id=sid),
     )
     for inv in (first, second):
-        assert (await backend.wait("chat", inv, until=FINISHED)).status is InvocationStatus.COMPLETED
+        assert (await backend.wait("chat", inv, until=InvocationStatus.FINISHED)).status is InvocationStatus.COMPLETED
     a, b = await backend.events("chat", first), await backend.events("chat", second)
     assert [simplify_all(x) for x in (a, b)] in (
         [[("user", "one"), ("agent", "reply to one")], [("user", "two"), ("agent", "reply to two")]],
@@ -144,7 +144,7 @@ def test_async_tools_on_a_worker_share_one_event_loop(celery_stack):
     # built on an async HTTP client do): every call must run on the loop that opened it.
     client = celery_stack["client"]
     inv = client.enqueue("loopbound", "u", "go")
-    record = client.wait("loopbound", inv, timeout=30, until=frozenset(FINISHED))
+    record = client.wait("loopbound", inv, timeout=30, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     answers = [r.response for e in client.events("loopbound", inv)
                for r in e.get_function_responses()]

@@ -28,7 +28,6 @@ from tests.apps_extra import APP_SPECS as EXTRA_SPECS
 from tests.apps_extra import gate_key, runs_key
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED})
 SPECS = f"{APP_SPECS},{EXTRA_SPECS}"
 FAST_WATCH = {"job_heartbeat_seconds": "0.3", "job_lost_after_seconds": "1",
               "watchdog_interval_seconds": "0.2", "lease_retry_seconds": "0.2"}
@@ -117,7 +116,7 @@ def test_a_worker_killed_mid_tool_is_noticed_without_waiting_for_the_visibility_
         [call] = client.calls("fragile", inv)
         assert call.attempt == 2 and call.worker.endswith(f":{second.pid}")
         check.lpush(gate_key(inv), "test")
-        record = client.wait("fragile", inv, timeout=20, until=FINISHED)
+        record = client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
         assert [r.id for r in _responses(client, "fragile", inv)] == [call_id]
         assert check.hget(keys.invocation_jobs("fragile", inv), f"a:{call_id}") == "2"
@@ -142,7 +141,7 @@ def test_a_job_lost_between_the_broker_and_a_worker_is_dispatched_again(redis_ur
         _wait_for(lambda: client.calls("parked", inv)[0].where == "retrying", what="attempt 2")
         s.start_worker("parked-worker", "-Q", PARKED_QUEUE)
 
-        record = client.wait("parked", inv, timeout=20, until=FINISHED)
+        record = client.wait("parked", inv, timeout=20, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, (record.error, s.orchestrator.output())
         [answer] = _responses(client, "parked", inv)
         assert answer.response == {"tag": "lost-once"}
@@ -158,7 +157,7 @@ def test_a_call_whose_worker_died_running_it_too_often_is_answered_with_an_error
         assert check.blpop([runs_key(inv)], timeout=15) is not None  # running on doomed
         doomed.kill()  # a tool that kills its worker must not be run forever
 
-        record = client.wait("fragile", inv, timeout=20, until=FINISHED)
+        record = client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
         [answer] = _responses(client, "fragile", inv)
         assert "'fragile_step' did not finish" in answer.response["error"]
@@ -172,7 +171,7 @@ def test_a_result_that_cannot_be_stored_yet_is_kept_not_computed_again(redis_url
 
         inv = client.enqueue("fragile", "u", "go")
         check.lpush(gate_key(inv), "test")
-        record = client.wait("fragile", inv, timeout=30, until=FINISHED)
+        record = client.wait("fragile", inv, timeout=30, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
         assert len(_responses(client, "fragile", inv)) == 1
         assert check.llen(runs_key(inv)) == 1  # the tool ran once
@@ -184,7 +183,7 @@ def test_a_call_past_its_deadline_is_answered_with_a_timeout_error(redis_url):
         check, client = s.check, s.client
 
         inv = client.enqueue("gated", "u", "never released")  # the tool waits up to 15 s
-        record = client.wait("gated", inv, timeout=10, until=FINISHED)
+        record = client.wait("gated", inv, timeout=10, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
         [answer] = _responses(client, "gated", inv)
         assert answer.response == {"error": "Tool 'gated_step' timed out: no answer within 1 s."}
@@ -207,7 +206,7 @@ def test_status_says_a_call_waits_for_an_answer_from_outside(redis_url):
                          what="the call waiting for an answer")
         assert call.name == "request_approval" and call.worker is None
         client.answer("approval", inv, call.function_call_id, {"approved": True})
-        assert client.wait("approval", inv, timeout=10, until=FINISHED).status is InvocationStatus.COMPLETED
+        assert client.wait("approval", inv, timeout=10, until=InvocationStatus.FINISHED).status is InvocationStatus.COMPLETED
         assert client.calls("approval", inv) == []
 
 
@@ -219,7 +218,7 @@ def test_cancelling_an_invocation_stops_its_running_async_tool(redis_url):
         assert check.blpop([runs_key(inv)], timeout=15) is not None  # the tool is running
         started = time.monotonic()
         client.cancel("slow", inv)
-        assert client.wait("slow", inv, timeout=10, until=FINISHED).status is InvocationStatus.CANCELLED
+        assert client.wait("slow", inv, timeout=10, until=InvocationStatus.FINISHED).status is InvocationStatus.CANCELLED
         # The next heartbeat sees the cancellation and stops the tool (it would wait 30 s).
         s.worker.wait_for_line(lambda line: "stopped: invocation cancelled" in line, timeout=10)
         assert check.llen(runs_key(inv)) == 0  # and it never ran again
@@ -232,7 +231,7 @@ def test_an_async_tool_past_its_deadline_is_stopped(redis_url):
         client = s.client
 
         inv = client.enqueue("slow", "u", "wait")  # the async tool would wait 30 s
-        record = client.wait("slow", inv, timeout=10, until=FINISHED)
+        record = client.wait("slow", inv, timeout=10, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
         [answer] = _responses(client, "slow", inv)
         assert "timed out" in answer.response["error"]

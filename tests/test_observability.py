@@ -34,7 +34,6 @@ from tests.support.redis_server import free_port
 from tests.test_api import start_api
 
 SPECS = f"{APP_SPECS},{EXTRA_SPECS}"
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED})
 ALL = {"Authorization": "Bearer tok-all"}
 TOKENS = json.dumps({"tok-all": ["*"], "tok-chat": ["chat"]})
 FAST = {"lease_retry_seconds": "0.2", "job_heartbeat_seconds": "0.3", "job_lost_after_seconds": "1",
@@ -131,7 +130,7 @@ def test_a_finished_invocation_is_counted_and_its_model_and_tool_calls_timed(sta
     before = (scrape(api, ALL), scrape(stack["orchestrator"]), scrape(stack["worker"]))
 
     inv = client.enqueue("lookup", "u", "look up Oslo")
-    record = client.wait("lookup", inv, timeout=30, until=FINISHED)
+    record = client.wait("lookup", inv, timeout=30, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     after = (scrape(api, ALL), scrape(stack["orchestrator"]), scrape(stack["worker"]))
 
@@ -174,7 +173,7 @@ def test_queue_depth_paused_calls_and_a_lost_job_dispatched_again(stack):
     assert value(scrape(api, ALL), "adk_celery_queue_messages", queue=PARKED_QUEUE) == 1
 
     client.cancel("parked", inv)
-    assert client.wait("parked", inv, timeout=10, until=FINISHED).status is InvocationStatus.CANCELLED
+    assert client.wait("parked", inv, timeout=10, until=InvocationStatus.FINISHED).status is InvocationStatus.CANCELLED
     done = scrape(api, ALL)
     assert value(done, "adk_celery_invocations", status="paused") == value(
         before, "adk_celery_invocations", status="paused")
@@ -215,7 +214,7 @@ def test_a_dead_orchestrators_invocation_shows_stuck_then_its_session_taken_over
 
         heir = start_celery_process("orchestrator", "heir", env)
         stack.callback(heir.stop)
-        record = client.wait("chat", inv, timeout=30, until=FINISHED)
+        record = client.wait("chat", inv, timeout=30, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, (record.error, heir.output())
         done = scrape(f"{base}/metrics")
         assert value(done, "adk_celery_lease_takeovers_total") == 1

@@ -14,7 +14,6 @@ from orchestrator import InMemoryRunner, RunConfig
 from orchestrator.agents.run_config import ToolThreadPoolConfig
 from orchestrator.distributed.models import InvocationStatus
 from tests.apps_threads import APP_SPECS, N, fan_out_root, one_turn_agent
-from tests.support.backends import FINISHED
 from tests.support.events import user_text
 from tests.support.processes import stack_env, start_celery_process
 
@@ -80,7 +79,7 @@ def test_on_workers_branches_and_one_turns_remote_calls_run_at_once(redis_url):
         outcomes = {}
         for app in ("threads_fanout", "threads_turn"):
             invocation = client.enqueue(app, "u", "go")
-            record = client.wait(app, invocation, timeout=120, until=FINISHED)
+            record = client.wait(app, invocation, timeout=120, until=InvocationStatus.FINISHED)
             assert record.status is InvocationStatus.COMPLETED, record.error
             outcomes[app] = answers(client.events(app, invocation))
     finally:

@@ -14,9 +14,9 @@ import redis
 
 from config import Settings
 from orchestrator.distributed.models import InvocationStatus, ToolResult
-from orchestrator.distributed.resume import RemoteToolError
+from orchestrator.errors import RemoteToolError
 from tests.apps import APP_SPECS
-from tests.support.backends import FINISHED, CeleryBackend, EmbeddedBackend
+from tests.support.backends import CeleryBackend, EmbeddedBackend
 from tests.support.processes import stack_env, start_celery_process
 
 
@@ -43,7 +43,7 @@ def _response(events, name: str = "where_lookup") -> dict:
 async def test_model_callbacks_on_the_orchestrator_tool_callbacks_on_the_worker(backend, request):
     orchestrator_pid, worker_pid = _pids(backend, request)
     inv = await backend.enqueue("where", "u", "look up Oslo")
-    record = await backend.wait("where", inv, until=FINISHED)
+    record = await backend.wait("where", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("where", inv)
     state = _state(events)
@@ -68,7 +68,7 @@ async def test_model_callbacks_on_the_orchestrator_tool_callbacks_on_the_worker(
 async def test_a_plugin_on_the_worker_answers_a_remote_call_without_the_tool(backend, request):
     _, worker_pid = _pids(backend, request)
     inv = await backend.enqueue("where", "u", "look up Atlantis")
-    record = await backend.wait("where", inv, until=FINISHED)
+    record = await backend.wait("where", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("where", inv)
     state = _state(events)
@@ -84,7 +84,7 @@ async def test_a_remote_tools_exception_is_recovered_by_the_plugin_once_on_the_w
 ):
     orchestrator_pid, worker_pid = _pids(backend, request)
     inv = await backend.enqueue("where", "u", "look up Krakatoa")
-    record = await backend.wait("where", inv, until=FINISHED)
+    record = await backend.wait("where", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("where", inv)
     state = _state(events)
@@ -100,7 +100,7 @@ async def test_a_remote_tools_exception_is_recovered_by_the_plugin_once_on_the_w
 async def test_an_error_no_callback_recovers_on_the_worker_is_not_offered_again(backend, request):
     _, worker_pid = _pids(backend, request)
     inv = await backend.enqueue("where", "u", "look up Vesuvius")
-    record = await backend.wait("where", inv, until=FINISHED)
+    record = await backend.wait("where", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("where", inv)
     state = _state(events)
@@ -114,7 +114,7 @@ async def test_an_error_no_callback_recovers_on_the_worker_is_not_offered_again(
 
 async def test_reflect_and_retry_answers_a_failed_remote_call_and_the_model_retries(backend):
     inv = await backend.enqueue("retry", "u", "go")
-    record = await backend.wait("retry", inv, until=FINISHED)
+    record = await backend.wait("retry", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("retry", inv)
     answers = [r.response for e in events for r in e.get_function_responses()]
@@ -129,7 +129,7 @@ async def test_reflect_and_retry_answers_a_failed_remote_call_and_the_model_retr
 async def test_branches_on_workers_run_their_model_callbacks_there(backend, request):
     orchestrator_pid, worker_pid = _pids(backend, request)
     inv = await backend.enqueue("where_fan", "u", "go")
-    record = await backend.wait("where_fan", inv, until=FINISHED)
+    record = await backend.wait("where_fan", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("where_fan", inv)
     state = _state(events)
@@ -154,7 +154,7 @@ async def test_an_error_made_outside_the_tool_goes_to_the_plugin_on_the_orchestr
         function_call_id=call_id, tool_name="where_lookup",
         response={"error": message}, error=message,
     )))
-    record = await backend.wait("where", inv, until=FINISHED)
+    record = await backend.wait("where", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await backend.events("where", inv)
 
@@ -174,7 +174,7 @@ def test_each_process_closes_its_plugins_when_it_stops(redis_url, tmp_path):
     client = Client(Settings(redis_url=url, apps=APP_SPECS))
     try:
         inv = client.enqueue("where", "u", "look up Oslo")
-        record = client.wait("where", inv, timeout=30, until=frozenset(FINISHED))
+        record = client.wait("where", inv, timeout=30, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
     finally:
         client.close()

@@ -45,7 +45,6 @@ from tests.support.processes import FAST_WORKER_FLAGS, ManagedProcess, stack_env
 from tests.support.redis_server import RedisServer, find_redis_server, send_command
 from workers.client import Client
 
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED})
 WAIT_SECONDS = 30.0
 """Bound on one invocation and on noticing the outage (both take a few seconds at most)."""
 
@@ -103,7 +102,7 @@ def server() -> Iterator[RedisServer]:
 def _wait(client: Client, app: str, inv: str, *processes: ManagedProcess) -> InvocationRecord:
     """The invocation's finished record; on a timeout, fail with the processes' output."""
     try:
-        return client.wait(app, inv, timeout=WAIT_SECONDS, until=FINISHED)
+        return client.wait(app, inv, timeout=WAIT_SECONDS, until=InvocationStatus.FINISHED)
     except TimeoutError as error:
         outputs = "\n\n".join(f"--- {p.name} (exit code {p.proc.poll()}):\n{p.output()}" for p in processes)
         raise AssertionError(f"{error}\n{outputs}") from error

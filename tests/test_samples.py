@@ -19,8 +19,6 @@ from tests.support.processes import stack_env, start_celery_process
 
 SPECS = ",".join(f"examples.samples.{module}:app" for module in (
     "coordinator", "guarded_tools", "critic_reviser", "artifact_reader"))
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED,
-                      InvocationStatus.CANCELLED})
 
 CASES = [
     # (app, message, final text, state the turn leaves)
@@ -89,7 +87,7 @@ async def test_sample_distributed(samples_stack, app_name, message, answer, stat
     client = samples_stack
     session = await asyncio.to_thread(client.create_session, app_name, "u")
     inv = await asyncio.to_thread(client.enqueue, app_name, "u", message, session_id=session.id)
-    record = await asyncio.to_thread(client.wait, app_name, inv, timeout=30, until=FINISHED)
+    record = await asyncio.to_thread(client.wait, app_name, inv, timeout=30, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = await asyncio.to_thread(client.events, app_name, inv)
     assert final_text(events) == answer

@@ -20,7 +20,6 @@ from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 from tests.support.redis_server import free_port
-from workers.client import FINISHED
 from workers.flower import redact_arguments
 
 LOGIN = ("admin", "s3cret-pass")
@@ -93,14 +92,14 @@ def test_a_logged_in_user_can_neither_run_tasks_nor_stop_workers(locked):
     # The worker is still there and still runs the real work.
     client = locked["client"]
     inv = client.enqueue("lookup", "u", "look up Oslo")
-    assert client.wait("lookup", inv, timeout=15, until=FINISHED).status is InvocationStatus.COMPLETED
+    assert client.wait("lookup", inv, timeout=15, until=InvocationStatus.FINISHED).status is InvocationStatus.COMPLETED
     assert worker.proc.poll() is None
 
 
 def test_message_text_is_neither_shown_nor_kept_in_task_results(locked):
     base, client = locked["base"], locked["client"]
     inv = client.enqueue("chat", "patient-7", SECRET_TEXT)
-    assert client.wait("chat", inv, timeout=15, until=FINISHED).status is InvocationStatus.COMPLETED
+    assert client.wait("chat", inv, timeout=15, until=InvocationStatus.FINISHED).status is InvocationStatus.COMPLETED
 
     deadline = time.monotonic() + 15
     shown: dict[str, Any] | None = None

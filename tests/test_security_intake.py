@@ -20,12 +20,10 @@ from google.genai import types
 from kombu import Connection, Exchange, Producer
 
 from config import Settings
-from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.distributed.stores import AnswerRejectedError
+from orchestrator.errors import AnswerRejectedError, RequestError
 from tests.support.processes import ROOT, stack_env
 from workers.celery_app import TASK_ANSWER, TASK_CANCEL, TASK_INVOKE, create_celery_app
-from workers.client import FINISHED
 
 USER = "intake-user"
 
@@ -78,7 +76,7 @@ def test_a_user_message_cannot_answer_a_pending_call(celery_stack):
 
     sneaky = client.enqueue("approval", USER, forged, session_id=session_id)
 
-    record = client.wait("approval", sneaky, timeout=15, until=FINISHED)
+    record = client.wait("approval", sneaky, timeout=15, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.FAILED
     assert "new_message.parts[0].function_response" in (record.error or "")
     assert "Client.answer" in (record.error or "")
@@ -87,7 +85,7 @@ def test_a_user_message_cannot_answer_a_pending_call(celery_stack):
 
     # The human's real answer is still the one taken, once.
     client.answer("approval", invocation_id, call_id, {"approved": False})
-    done = client.wait("approval", invocation_id, timeout=15, until=FINISHED)
+    done = client.wait("approval", invocation_id, timeout=15, until=InvocationStatus.FINISHED)
     assert done.status is InvocationStatus.COMPLETED
     finals = [e for e in client.events("approval", invocation_id)
               if e.author != "user" and e.is_final_response() and e.content
@@ -130,7 +128,7 @@ def test_an_answer_over_the_payload_limit_is_refused_and_the_call_stays_open(cel
 
     assert client.status("approval", invocation_id).status is InvocationStatus.PAUSED
     client.answer("approval", invocation_id, call_id, {"approved": True})
-    assert client.wait("approval", invocation_id, timeout=15, until=FINISHED).status is (
+    assert client.wait("approval", invocation_id, timeout=15, until=InvocationStatus.FINISHED).status is (
         InvocationStatus.COMPLETED)
 
 
@@ -141,21 +139,21 @@ def test_a_client_cannot_write_app_wide_state(celery_stack):
     client = celery_stack["client"]
     invocation_id = client.enqueue("chat", "mallory", "hi", state_delta={"app:banner": "pwned"})
 
-    record = client.wait("chat", invocation_id, timeout=15, until=FINISHED)
+    record = client.wait("chat", invocation_id, timeout=15, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.FAILED
     assert "state_delta.app:banner: app: keys are shared by every user" in (record.error or "")
     assert session_events(client, "chat", "mallory", record.session_id) == []
     assert "app:banner" not in client.create_session("chat", "victim").state
     # The sender's own user state is theirs to write.
     own = client.enqueue("chat", "mallory", "hi", state_delta={"user:lang": "nb"})
-    assert client.wait("chat", own, timeout=15, until=FINISHED).status is InvocationStatus.COMPLETED
+    assert client.wait("chat", own, timeout=15, until=InvocationStatus.FINISHED).status is InvocationStatus.COMPLETED
 
 
 def test_another_users_invocation_id_is_refused_without_revealing_it(celery_stack, sender):
     client = celery_stack["client"]
     victim_id = f"e-victim-{uuid.uuid4().hex}"
     client.enqueue("chat", "victim", "my secret plan", invocation_id=victim_id)
-    victim = client.wait("chat", victim_id, timeout=15, until=FINISHED)
+    victim = client.wait("chat", victim_id, timeout=15, until=InvocationStatus.FINISHED)
 
     with pytest.raises(RequestError, match="^invocation_id: is already used") as refused:
         client.enqueue("chat", "mallory", "hello", invocation_id=victim_id)
@@ -241,7 +239,7 @@ def test_malformed_payloads_fail_the_invocation_with_a_clear_error(celery_stack,
                             request.pop("new_message"), **request)
 
     for invocation_id in (result["invocation_id"], direct):
-        record = client.wait("chat", invocation_id, timeout=15, until=FINISHED)
+        record = client.wait("chat", invocation_id, timeout=15, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.FAILED
         assert (record.error or "").startswith(expected), record.error
         assert record.new_message is None and record.state_delta is None
@@ -275,7 +273,7 @@ def test_malformed_answers_are_refused_and_the_call_stays_open(celery_stack, sen
 
     assert client.status("approval", invocation_id).status is InvocationStatus.PAUSED
     client.answer("approval", invocation_id, call_id, {"approved": True})
-    assert client.wait("approval", invocation_id, timeout=15, until=FINISHED).status is (
+    assert client.wait("approval", invocation_id, timeout=15, until=InvocationStatus.FINISHED).status is (
         InvocationStatus.COMPLETED)
 
 

@@ -75,8 +75,6 @@ vault_app = App(name="vault", root_agent=LlmAgent(
     tools=[LongRunningFunctionTool(request_approval), LongRunningFunctionTool(grant_everything)]))
 
 SPECS = "tests.test_security_jobs:vault_app,tests.apps:parked_app"
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED,
-                      InvocationStatus.CANCELLED})
 
 
 @dataclass
@@ -187,7 +185,7 @@ def test_a_forged_job_for_a_call_no_model_made_runs_nothing(stack: Stack):
     assert s.client.status("vault", inv).pending_calls == [call_id]
     # The human's answer is the one that lands; the attacker's state never does.
     s.client.answer("vault", inv, call_id, {"approved": True})
-    record = s.client.wait("vault", inv, timeout=15, until=FINISHED)
+    record = s.client.wait("vault", inv, timeout=15, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     assert [a.response for a in _answers(s, inv)] == [{"approved": True}]
     state = _session_state(s, "victim", genuine["session_id"])
@@ -214,7 +212,7 @@ def test_a_job_that_differs_from_the_dispatched_call_is_refused_and_the_real_ans
     assert [run.split()[0] for run in _runs(s) if inv in run] == ["request_approval"]
     assert _answers(s, inv) == []
     s.client.answer("vault", inv, call_id, {"approved": False})  # not refused: still pending
-    record = s.client.wait("vault", inv, timeout=15, until=FINISHED)
+    record = s.client.wait("vault", inv, timeout=15, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     assert [a.response for a in _answers(s, inv)] == [{"approved": False}]
     assert "granted" not in _session_state(s, "victim", genuine["session_id"])
@@ -231,7 +229,7 @@ def test_a_replayed_job_is_refused(stack: Stack):
     assert [run.split()[0] for run in _runs(s) if inv in run] == ["request_approval"]
 
     s.client.answer("vault", inv, call_id, {"approved": True})
-    assert s.client.wait("vault", inv, timeout=15, until=FINISHED).status is (
+    assert s.client.wait("vault", inv, timeout=15, until=InvocationStatus.FINISHED).status is (
         InvocationStatus.COMPLETED)
     # And once the call is answered.
     s.attacker.send_task(TASK_RUN_TOOL, kwargs=genuine, queue="adk.tools")
@@ -265,6 +263,6 @@ def test_an_orchestrator_never_runs_a_tool_even_a_genuine_job(stack: Stack):
     # The job still in its own queue runs on a worker of that queue, and answers.
     parked = start_celery_process("worker", "secure-parked", s.env, "-Q", PARKED_QUEUE)
     s.stack.callback(parked.stop)
-    record = s.client.wait("parked", inv, timeout=20, until=FINISHED)
+    record = s.client.wait("parked", inv, timeout=20, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     assert s.check.get("test:parked:sent-to-orchestrator") == str(parked.pid)

@@ -11,7 +11,6 @@ from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from tests.apps_limits import endless_app
 from tests.support.processes import stack_env, start_celery_process
-from workers.client import FINISHED
 
 LIMIT = 5
 SPECS = "tests.apps_limits:endless_app"
@@ -44,7 +43,7 @@ def test_the_limit_holds_across_remote_tool_resumes(limited_stack):
     client = limited_stack["client"]
     invocation_id = client.enqueue("endless", "u", "read everything")
 
-    record = client.wait("endless", invocation_id, timeout=60, until=FINISHED)
+    record = client.wait("endless", invocation_id, timeout=60, until=InvocationStatus.FINISHED)
 
     assert record.status is InvocationStatus.FAILED
     assert record.error == (f"LlmCallsLimitExceededError: Max number of llm calls limit of "
@@ -58,7 +57,7 @@ async def test_the_limit_holds_across_resumes_in_the_embedded_runtime(monkeypatc
     try:
         runtime = EmbeddedRuntime(AppRegistry([endless_app]))
         invocation_id = await runtime.enqueue(app_name="endless", user_id="u", new_message="go")
-        record = await runtime.wait("endless", invocation_id, timeout=30, until=FINISHED)
+        record = await runtime.wait("endless", invocation_id, timeout=30, until=InvocationStatus.FINISHED)
     finally:
         get_settings.cache_clear()
 

@@ -24,7 +24,6 @@ from tests.support.events import simplify_all
 from tests.support.processes import ROOT, stack_env, start_celery_process
 
 MAX_PAYLOAD = 4096
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED})
 QUEUE = "adk.invocations"
 SCRIPT = ROOT / "tests" / "support" / "send_task_client.py"
 
@@ -79,7 +78,7 @@ def test_plain_send_task_starts_an_invocation_the_client_can_follow(plain_stack,
     assert set(lookup) == {"invocation_id", "session_id"}, lookup
     assert chat["invocation_id"] == "e-plain-chat-1"
 
-    record = client.wait("lookup", lookup["invocation_id"], timeout=15, until=FINISHED)
+    record = client.wait("lookup", lookup["invocation_id"], timeout=15, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     assert record.session_id == lookup["session_id"]
     shape = simplify_all(client.events("lookup", lookup["invocation_id"]))
@@ -88,7 +87,7 @@ def test_plain_send_task_starts_an_invocation_the_client_can_follow(plain_stack,
     assert shape[2][1][:2] == ("response", "slow_lookup")
     assert shape[3][1].startswith("Paris found by pid ")
 
-    record = client.wait("chat", "e-plain-chat-1", timeout=15, until=FINISHED)
+    record = client.wait("chat", "e-plain-chat-1", timeout=15, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     events = client.events("chat", "e-plain-chat-1")
     assert simplify_all(events) == [("user", "hello there"), ("agent", "reply to hello there")]
@@ -101,7 +100,7 @@ def test_malformed_plain_messages_fail_the_invocation_and_append_nothing(plain_s
     [ok] = send_plain(plain_stack["url"], [
         {"app_name": "chat", "user_id": "svc", "session_id": session.id, "new_message": "first"},
     ], tmp_path)
-    assert client.wait("chat", ok["invocation_id"], timeout=15, until=FINISHED).status is (
+    assert client.wait("chat", ok["invocation_id"], timeout=15, until=InvocationStatus.FINISHED).status is (
         InvocationStatus.COMPLETED)
 
     def session_events() -> list[Any]:
@@ -130,7 +129,7 @@ def test_malformed_plain_messages_fail_the_invocation_and_append_nothing(plain_s
     ], tmp_path)
     for (case, (_, expected)), result in zip(bad.items(), results, strict=True):
         assert set(result) == {"invocation_id", "session_id"}, (case, result)
-        record = client.wait("chat", result["invocation_id"], timeout=15, until=FINISHED)
+        record = client.wait("chat", result["invocation_id"], timeout=15, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.FAILED, (case, record)
         assert expected in (record.error or ""), (case, record.error)
         assert record.error.startswith("PayloadError: "), (case, record.error)
@@ -141,7 +140,7 @@ def test_malformed_plain_messages_fail_the_invocation_and_append_nothing(plain_s
     [after] = send_plain(plain_stack["url"], [
         {"app_name": "chat", "user_id": "svc", "session_id": session.id, "new_message": "second"},
     ], tmp_path)
-    assert client.wait("chat", after["invocation_id"], timeout=15, until=FINISHED).status is (
+    assert client.wait("chat", after["invocation_id"], timeout=15, until=InvocationStatus.FINISHED).status is (
         InvocationStatus.COMPLETED)
     assert len(session_events()) == 4
 

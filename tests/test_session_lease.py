@@ -41,13 +41,13 @@ async def _queued(sessions, service, text="hi"):
 async def test_a_held_lease_blocks_other_orchestrators_until_released(parts):
     sessions, store, queue, service = parts
     record, key = await _queued(sessions, service)
-    token = await queue.acquire(key)
-    assert token is not None
+    taken = await queue.take(key)  # another orchestrator holds the session, item claimed
+    assert taken is not None and taken.item.invocation_id == record.invocation_id
 
     assert await service.drain(key) is False  # someone else holds the session
     assert (await store.get("chat", record.invocation_id)).status is InvocationStatus.QUEUED
 
-    await queue.release(key, token)
+    await queue.release(key, taken.token)  # (its item stays claimed: the next holder runs it)
     assert await service.drain(key) is True
     assert (await store.get("chat", record.invocation_id)).status is InvocationStatus.COMPLETED
 
@@ -55,11 +55,12 @@ async def test_a_held_lease_blocks_other_orchestrators_until_released(parts):
 async def test_tokens_increase_and_release_needs_the_current_token(parts, redis_client):
     _, _, queue, _ = parts
     key = ("chat", "u", "s")
-    first = await queue.acquire(key)
+    await queue.push(key, WorkItem(kind="start", invocation_id="i-1"))  # the lease is kept
+    first = (await queue.take(key)).token
     await queue.release(key, "not-the-token")
-    assert await queue.acquire(key) is None
+    assert await queue.take(key) is None
     await queue.release(key, first)
-    second = await queue.acquire(key)
+    second = (await queue.take(key)).token
     assert int(second) > int(first)
     assert await queue.renew(key, second) and not await queue.renew(key, first)
 
@@ -67,10 +68,8 @@ async def test_tokens_increase_and_release_needs_the_current_token(parts, redis_
 async def test_work_left_in_progress_by_a_dead_holder_is_recovered(parts, redis_client):
     sessions, store, queue, service = parts
     record, key = await _queued(sessions, service)
-    dead_token = await queue.acquire(key)
-    claimed = await queue.claim_or_release(key, dead_token)  # took the item, then "died"
-    assert claimed == WorkItem(kind="start", invocation_id=record.invocation_id)
-    assert dead_token is not None
+    dead = await queue.take(key)  # took the item, then "died"
+    assert dead.item == WorkItem(kind="start", invocation_id=record.invocation_id)
     assert await service.drain(key) is False  # its lease still stands
 
     await redis_client.delete(_lease(key))  # the lease expires (its TTL ran out)
@@ -174,9 +173,10 @@ async def test_a_holder_that_lost_its_lease_cannot_append(parts, redis_client):
     sessions, _, queue, _ = parts
     session = await sessions.create_session(app_name="chat", user_id="u")
     key = ("chat", "u", session.id)
-    stale = await queue.acquire(key)
+    await queue.push(key, WorkItem(kind="start", invocation_id="e-1"))  # the lease is kept
+    stale = (await queue.take(key)).token
     await redis_client.delete(_lease(key))  # the lease expired...
-    fresh = await queue.acquire(key)  # ...and another orchestrator took it
+    fresh = (await queue.take(key)).token  # ...and another orchestrator took it
     assert fresh != stale
     with pytest.raises(StaleSessionError):
         await sessions.leased_writer(_lease(key), stale).append_event(
@@ -202,7 +202,7 @@ def test_an_orchestrator_that_died_holding_a_session_does_not_block_it(redis_url
         sync_redis.Redis.from_url(url).set(_lease(key), "999999", px=1500)
         invocation_id = client.enqueue("chat", "u", "hello", session_id=session.id)
         record = client.wait("chat", invocation_id, timeout=20,
-                             until=frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED}))
+                             until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
         assert simplify_all(client.events("chat", invocation_id))[-1] == ("agent", "reply to hello")
     finally:

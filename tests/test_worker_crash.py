@@ -18,8 +18,6 @@ from orchestrator.distributed.models import InvocationStatus
 from tests.apps_extra import APP_SPECS, gate_key, runs_key
 from tests.support.processes import stack_env, start_celery_process
 
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED})
-
 
 def test_a_job_whose_worker_was_killed_runs_again_and_is_answered_once(redis_url):
     url = redis_url.rsplit("/", 1)[0] + "/7"
@@ -55,7 +53,7 @@ def test_a_job_whose_worker_was_killed_runs_again_and_is_answered_once(redis_url
         assert again[1] == f"{second.pid} {call_id}"  # the same call, on the live worker
         check.lpush(gate_key(inv), "test")
 
-        record = client.wait("fragile", inv, timeout=20, until=FINISHED)
+        record = client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
         events = client.events("fragile", inv)
         responses = [r for e in events for r in e.get_function_responses()]

@@ -79,8 +79,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     A refused request (a malformed id or message, an answer for a call that is not
     pending) prints why on stderr and exits with status 2, without a traceback.
     """
-    from orchestrator.distributed.intake import RequestError
-    from orchestrator.distributed.stores import AnswerRejectedError
+    from orchestrator.errors import AnswerRejectedError, RequestError
 
     try:
         _main(argv)
@@ -243,11 +242,10 @@ def _follow(client: Client, args: argparse.Namespace, out: TextIO | None = None)
     0: completed (or paused, with ``--until-paused``); 1: failed or cancelled; 2: timed out.
     """
     from orchestrator.distributed.models import InvocationStatus
-    from orchestrator.distributed.streams import FINISHED, SETTLED
 
     out = out or sys.stdout
     printer = EventPrinter(out)
-    until = SETTLED if args.until_paused else FINISHED
+    until = InvocationStatus.SETTLED if args.until_paused else InvocationStatus.FINISHED
     last: InvocationStatus | None = None
     try:
         for item in client.follow(args.app_name, args.invocation_id, timeout=args.timeout,

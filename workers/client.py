@@ -18,7 +18,6 @@ from orchestrator import platform
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import connect, connect_sync
 from orchestrator.distributed.intake import (
-    PayloadError,
     check_identifier,
     check_json,
     check_optional_identifier,
@@ -28,6 +27,7 @@ from orchestrator.distributed.invocation_lists import DEFAULT_LIMIT, InvocationP
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, PendingCall
 from orchestrator.distributed.redis_stores import READ_RECORD, StatusWait
 from orchestrator.distributed.streams import RedisEventStream, StreamItem
+from orchestrator.errors import PayloadError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app, kwargs_repr
@@ -41,10 +41,10 @@ from workers.enqueue import (
 )
 from workers.runtime import Runtime
 
-SETTLED = frozenset({InvocationStatus.PAUSED, InvocationStatus.COMPLETED,
-                     InvocationStatus.FAILED, InvocationStatus.CANCELLED})
-FINISHED = frozenset({InvocationStatus.COMPLETED, InvocationStatus.FAILED,
-                      InvocationStatus.CANCELLED})
+SETTLED = InvocationStatus.SETTLED
+"""``InvocationStatus.SETTLED`` under a short name (the default ``until``)."""
+FINISHED = InvocationStatus.FINISHED
+"""``InvocationStatus.FINISHED`` under a short name (``until=FINISHED`` follows through pauses)."""
 
 
 class Client:
@@ -210,7 +210,7 @@ class Client:
         invocation_id: str,
         *,
         timeout: float | None = 60.0,
-        until: frozenset[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
     ) -> InvocationRecord:
         """Block until the invocation is paused or finished; TimeoutError after ``timeout``.
 
@@ -233,7 +233,7 @@ class Client:
         invocation_id: str,
         *,
         timeout: float | None = None,
-        until: Collection[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
         from_start: bool = True,
     ) -> AsyncIterator[StreamItem]:
         """``follow`` as an async iterator, on the caller's own event loop (see ``follow``)."""
@@ -253,14 +253,14 @@ class Client:
         invocation_id: str,
         *,
         timeout: float | None = None,
-        until: Collection[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
         from_start: bool = True,
     ) -> Iterator[StreamItem]:
         """Iterate over the invocation's live stream: its events and status changes.
 
         Replays from the invocation's start (``from_start``), then blocks for what comes
         next, wherever the invocation runs; partial chunks are included when it was enqueued
-        with ``streaming``. Ends after a terminal status, or after a status in ``until``
+        with ``streaming``. Ends after a finished status, or after a status in ``until``
         that is still current (default: paused; a replay goes past pauses the invocation has
         resumed from; pass ``FINISHED`` to follow through pauses), or raises TimeoutError
         after ``timeout`` seconds. Breaking out of the loop (or closing

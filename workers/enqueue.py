@@ -19,8 +19,6 @@ from redis.exceptions import NoScriptError
 from orchestrator import platform
 from orchestrator.distributed.intake import (
     Limits,
-    PayloadError,
-    RequestError,
     check_identifier,
     check_json,
     check_message,
@@ -31,6 +29,7 @@ from orchestrator.distributed.intake import (
 )
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
 from orchestrator.distributed.redis_queue import RedisSessionQueue
+from orchestrator.errors import PayloadError, RequestError
 from orchestrator.sessions.redis_session_scripts import check_created_if_absent
 from orchestrator.sessions.redis_session_service import RedisSessionService
 

@@ -28,6 +28,7 @@ from prometheus_client import Counter, Histogram, start_http_server
 
 from config import Settings, get_settings
 from orchestrator import observe
+from orchestrator.distributed.models import InvocationStatus
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +58,6 @@ WATCHDOG_ANSWERS = Counter(
     "adk_celery_watchdog_answers_total", "Calls the watchdog answered with an error: reason "
     "timeout (past its deadline) or gave_up (its worker died too often).", ["reason"])
 
-_TERMINAL = frozenset({"completed", "failed", "cancelled"})
-
 
 class PrometheusObserver:
     """The core's observer (:class:`orchestrator.observe.Observer`) writing the metrics above."""
@@ -74,7 +73,7 @@ class PrometheusObserver:
     def invocation_status(self, app: str, status: str, created_at: float) -> None:
         """Count a status change; time a finished invocation from its enqueueing."""
         STATUS_CHANGES.labels(app, status).inc()
-        if status in _TERMINAL:
+        if status in InvocationStatus.FINISHED:
             INVOCATION_SECONDS.labels(app, status).observe(max(0.0, time.time() - created_at))
 
 

@@ -23,11 +23,11 @@ from orchestrator.distributed.executor import (
     execute_tool_job,
     is_plain_sync_tool,
 )
-from orchestrator.distributed.intake import RequestError, check_identifier
+from orchestrator.distributed.intake import check_identifier
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.redis_jobs import job_digest
-from orchestrator.distributed.stores import AnswerRejectedError, SessionKey
-from orchestrator.errors import is_infrastructure_error
+from orchestrator.distributed.stores import SessionKey
+from orchestrator.errors import AnswerRejectedError, PayloadError, RequestError, is_infrastructure_error
 from workers.celery_app import (
     TASK_ANSWER,
     TASK_CANCEL,
@@ -37,7 +37,7 @@ from workers.celery_app import (
     TASK_RUN_TOOL,
 )
 from workers.celery_app import app as celery_app
-from workers.enqueue import PayloadError, check_size
+from workers.enqueue import check_size
 from workers.lifecycle import refused_here
 from workers.progress import ProgressPublisher
 from workers.runtime import Services, get_runtime

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 _DONE = object()
 
 
-def branch_for(ctx: InvocationContext, parallel: BaseAgent, sub: BaseAgent) -> str:
+def parallel_branch(ctx: InvocationContext, parallel: BaseAgent, sub: BaseAgent) -> str:
     """The branch of a parallel sub-agent: ``<parent branch.>parallel.sub``."""
     own = f"{parallel.name}.{sub.name}"
     return f"{ctx.branch}.{own}" if ctx.branch else own
@@ -49,7 +49,7 @@ class ParallelAgent(BaseAgent):
             if not (ctx.is_resumable and ctx.end_of_agents.get(sub.name))
         ]
         runs = [
-            sub.run_async(ctx.model_copy(update={"branch": branch_for(ctx, self, sub)}))
+            sub.run_async(ctx.model_copy(update={"branch": parallel_branch(ctx, self, sub)}))
             for sub in pending
         ]
         direct = {sub.name for sub in self.sub_agents}

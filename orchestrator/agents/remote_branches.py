@@ -16,9 +16,10 @@ from google.genai import types
 
 from orchestrator import failpoints, platform
 from orchestrator.agents.base_agent import BaseAgentState
-from orchestrator.agents.parallel_agent import branch_for
+from orchestrator.agents.parallel_agent import parallel_branch
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import AgentJob
+from orchestrator.errors import RemoteBranchError
 from orchestrator.events.event import Event
 from orchestrator.flows.contents import RUN_BRANCH, belongs_to_branch
 from orchestrator.flows.remote_calls import json_snapshot
@@ -27,10 +28,6 @@ if TYPE_CHECKING:
     from orchestrator.agents.base_agent import BaseAgent
     from orchestrator.agents.invocation_context import InvocationContext
     from orchestrator.sessions.session import Session
-
-
-class RemoteBranchError(RuntimeError):
-    """A branch failed on its worker; the invocation fails as it would in process."""
 
 
 def _dispatch_event(ctx: InvocationContext, agent: BaseAgent) -> Event | None:
@@ -67,7 +64,7 @@ async def _dispatch(
     calls = [
         types.FunctionCall(
             id=platform.new_function_call_id(), name=RUN_BRANCH,
-            args={"agent": sub.name, "branch": branch_for(ctx, agent, sub)},
+            args={"agent": sub.name, "branch": parallel_branch(ctx, agent, sub)},
         )
         for sub in subs
     ]

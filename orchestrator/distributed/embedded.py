@@ -44,9 +44,6 @@ from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from orchestrator.tools.base_tool import BaseTool
 
-TERMINAL = {InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED}
-SETTLED = TERMINAL | {InvocationStatus.PAUSED}
-
 
 class LocalTransport:
     """Runs remote-routed tool calls as asyncio tasks in this process."""
@@ -224,11 +221,11 @@ class EmbeddedRuntime:
 
     async def wait(
         self, app_name: str, invocation_id: str, *, timeout: float | None = None,
-        until: set[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
     ) -> InvocationRecord:
         """Wait until the invocation is paused or finished (or another status set)."""
         return await asyncio.wait_for(
-            self.store.wait_for(app_name, invocation_id, until), timeout
+            self.store.wait_for(app_name, invocation_id, set(until)), timeout
         )
 
     async def follow(
@@ -237,12 +234,12 @@ class EmbeddedRuntime:
         invocation_id: str,
         *,
         from_start: bool = True,
-        until: Collection[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
         timeout: float | None = None,
     ) -> AsyncIterator[StreamItem]:
         """Yield the invocation's events and status changes as they happen.
 
-        Partial chunks included, replayed from the invocation's start; stops at a terminal
+        Partial chunks included, replayed from the invocation's start; stops at a finished
         status, or at the current status if it is in ``until`` (default: paused; see
         :meth:`RedisEventStream.follow`). TimeoutError after ``timeout`` seconds.
         """

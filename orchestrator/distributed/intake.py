@@ -33,21 +33,8 @@ from typing import Any
 from google.genai import types
 
 from config import Settings
+from orchestrator.errors import PayloadError, RequestError
 from orchestrator.sessions.state import State
-
-
-class RequestError(ValueError):
-    """A request is malformed, too large or not allowed; ``field`` names what was wrong."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field = field
-        self.problem = problem
-
-
-class PayloadError(RequestError):
-    """A message, state delta, answer or tool result is malformed or too large."""
-
 
 _DEFAULT = Settings.model_fields  # one source for the defaults: the settings
 

@@ -22,13 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from orchestrator.distributed.intake import (
-    Limits,
-    RequestError,
-    check_identifier,
-    check_optional_identifier,
-)
+from orchestrator.distributed.intake import Limits, check_identifier, check_optional_identifier
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.errors import RequestError
 
 DEFAULT_LIMIT = 50
 """Records per page when the caller does not say."""

@@ -82,10 +82,6 @@ class CallLedger:
         waiting = self.open
         return [entry for cid, entry in self.calls.items() if cid in waiting]
 
-    def is_answered(self, call_id: str) -> bool:
-        """True if the log already holds an answer for ``call_id``."""
-        return call_id in self.answered
-
     def unanswered_in(self, event: Event) -> set[str]:
         """Ids of ``event``'s calls that have no answer in the log yet."""
         return {c.id for c in event.get_function_calls() if c.id and c.id not in self.answered}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -94,7 +94,12 @@ class ToolResult(_Wire):
 
 
 class InvocationStatus(str, enum.Enum):
-    """Lifecycle of an enqueued invocation."""
+    """Lifecycle of an enqueued invocation.
+
+    The sets of statuses the project speaks of are defined here only: :attr:`FINISHED`,
+    :attr:`SETTLED` and :attr:`LIVE` (iterate the enum and filter when the order matters: a
+    frozenset's order changes from one process to the next).
+    """
 
     QUEUED = "queued"
     RUNNING = "running"
@@ -103,11 +108,24 @@ class InvocationStatus(str, enum.Enum):
     FAILED = "failed"
     CANCELLED = "cancelled"
 
+    # Annotated, not assigned: a value here would become a member. Set below the class.
+    FINISHED: ClassVar[frozenset[InvocationStatus]]
+    """Completed, failed, cancelled: the invocation never runs again (a follow always stops)."""
+    SETTLED: ClassVar[frozenset[InvocationStatus]]
+    """Finished or paused: nothing happens until someone answers (the default ``until``)."""
+    LIVE: ClassVar[frozenset[InvocationStatus]]
+    """Queued, running, paused: not finished (the statuses the Redis index keeps)."""
+
     @property
-    def is_terminal(self) -> bool:
-        """Completed, failed and cancelled invocations never run again."""
-        return self in (InvocationStatus.COMPLETED, InvocationStatus.FAILED,
-                        InvocationStatus.CANCELLED)
+    def is_finished(self) -> bool:
+        """True for a status in :attr:`FINISHED`."""
+        return self in InvocationStatus.FINISHED
+
+
+InvocationStatus.FINISHED = frozenset(
+    {InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED})
+InvocationStatus.SETTLED = InvocationStatus.FINISHED | {InvocationStatus.PAUSED}
+InvocationStatus.LIVE = frozenset(InvocationStatus) - InvocationStatus.FINISHED
 
 
 class InvocationRecord(BaseModel):

@@ -52,7 +52,7 @@ _PUSH_ONLY = "local push_keys, push_args = 1, 1\n" + _PUSH
 # PUT_RESULT_SCRIPT, then (if stored) _PUSH: KEYS 3-4 and ARGV 5-9 as _PUSH's.
 _PUT_RESULT_AND_PUSH = PUT_RESULT_SCRIPT + "local push_keys, push_args = 3, 5\n" + _PUSH
 
-# Both lease scripts. KEYS: lease, fence counter, processing, queue. new_token() is nil
+# The start of the take script. KEYS: lease, fence counter, processing, queue. new_token() is nil
 # when the lease is held; else the next fencing token, after a previous holder's
 # in-progress items went back to the head of the queue (the caller sets the lease), which
 # counts as a takeover in redis_keys.stats (for metrics).
@@ -66,12 +66,6 @@ local function new_token()
 end
 local token = new_token()
 if not token then return false end
-"""
-
-# ARGV: ttl ms. Returns the new token or false (lease busy).
-_ACQUIRE = _NEW_TOKEN + """
-redis.call('SET', KEYS[1], token, 'PX', ARGV[1])
-return token
 """
 
 # ARGV: ttl ms, the hinted invocation id or '', the first event to read. Returns false
@@ -144,7 +138,6 @@ class RedisSessionQueue:
         """TTL of the records :meth:`claim_or_release` saves (as the store's)."""
         self._wakeups = wakeups
         """Where each push announces itself to orchestrators (None: the caller drains)."""
-        self._acquire = client.register_script(_ACQUIRE)
         self._take = client.register_script(_TAKE)
         self._push = client.register_script(_PUSH_ONLY)
         self._put_result_and_push = client.register_script(_PUT_RESULT_AND_PUSH)
@@ -237,15 +230,6 @@ class RedisSessionQueue:
         if session is not None:
             session.events[:0] = known.events
         return Taken(token, item, loaded._replace(session=session))
-
-    async def acquire(self, key: SessionKey) -> str | None:
-        """Take the lease (recovering a dead holder's leftovers); the fencing token or None."""
-        token = await self._acquire(
-            keys=[keys.session_lease(*key), keys.fence_counter(*key),
-                  keys.session_processing(*key), keys.session_queue(*key)],
-            args=[self._ttl_ms],
-        )
-        return str(token) if token else None
 
     async def renew(self, key: SessionKey, token: str) -> bool:
         """Extend the lease if still held."""

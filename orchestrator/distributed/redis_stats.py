@@ -16,6 +16,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from orchestrator import redis_keys as keys
+from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.wakeups import GROUP
 
 PRIORITY_SEPARATOR = "\x06\x16"
@@ -23,8 +24,10 @@ PRIORITY_SEPARATOR = "\x06\x16"
 PRIORITY_STEPS = (0, 3, 6, 9)
 """kombu's default priority steps (0: the list named as the queue)."""
 
-STUCK_STATUSES = ("queued", "running")
+STUCK_STATUSES = InvocationStatus.LIVE - {InvocationStatus.PAUSED}
 """Live statuses an invocation should not keep for long (a paused one may wait for days)."""
+_LIVE = [status.value for status in InvocationStatus if status in InvocationStatus.LIVE]
+"""The live statuses' names, in the enum's order (the order of the metrics' lines)."""
 
 
 @dataclass
@@ -36,7 +39,7 @@ class ClusterStats:
     stuck_invocations: dict[str, int] = field(default_factory=dict)
     """Of those queued or running, how many have not changed status for ``stuck_after`` s."""
     finished: dict[str, int] = field(default_factory=dict)
-    """Invocations that ended, by terminal status, since the counters began."""
+    """Invocations that ended, by finished status, since the counters began."""
     takeovers: int = 0
     """Sessions taken over with a previous holder's work still in progress."""
     queue_lengths: dict[str, int] = field(default_factory=dict)
@@ -66,7 +69,7 @@ async def read_cluster_stats(
     wake = keys.wake_stream(invocations_queue)
     watch = keys.job_watch(invocations_queue)
     async with client.pipeline(transaction=False) as pipe:
-        for status in keys.LIVE_STATUSES:
+        for status in _LIVE:
             index = keys.invocations_in(status)
             pipe.zremrangebyscore(index, "-inf", f"({expired_before}")
             pipe.zcard(index)
@@ -85,7 +88,7 @@ async def read_cluster_stats(
             raise reply
     stats = ClusterStats()
     position = 0
-    for status in keys.LIVE_STATUSES:
+    for status in _LIVE:
         _, count, stale = replies[position:position + 3]
         position += 3
         stats.invocations[status] = int(count)

@@ -7,11 +7,7 @@ from collections.abc import Iterable
 
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.apps.app import App
-from orchestrator.errors import AdkCeleryError
-
-
-class UnknownAppError(AdkCeleryError, LookupError):
-    """No app of that name is registered."""
+from orchestrator.errors import UnknownAppError
 
 
 def import_app(spec: str) -> App:

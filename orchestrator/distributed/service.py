@@ -5,7 +5,7 @@ the session's lease drains it, so one orchestrator at a time writes a session, i
 A run that ends with open long-running calls leaves the invocation ``paused``: it is then
 only data. Results of remote calls are stored under (invocation, call id); a ``resume``
 item appends them as function responses (one event per calling step, once every call of
-that step is answered; see :mod:`orchestrator.distributed.resume`) and continues the
+that step is answered; see :mod:`orchestrator.distributed.answer_events`) and continues the
 invocation in the agent that made the calls.
 """
 
@@ -22,6 +22,7 @@ from google.genai import types
 
 from orchestrator import failpoints, observe, platform
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
+from orchestrator.distributed.answer_events import Plan, plan_resume, run_config_for
 from orchestrator.distributed.intake import Limits, check_answer, check_identifier
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import (
@@ -32,7 +33,6 @@ from orchestrator.distributed.models import (
 )
 from orchestrator.distributed.redispatch import redispatch
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.distributed.resume import Plan, plan_resume, run_config_for
 from orchestrator.distributed.session_cache import SessionCache
 from orchestrator.distributed.stores import (
     AnswerRejectedError,
@@ -168,7 +168,7 @@ class InvocationService:
         record = await self.store.get(app_name, invocation_id)
         if record is None:
             raise AnswerRejectedError(f"Unknown invocation {invocation_id!r} of app {app_name!r}.")
-        if record.status.is_terminal:
+        if record.status.is_finished:
             raise AnswerRejectedError(
                 f"Invocation {invocation_id!r} is {record.status.value}; it takes no answers."
             )
@@ -279,7 +279,7 @@ class InvocationService:
         if record is None:
             logger.warning("Work item for unknown invocation %r dropped", item.invocation_id)
             return None, earlier
-        if record.status.is_terminal:
+        if record.status.is_finished:
             return None, earlier
         if item.kind == "cancel" or cancelled:
             return _ended(record, InvocationStatus.CANCELLED), earlier

@@ -11,14 +11,11 @@ from typing import NamedTuple, Protocol
 from orchestrator import platform
 from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery, Position, page_of
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
+from orchestrator.errors import AnswerRejectedError as AnswerRejectedError  # its former home
 from orchestrator.sessions.session import Session
 
 SessionKey = tuple[str, str, str]
 """(app_name, user_id, session_id)"""
-
-
-class AnswerRejectedError(ValueError):
-    """A call id that is unknown or already answered."""
 
 
 class InvocationStore(Protocol):
@@ -92,23 +89,18 @@ class SessionQueue(Protocol):
         """
         ...
 
-    async def acquire(self, key: SessionKey) -> str | None:
-        """Take the session's lease; returns a fencing token, or None if another holds it.
-
-        Taking the lease also puts back at the head of the queue whatever a previous holder
-        left in progress (it died before finishing it).
-        """
-        ...
-
     async def take(
         self, key: SessionKey, hint: str | None = None, known: Session | None = None
     ) -> Taken | None:
-        """:meth:`acquire` and :meth:`claim_or_release` in one step; None if the lease is busy.
+        """Take the session's lease and claim its first item; None if another holds the lease.
 
-        ``hint`` names the invocation the caller expects first; a queue that can read it in
-        the same step returns it as ``loaded``. ``known``: a copy of the session as stored
-        earlier (see :mod:`~orchestrator.distributed.session_cache`); such a queue then reads
-        only the events stored after it, and the whole session if it no longer starts so.
+        Taking the lease returns a fencing token and first puts back at the head of the queue
+        whatever a previous holder left in progress (it died before finishing it); an empty
+        queue releases the lease again at once (``item`` None). ``hint`` names the invocation
+        the caller expects first; a queue that can read it in the same step returns it as
+        ``loaded``. ``known``: a copy of the session as stored earlier (see
+        :mod:`~orchestrator.distributed.session_cache`); such a queue then reads only the
+        events stored after it, and the whole session if it no longer starts so.
         """
         ...
 
@@ -250,8 +242,13 @@ class InMemorySessionQueue:
         self._queues.setdefault(key, deque()).append(item)
         return True
 
-    async def acquire(self, key: SessionKey) -> str | None:
-        """Take the lease if free, putting a previous holder's leftovers back first."""
+    async def take(
+        self, key: SessionKey, hint: str | None = None, known: Session | None = None
+    ) -> Taken | None:
+        """Take the lease if free, then claim the first item (or release at once if none).
+
+        A previous holder's leftovers go back to the head of the queue first.
+        """
         if key in self._leases:
             return None
         token = str(next(self._tokens))
@@ -259,15 +256,6 @@ class InMemorySessionQueue:
         leftovers = self._in_progress.pop(key, [])
         if leftovers:
             self._queues.setdefault(key, deque()).extendleft(reversed(leftovers))
-        return token
-
-    async def take(
-        self, key: SessionKey, hint: str | None = None, known: Session | None = None
-    ) -> Taken | None:
-        """Acquire, then claim the first item (or release at once if there is none)."""
-        token = await self.acquire(key)
-        if token is None:
-            return None
         return Taken(token, await self.claim_or_release(key, token), None)
 
     async def renew(self, key: SessionKey, token: str) -> bool:

@@ -16,7 +16,7 @@ An invocation's stream holds, in order, two kinds of entries:
 Both are written by the process running the invocation, one after the other, so a follower
 sees a run's events before the status that ends it. :meth:`RedisEventStream.follow` reads the
 stream with ``XREAD BLOCK`` from its first entry (replay) or from now on, and stops at a
-terminal status, or at the current status if it is in ``until`` (``paused`` by default). A
+finished status, or at the current status if it is in ``until`` (``paused`` by default). A
 follower may start before the invocation does (it waits for the stream to appear) or after
 it finished (it replays everything, then the final status).
 
@@ -46,12 +46,6 @@ from orchestrator.sessions.redis_scopes import Mirror
 
 STREAM_MAXLEN = 5000
 """Approximate cap on the entries of one invocation's stream (``XADD MAXLEN ~``)."""
-
-FINISHED: frozenset[InvocationStatus] = frozenset(s for s in InvocationStatus if s.is_terminal)
-"""Terminal statuses (a follow always stops at one): as ``until``, follow through pauses."""
-
-SETTLED: frozenset[InvocationStatus] = FINISHED | {InvocationStatus.PAUSED}
-"""Default ``until`` of ``follow``: stop when the invocation is paused or finished."""
 
 _READ_COUNT = 500
 """Entries read per XREAD."""
@@ -121,7 +115,7 @@ class EventStream(Protocol):
         invocation_id: str,
         *,
         from_start: bool = True,
-        until: Collection[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
         timeout: float | None = None,
     ) -> AsyncIterator[StreamItem]:
         """The invocation's entries as they come, up to a status in ``until``."""
@@ -131,13 +125,13 @@ class EventStream(Protocol):
 def _ends_follow(item: StreamItem, until: Collection[InvocationStatus]) -> bool | None:
     """True: stop after ``item``. None: stop only if nothing follows it yet. False: go on.
 
-    A terminal status always ends a follow (nothing comes after it). A non-terminal one in
+    A finished status always ends a follow (nothing comes after it). An unfinished one in
     ``until`` (``paused``) ends it only while it is the latest entry: a replay goes past the
     pauses the invocation has since resumed from.
     """
     if item.kind != "status" or item.status is None:
         return False
-    if item.status.is_terminal:
+    if item.status.is_finished:
         return True
     return None if item.status in until else False
 
@@ -263,7 +257,7 @@ class RedisEventStream:
         invocation_id: str,
         *,
         from_start: bool = True,
-        until: Collection[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
         timeout: float | None = None,
         after: str | None = None,
     ) -> AsyncIterator[StreamItem]:
@@ -272,7 +266,7 @@ class RedisEventStream:
         ``from_start``: replay from the first entry (default), else only what comes next
         (but a stream that already ends with a status that would stop the follow yields just
         that status). ``after``: resume after that entry (a :attr:`StreamItem.entry_id`).
-        Stops after a terminal status, and after a status in ``until`` (default:
+        Stops after a finished status, and after a status in ``until`` (default:
         ``paused``) that is the latest entry when read, i.e. the invocation's current
         status. Raises TimeoutError when ``timeout`` seconds pass first. Entries of unknown
         kinds are skipped. Each item carries its ``entry_id``.
@@ -361,7 +355,7 @@ class InMemoryEventStream:
         invocation_id: str,
         *,
         from_start: bool = True,
-        until: Collection[InvocationStatus] = SETTLED,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
         timeout: float | None = None,
     ) -> AsyncIterator[StreamItem]:
         """Yield the invocation's events and status changes in order (see RedisEventStream)."""

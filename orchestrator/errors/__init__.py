@@ -1,4 +1,10 @@
-"""Errors raised by the runtime, named the way ADK names them."""
+"""Every exception class of the project, named the way ADK names them.
+
+The modules that raise them re-export the ones that lived there before (``RequestError`` in
+``orchestrator.distributed.intake``, ``AnswerRejectedError`` in ``orchestrator.distributed.stores``,
+...), and google-adk's module paths (``orchestrator.errors.session_not_found_error``, ...) hold
+theirs. Classes only, no imports: any module can import this one without a cycle.
+"""
 
 from __future__ import annotations
 
@@ -35,7 +41,64 @@ class StaleSessionError(AdkCeleryError, ValueError):
     """The session's lease was lost (expired or taken over): appending to it is refused."""
 
 
-_INFRASTRUCTURE_ERRORS: list[type[BaseException]] = [StaleSessionError]
+class UnknownAppError(AdkCeleryError, LookupError):
+    """No app of that name is registered."""
+
+
+# --- Bad input from outside (a client, the HTTP API, a Celery message) ------------------------
+
+
+class RequestError(ValueError):
+    """A request is malformed, too large or not allowed; ``field`` names what was wrong."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+class PayloadError(RequestError):
+    """A message, state delta, answer or tool result is malformed or too large."""
+
+
+class AnswerRejectedError(ValueError):
+    """A call id that is unknown or already answered."""
+
+
+# --- Remote work that failed -----------------------------------------------------------------
+
+
+class RemoteToolError(RuntimeError):
+    """A remote call failed outside its tool run; given to the orchestrator's error callbacks.
+
+    That is a deadline, a lost job or an oversized result: errors the worker's callbacks
+    never saw.
+    """
+
+
+class RemoteBranchError(RuntimeError):
+    """A branch failed on its worker; the invocation fails as it would in process."""
+
+
+# --- Models ----------------------------------------------------------------------------------
+
+
+class GeminiConfigurationError(ValueError):
+    """Raised when Gemini cannot be used because no API key is configured."""
+
+
+class ModelRequestsBlockedError(RuntimeError):
+    """Raised when a real model is called while model requests are blocked."""
+
+
+# --- Infrastructure: never an outcome of the invocation ---------------------------------------
+
+
+class FailpointError(ConnectionError):
+    """Raised by an ``error`` failpoint: stands for a Redis or broker connection error."""
+
+
+_INFRASTRUCTURE_ERRORS: list[type[BaseException]] = [StaleSessionError, FailpointError]
 
 
 def register_infrastructure_errors(*types: type[BaseException]) -> None:

@@ -12,7 +12,7 @@ from orchestrator.agents import callbacks as cb
 from orchestrator.agents.context import CallbackContext, ReadonlyContext, ToolContext
 from orchestrator.agents.run_config import StreamingMode
 from orchestrator.events.event import Event
-from orchestrator.flows import functions, resume, transfer
+from orchestrator.flows import functions, step_resume, transfer
 from orchestrator.flows.contents import build_contents
 from orchestrator.flows.instructions import inject_session_state
 from orchestrator.models.llm_request import LlmRequest
@@ -69,22 +69,22 @@ class LlmFlow:
             return _callable_tools(agent, groups)
 
         # Work owed from earlier in this invocation comes before the model call.
-        async for event in resume.answer_confirmations(ctx, callable_tools):
+        async for event in step_resume.answer_confirmations(ctx, callable_tools):
             yield event
             if event.is_final_response():
                 step.stop = True
                 return
         recovering = ctx.take_recovery()
         if ctx.is_resumable or recovering:
-            decision = resume.decide_step_resume(ctx, agent.name, recovering=recovering)
-            if decision.action is resume.ResumeAction.DONE:
+            decision = step_resume.decide_step_resume(ctx, agent.name, recovering=recovering)
+            if decision.action is step_resume.ResumeAction.DONE:
                 step.stop = True
                 return
-            if decision.action is resume.ResumeAction.PAUSE:
+            if decision.action is step_resume.ResumeAction.PAUSE:
                 ctx.mark_paused(agent.name)
                 step.stop = True
                 return
-            if decision.action is resume.ResumeAction.REPLAY_CALLS:
+            if decision.action is step_resume.ResumeAction.REPLAY_CALLS:
                 assert decision.call_event is not None
                 async for event in functions.handle_function_calls(
                     ctx, decision.call_event, callable_tools(), only_ids=decision.call_ids

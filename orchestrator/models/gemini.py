@@ -14,15 +14,12 @@ from google.genai import types
 from pydantic import PrivateAttr, SecretStr
 
 from config.settings import get_settings
+from orchestrator.errors import GeminiConfigurationError
 from orchestrator.models.base_llm import BaseLlm
 from orchestrator.models.guard import check_model_requests_allowed
 from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
 from orchestrator.models.registry import LLMRegistry
-
-
-class GeminiConfigurationError(ValueError):
-    """Raised when Gemini cannot be used because no API key is configured."""
 
 
 class _ClientCache:

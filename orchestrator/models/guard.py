@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
+from orchestrator.errors import ModelRequestsBlockedError
+
 _allowed = True
-
-
-class ModelRequestsBlockedError(RuntimeError):
-    """Raised when a real model is called while model requests are blocked."""
 
 
 def set_model_requests_allowed(allowed: bool) -> None:

@@ -15,9 +15,6 @@ from orchestrator.distributed.registry import AppRegistry
 from tests.apps import ALL_APPS, APP_SPECS
 from tests.support.processes import stack_env, start_celery_process
 
-FINISHED = {InvocationStatus.COMPLETED, InvocationStatus.FAILED, InvocationStatus.CANCELLED}
-SETTLED = FINISHED | {InvocationStatus.PAUSED}
-
 
 class EmbeddedBackend:
     def __init__(self) -> None:
@@ -30,7 +27,7 @@ class EmbeddedBackend:
         return await self.rt.enqueue(app_name=app, user_id=user, session_id=session_id,
                                      new_message=message)
 
-    async def wait(self, app: str, inv: str, until=SETTLED):
+    async def wait(self, app: str, inv: str, until=InvocationStatus.SETTLED):
         return await self.rt.wait(app, inv, timeout=20, until=until)
 
     async def events(self, app: str, inv: str):
@@ -53,7 +50,7 @@ class CeleryBackend:
     async def enqueue(self, app: str, user: str, message: Any, session_id: str | None = None) -> str:
         return await asyncio.to_thread(self.client.enqueue, app, user, message, session_id=session_id)
 
-    async def wait(self, app: str, inv: str, until=SETTLED):
+    async def wait(self, app: str, inv: str, until=InvocationStatus.SETTLED):
         return await asyncio.to_thread(self.client.wait, app, inv, timeout=30, until=frozenset(until))
 
     async def events(self, app: str, inv: str):

@@ -254,7 +254,7 @@ async def _run_events(backend: Backend, record: Any, partial: bool,
                     final = await backend.record(record.app_name, record.invocation_id)
                     yield RuntimeError(final.error or "the invocation failed")
                     return
-                elif item.status is not None and item.status.is_terminal:
+                elif item.status is not None and item.status.is_finished:
                     return
                 elif item.status is InvocationStatus.PAUSED:
                     paused = True
@@ -268,7 +268,7 @@ async def _waits_for_outside(backend: Backend, record: Any) -> bool:
     """True if the invocation is paused and a call it waits for has no job running."""
     current = await backend.record(record.app_name, record.invocation_id)
     if current.status is not InvocationStatus.PAUSED:
-        return current.status.is_terminal
+        return current.status.is_finished
     services = await backend.services()
     calls = await services.store.pending_details(current)
     results = (await services.store.load(record.app_name, record.invocation_id)).results

@@ -17,7 +17,7 @@ from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.stores import AnswerRejectedError
-from orchestrator.distributed.streams import SETTLED, StreamItem
+from orchestrator.distributed.streams import StreamItem
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.api.security import Access
@@ -90,7 +90,7 @@ class Backend:
         return session
 
     async def follow(
-        self, record: InvocationRecord, *, until: frozenset[InvocationStatus] = SETTLED,
+        self, record: InvocationRecord, *, until: frozenset[InvocationStatus] = InvocationStatus.SETTLED,
         after: str | None = None, timeout: float | None = None,
     ) -> AsyncIterator[StreamItem]:
         """The invocation's live stream (replayed from its start, or after ``after``).

@@ -12,7 +12,6 @@ from fastapi import APIRouter, Header, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.distributed.streams import FINISHED, SETTLED
 from workers.api.adk_routes import _Camel, checked
 from workers.api.backend import Backend, event_json, record_json, sse
 
@@ -102,9 +101,10 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
         raise HTTPException(422, "Last-Event-ID: not an id this stream sent")
     record = await backend.record(app_name, invocation_id)
 
+    stop_at = InvocationStatus.FINISHED if until == "finished" else InvocationStatus.SETTLED
+
     async def frames() -> AsyncIterator[str]:
-        async for item in backend.follow(record, after=last_event_id,
-                                         until=FINISHED if until == "finished" else SETTLED):
+        async for item in backend.follow(record, after=last_event_id, until=stop_at):
             if item.event is not None:
                 yield sse(event_json(item.event), event="event", entry_id=item.entry_id)
             elif item.status is not None:
@@ -134,7 +134,7 @@ async def cancel(request: Request, app_name: str, invocation_id: str) -> dict[st
     """Ask for the invocation to be cancelled (queued, running or paused)."""
     backend = checked(request, app_name, ("invocation_id", invocation_id))
     record = await backend.record(app_name, invocation_id)
-    if record.status.is_terminal:
+    if record.status.is_finished:
         raise HTTPException(409, f"invocation {invocation_id!r} is {record.status.value}")
     services = await backend.services()
     await services.service.cancel(app_name, invocation_id)

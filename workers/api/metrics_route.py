@@ -24,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from config import Settings
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.llm_agent import LlmAgent
+from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.redis_stats import ClusterStats, read_cluster_stats
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.transport import QUEUE_METADATA_KEY
@@ -99,8 +100,9 @@ class _Snapshot:
         finished = CounterMetricFamily(
             "adk_celery_invocations_finished", "Invocations that ended, by final status.",
             labels=["status"])
-        for status in ("completed", "failed", "cancelled"):
-            finished.add_metric([status], stats.finished.get(status, 0))
+        for status in InvocationStatus:  # in the enum's order, not the set's
+            if status.is_finished:
+                finished.add_metric([status.value], stats.finished.get(status.value, 0))
         yield finished
         yield CounterMetricFamily(
             "adk_celery_lease_takeovers", "Sessions an orchestrator took over with work a "

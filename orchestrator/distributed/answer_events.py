@@ -22,6 +22,7 @@ from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.agents.run_config import RunConfig, StreamingMode
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import InvocationRecord, ToolResult
+from orchestrator.errors import RemoteToolError
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.flows import tool_callbacks
@@ -32,14 +33,6 @@ from orchestrator.sessions.session import Session
 
 if TYPE_CHECKING:
     from orchestrator.distributed.service import InvocationService
-
-
-class RemoteToolError(RuntimeError):
-    """A remote call failed outside its tool run; given to the orchestrator's error callbacks.
-
-    That is a deadline, a lost job or an oversized result: errors the worker's callbacks
-    never saw.
-    """
 
 
 @dataclass
