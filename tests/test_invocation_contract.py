@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.errors import AnswerRejectedError
+from orchestrator.errors import AnswerRejectedError, RequestError
 from tests.support.backends import CeleryBackend
 from tests.support.events import simplify_all
 
@@ -91,6 +91,30 @@ async def test_pending_call_answered_from_outside(backend):
         ("user", ("response", "request_approval", {"approved": True})),
         ("agent", "approval: {'approved': True}"),
     ]
+
+
+async def test_custom_metadata_reaches_every_event_also_after_a_pause(backend):
+    """``custom_metadata`` of the enqueue, as ``RunConfig.custom_metadata`` in process."""
+    inv = await backend.enqueue("approval", "u", "pay", custom_metadata={"ticket": "T-1"})
+    record = await backend.wait("approval", inv)
+    assert record.status is InvocationStatus.PAUSED, record.error
+    await backend.answer("approval", inv, record.pending_calls[0], {"approved": True})
+    record = await backend.wait("approval", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("approval", inv)
+    assert len(events) == 4  # the message, the call, the outside answer, the final text
+    assert [e.custom_metadata for e in events] == [{"ticket": "T-1"}] * 4
+
+
+async def test_custom_metadata_that_is_not_an_object_is_refused_naming_it(backend):
+    try:
+        inv = await backend.enqueue("approval", "u", "pay", custom_metadata=["not", "a", "map"])
+    except RequestError as error:  # in process: refused before anything is stored
+        assert "custom_metadata" in str(error)
+        return
+    record = await backend.wait("approval", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.FAILED and "custom_metadata" in record.error
+    assert await backend.events("approval", inv) == []
 
 
 async def test_tool_error_on_a_worker_is_a_response_the_model_reads(backend):

@@ -107,12 +107,15 @@ class Client:
         state_delta: dict[str, Any] | None = None,
         invocation_id: str | None = None,
         streaming: bool = False,
+        custom_metadata: dict[str, Any] | None = None,
     ) -> str:
         """Queue a message for a session (a new session when ``session_id`` is None).
 
         Returns the invocation id once the invocation is recorded and queued; it runs on an
         orchestrator. ``streaming`` runs the model with SSE streaming, so :meth:`follow` also
-        sees the partial chunks of each answer. A malformed message or state delta makes a
+        sees the partial chunks of each answer. ``custom_metadata`` (a JSON object) is merged
+        into every event of the invocation, as ``RunConfig.custom_metadata`` does in process.
+        A malformed message, state delta or metadata makes a
         failed invocation whose error says what was wrong; a malformed app name, user,
         session or invocation id raises RequestError (a ValueError; nothing is stored).
         Enqueueing again with the same ``invocation_id`` is a no-op (RequestError if another
@@ -132,6 +135,8 @@ class Client:
         }
         if streaming:
             kwargs["streaming"] = True
+        if custom_metadata is not None:
+            kwargs["custom_metadata"] = custom_metadata
         if self._via_celery:
             self._celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=self._settings.invocations_queue,
                                    argsrepr="()", kwargsrepr=kwargs_repr(kwargs))

@@ -19,6 +19,7 @@ from redis.exceptions import NoScriptError
 from orchestrator import platform
 from orchestrator.distributed.intake import (
     Limits,
+    check_custom_metadata,
     check_identifier,
     check_json,
     check_message,
@@ -34,7 +35,7 @@ from orchestrator.sessions.redis_session_scripts import check_created_if_absent
 from orchestrator.sessions.redis_session_service import RedisSessionService
 
 _KNOWN_FIELDS = frozenset({"app_name", "user_id", "session_id", "invocation_id", "new_message",
-                           "state_delta", "create_session", "streaming"})
+                           "state_delta", "create_session", "streaming", "custom_metadata"})
 
 
 def prepare_invocation(
@@ -74,12 +75,15 @@ def prepare_invocation(
         message = parse_message(raw_message)
         record.new_message = message.model_dump(mode="json", exclude_none=True) if message else None
         record.state_delta = check_state_delta(kwargs.get("state_delta"), limits)
-        check_size({"new_message": record.new_message, "state_delta": record.state_delta},
-                   limits.max_payload_bytes, "new_message and state_delta")
+        record.custom_metadata = check_custom_metadata(kwargs.get("custom_metadata"), limits)
+        check_size({"new_message": record.new_message, "state_delta": record.state_delta,
+                    "custom_metadata": record.custom_metadata},
+                   limits.max_payload_bytes, "new_message, state_delta and custom_metadata")
     except RequestError as error:
         record.status = InvocationStatus.FAILED
         record.error = f"{type(error).__name__}: {error}"
-        record.new_message = record.state_delta = None  # refused: none of it is kept
+        # Refused: none of it is kept.
+        record.new_message = record.state_delta = record.custom_metadata = None
     return record, bool(create_session or session_id is None)
 
 

@@ -219,5 +219,13 @@ async def _recover_remote_error(
 
 
 def run_config_for(record: InvocationRecord) -> RunConfig | None:
-    """SSE streaming for invocations that asked for it, so their chunks reach the stream."""
-    return RunConfig(streaming_mode=StreamingMode.SSE) if record.streaming else None
+    """The run's config (None if it would be the default one).
+
+    SSE streaming if asked for (so the chunks reach the stream), and the caller's
+    ``custom_metadata``.
+    """
+    if not record.streaming and not record.custom_metadata:
+        return None
+    return RunConfig(
+        streaming_mode=StreamingMode.SSE if record.streaming else StreamingMode.NONE,
+        custom_metadata=record.custom_metadata)

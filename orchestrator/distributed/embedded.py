@@ -18,6 +18,7 @@ from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
 from orchestrator.distributed.executor import execute_agent_job, execute_tool_job
 from orchestrator.distributed.intake import (
+    check_custom_metadata,
     check_identifier,
     check_message,
     check_optional_identifier,
@@ -182,6 +183,7 @@ class EmbeddedRuntime:
         new_message: types.Content | str | None = None,
         state_delta: dict[str, Any] | None = None,
         streaming: bool = False,
+        custom_metadata: dict[str, Any] | None = None,
     ) -> str:
         """Queue a message for a session (created when ``session_id`` is None); return the id.
 
@@ -199,6 +201,7 @@ class EmbeddedRuntime:
         if new_message is not None:
             check_message(new_message)  # answers go through answer(), which checks them
         check_state_delta(state_delta, limits)
+        check_custom_metadata(custom_metadata, limits)
         if session_id is None:
             session = await self.session_service.create_session(app_name=app_name, user_id=user_id)
             session_id = session.id
@@ -210,6 +213,7 @@ class EmbeddedRuntime:
             new_message=new_message.model_dump(mode="json", exclude_none=True) if new_message else None,
             state_delta=state_delta,
             streaming=streaming,
+            custom_metadata=custom_metadata,
         )
         await self.service.submit(record)
         self._wake((app_name, user_id, session_id))

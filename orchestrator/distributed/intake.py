@@ -103,6 +103,16 @@ def check_optional_identifier(field: str, value: Any, limits: Limits) -> str | N
     return check_identifier(field, value, limits)
 
 
+def check_custom_metadata(value: Any, limits: Limits) -> dict[str, Any] | None:
+    """``custom_metadata`` of an enqueue: None, or a JSON object (PayloadError otherwise)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise PayloadError("custom_metadata", f"must be a JSON object, not {type(value).__name__}.")
+    check_json("custom_metadata", value, limits)
+    return value
+
+
 def check_json(field: str, value: Any, limits: Limits) -> None:
     """Raise PayloadError if ``value`` is not plain JSON within the nesting limit.
 

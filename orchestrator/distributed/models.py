@@ -147,6 +147,8 @@ class InvocationRecord(BaseModel):
     state_delta: dict[str, Any] | None = None
     streaming: bool = False
     """Run with SSE streaming, so partial chunks reach the live event stream."""
+    custom_metadata: dict[str, Any] | None = None
+    """``RunConfig.custom_metadata`` of the run: merged into every event of the invocation."""
     pending_calls: list[str] = Field(default_factory=list)
     """Function-call ids the paused invocation waits for."""
     pending_tools: dict[str, str] = Field(default_factory=dict)

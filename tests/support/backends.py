@@ -23,9 +23,10 @@ class EmbeddedBackend:
     async def create_session(self, app: str, user: str) -> str:
         return (await self.rt.session_service.create_session(app_name=app, user_id=user)).id
 
-    async def enqueue(self, app: str, user: str, message: Any, session_id: str | None = None) -> str:
+    async def enqueue(self, app: str, user: str, message: Any, session_id: str | None = None,
+                      **options: Any) -> str:
         return await self.rt.enqueue(app_name=app, user_id=user, session_id=session_id,
-                                     new_message=message)
+                                     new_message=message, **options)
 
     async def wait(self, app: str, inv: str, until=InvocationStatus.SETTLED):
         return await self.rt.wait(app, inv, timeout=20, until=until)
@@ -47,8 +48,10 @@ class CeleryBackend:
     async def create_session(self, app: str, user: str) -> str:
         return (await asyncio.to_thread(self.client.create_session, app, user)).id
 
-    async def enqueue(self, app: str, user: str, message: Any, session_id: str | None = None) -> str:
-        return await asyncio.to_thread(self.client.enqueue, app, user, message, session_id=session_id)
+    async def enqueue(self, app: str, user: str, message: Any, session_id: str | None = None,
+                      **options: Any) -> str:
+        return await asyncio.to_thread(self.client.enqueue, app, user, message,
+                                       session_id=session_id, **options)
 
     async def wait(self, app: str, inv: str, until=InvocationStatus.SETTLED):
         return await asyncio.to_thread(self.client.wait, app, inv, timeout=30, until=frozenset(until))
