@@ -40,6 +40,7 @@ def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        await backend.aclose()
         backend.close()
 
     app = FastAPI(title="adk-celery", version=_version(), lifespan=lifespan,

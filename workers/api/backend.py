@@ -1,11 +1,13 @@
 """What the HTTP routes stand on: the apps' descriptions, Redis services, and the JSON forms.
 
 The server never runs an agent: a run is enqueued exactly as ``Client.enqueue`` does and
-followed on the invocation's live stream. The apps are imported only to describe them.
+followed on the invocation's live stream, through the process's one stream reader
+(:mod:`workers.api.stream_hub`). The apps are imported only to describe them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,18 +15,22 @@ from typing import Any
 from fastapi import HTTPException
 
 from config import Settings
+from orchestrator import redis_keys as keys
 from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.stores import AnswerRejectedError
-from orchestrator.distributed.streams import SETTLED, StreamItem
+from orchestrator.distributed.streams import SETTLED
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.api.security import Access
+from workers.api.stream_hub import LiveItem, StreamHub
 from workers.runtime import Runtime, Services
 
 _CONNECTIONS = 10_000
-"""Redis connections one server process may open (redis-py's asyncio pool allows 100)."""
+"""Redis connections one server process may open (redis-py's asyncio pool allows 100, and
+refuses a command past that instead of waiting): each request in flight holds one during a
+command. Followers hold none: the stream reader has its own."""
 
 
 class Backend:
@@ -35,15 +41,28 @@ class Backend:
         self.access = Access.from_settings(settings)
         self.registry = AppRegistry.from_specs(settings.app_specs())
         self.runtime = Runtime(settings, load_apps=False)
+        self._hub: StreamHub | None = None
 
     async def services(self) -> Services:
         """The Redis services of the server's event loop."""
         services = await self.runtime.services()
         pool = services.redis.connection_pool
         if pool.max_connections < _CONNECTIONS:
-            # Every open /run, /run_sse or follow holds a connection in a blocking read.
             pool.max_connections = _CONNECTIONS
         return services
+
+    async def hub(self) -> StreamHub:
+        """The stream reader of the server's event loop (started on first use)."""
+        if self._hub is None or self._hub.loop is not asyncio.get_running_loop():
+            services = await self.services()
+            self._hub = StreamHub(self.settings.redis_url or "", services.redis)
+        return self._hub
+
+    async def aclose(self) -> None:
+        """Stop the stream reader (on the server's loop, as it shuts down)."""
+        if self._hub is not None:
+            hub, self._hub = self._hub, None
+            await hub.aclose()
 
     def close(self) -> None:
         """Close the Redis connections."""
@@ -80,6 +99,12 @@ class Backend:
             raise HTTPException(404, f"no invocation {invocation_id!r} of app {app_name!r}")
         return record
 
+    async def require_session(self, app_name: str, user_id: str, session_id: str) -> None:
+        """404 ``Session not found`` (ADK's words) unless the session exists (no read of it)."""
+        services = await self.services()
+        if not await services.redis.exists(keys.session(app_name, user_id, session_id)):
+            raise HTTPException(404, "Session not found")
+
     async def session(self, app_name: str, user_id: str, session_id: str) -> Session:
         """The session; 404 ``Session not found`` (ADK's words) if there is none."""
         services = await self.services()
@@ -92,16 +117,14 @@ class Backend:
     async def follow(
         self, record: InvocationRecord, *, until: frozenset[InvocationStatus] = SETTLED,
         after: str | None = None, timeout: float | None = None,
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncIterator[LiveItem]:
         """The invocation's live stream (replayed from its start, or after ``after``).
 
         TimeoutError if ``timeout`` seconds pass before it ends.
         """
-        services = await self.services()
-        assert services.events is not None
-        async for item in services.events.follow(
-            record.app_name, record.invocation_id, until=until, after=after, timeout=timeout,
-        ):
+        hub = await self.hub()
+        async for item in hub.follow(record.app_name, record.invocation_id, until=until,
+                                     after=after, timeout=timeout):
             yield item
 
 
