@@ -56,6 +56,10 @@ def _position(entry_id: str) -> tuple[int, int]:
     return int(milliseconds), int(sequence or 0)
 
 
+def _at(watch: Watch) -> tuple[int, int]:
+    return watch.position
+
+
 class LiveItem:
     """One entry of an invocation's live stream, as :class:`StreamItem` but parsed on demand.
 
@@ -64,14 +68,15 @@ class LiveItem:
     """
 
     __slots__ = ("_event", "_event_json", "_record", "_record_json", "_wire", "entry_id", "kind",
-                 "partial", "progress", "status")
+                 "partial", "position", "progress", "status")
 
     def __init__(self, entry_id: str, kind: Literal["event", "status", "progress"], *,
                  event_json: str | None = None, partial: bool = False,
                  status: InvocationStatus | None = None, record_json: str | None = None,
                  progress: Progress | None = None) -> None:
         self.entry_id = entry_id
-        """Its position in the stream, to resume after it."""
+        """Its id in the stream, to resume after it."""
+        self.position = _position(entry_id)
         self.kind = kind
         self.partial = partial
         """True for a streaming chunk (never stored in the session)."""
@@ -136,17 +141,16 @@ class Watch:
         self._error: BaseException | None = None
         self._ready = asyncio.Event()
 
-    def deliver(self, items: list[LiveItem], last_id: str | None, at_end: bool) -> None:
+    def deliver(self, items: list[LiveItem], last_id: str | None, last: tuple[int, int] | None,
+                at_end: bool) -> None:
         """Entries read from this watch's position or before: keep those past it.
 
-        ``last_id``: the last entry read (unknown kinds included); ``at_end``: the read
-        reached the end of the stream.
+        ``last_id``: the last entry read (unknown kinds included), at position ``last``;
+        ``at_end``: the read reached the end of the stream.
         """
-        for item in items:
-            if _position(item.entry_id) > self.position:
-                self._items.append(item)
-        if last_id is not None and _position(last_id) > self.position:
-            self.last_id, self.position = last_id, _position(last_id)
+        if last is not None and last > self.position:
+            self._items += [item for item in items if item.position > self.position]
+            self.last_id, self.position = last_id or self.last_id, last  # last_id is set with last
         self._at_end = at_end
         if self._items or (at_end and not self._end_seen):
             self._ready.set()
@@ -177,11 +181,15 @@ class Watch:
 class StreamHub:
     """The process's one reader of live streams (see the module docstring); one per event loop.
 
-    ``nudger``: a client of the server's own pool, to wake the reader with.
+    ``nudger``: a client of the server's own pool, to wake the reader with. ``block_ms`` and
+    ``read_count`` bound one read (its wait and its entries per stream).
     """
 
-    def __init__(self, redis_url: str, nudger: aioredis.Redis) -> None:
+    def __init__(self, redis_url: str, nudger: aioredis.Redis, *, block_ms: int = _BLOCK_MS,
+                 read_count: int = _READ_COUNT) -> None:
         self.loop = asyncio.get_running_loop()
+        self._block_ms = block_ms
+        self._read_count = read_count
         self._reader = connect(redis_url)  # its one connection blocks in XREAD
         self._nudger = nudger
         self._wake_key = keys.api_wake(uuid.uuid4().hex)
@@ -253,10 +261,11 @@ class StreamHub:
     async def aclose(self) -> None:
         """Stop reading; followers still waiting get an error."""
         for task in (self._task, *self._nudges):
-            if task is not None:
+            # Python 3.11's wait_for (redis-py sends through it) can swallow a cancellation
+            # that lands as its inner step completes: cancel until the task is done.
+            while task is not None and not task.done():
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await asyncio.wait({task}, timeout=0.1)
         self._fail_all(RuntimeError("The server is shutting down."))
         await self._reader.aclose()
 
@@ -273,15 +282,15 @@ class StreamHub:
         while True:
             starts = {self._wake_key: self._wake_last}
             for key, followers in self._watches.items():
-                starts[key] = min((w.last_id for w in followers), key=_position)
+                starts[key] = min(followers, key=_at).last_id
             asked_more, self._more = self._more, set()
             # A stream cut at the count is read on at once: whether its end was reached
             # decides whether a pause ends a follow.
-            block = None if asked_more else _BLOCK_MS
+            block = None if asked_more else self._block_ms
             self._nudged = False
             self._blocked = block is not None
             try:
-                reply = await self._reader.xread(starts, count=_READ_COUNT, block=block)
+                reply = await self._reader.xread(starts, count=self._read_count, block=block)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # Redis gone past the client's retries
@@ -298,7 +307,7 @@ class StreamHub:
             if key == self._wake_key:
                 self._wake_last = entries[-1][0]
                 continue
-            at_end = len(entries) < _READ_COUNT
+            at_end = len(entries) < self._read_count
             if not at_end:
                 self._more.add(key)
             items = [item for entry_id, fields in entries
@@ -311,10 +320,11 @@ class StreamHub:
     def _deliver(self, key: str, start: str, items: list[LiveItem], last_id: str | None,
                  at_end: bool) -> None:
         begin = _position(start)
+        last = None if last_id is None else _position(last_id)
         for watch in list(self._watches.get(key, ())):
             # A watch that joined behind this read's start is served by the next read.
             if watch.position >= begin:
-                watch.deliver(items, last_id, at_end)
+                watch.deliver(items, last_id, last, at_end)
 
     def _fail_all(self, error: BaseException) -> None:
         for followers in self._watches.values():
