@@ -214,7 +214,8 @@ async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, 
     """
     backend = checked(request, body.app_name, ("user_id", body.user_id),
                       ("session_id", body.session_id))
-    await backend.require_session(body.app_name, body.user_id, body.session_id)  # 404 first, as ADK
+    # A session that does not exist is a 404, as in ADK: the answer path reads the session,
+    # the enqueue checks it in its own round trip.
     responses = answer_messages.function_responses(body.new_message)
     if responses is not None and not body.state_delta:
         record, after = await answer_messages.answer(
@@ -224,7 +225,7 @@ async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, 
         "app_name": body.app_name, "user_id": body.user_id, "session_id": body.session_id,
         "new_message": body.new_message, "state_delta": body.state_delta,
         "streaming": body.streaming, "invocation_id": body.invocation_id,
-    })
+    }, session_must_exist=True)
     if record.status is InvocationStatus.FAILED:  # refused at intake: nothing ran
         raise HTTPException(422, record.error or "the request was refused")
     return backend, record, None

@@ -15,12 +15,12 @@ from typing import Any
 from fastapi import HTTPException
 
 from config import Settings
-from orchestrator import redis_keys as keys
 from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.stores import AnswerRejectedError
 from orchestrator.distributed.streams import SETTLED
+from orchestrator.errors import SessionNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.api.security import Access
@@ -68,12 +68,20 @@ class Backend:
         """Close the Redis connections."""
         self.runtime.close()
 
-    async def enqueue(self, fields: dict[str, Any]) -> InvocationRecord:
-        """Record and queue an invocation (the checks of every door); 422 if refused."""
+    async def enqueue(self, fields: dict[str, Any], *, session_must_exist: bool = False
+                      ) -> InvocationRecord:
+        """Record and queue an invocation (the checks of every door); 422 if refused.
+
+        ``session_must_exist``: 404 ``Session not found`` (nothing queued) for a session that
+        does not exist, checked in the enqueue's own round trip.
+        """
         try:
-            record, _ = await self.runtime.submit_invocation(fields)
+            record, _ = await self.runtime.submit_invocation(
+                fields, session_must_exist=session_must_exist)
         except RequestError as error:
             raise HTTPException(422, str(error)) from None
+        except SessionNotFoundError:
+            raise HTTPException(404, "Session not found") from None
         return record
 
     async def answer(self, app_name: str, invocation_id: str, function_call_id: str,
@@ -98,12 +106,6 @@ class Backend:
         if record is None:
             raise HTTPException(404, f"no invocation {invocation_id!r} of app {app_name!r}")
         return record
-
-    async def require_session(self, app_name: str, user_id: str, session_id: str) -> None:
-        """404 ``Session not found`` (ADK's words) unless the session exists (no read of it)."""
-        services = await self.services()
-        if not await services.redis.exists(keys.session(app_name, user_id, session_id)):
-            raise HTTPException(404, "Session not found")
 
     async def session(self, app_name: str, user_id: str, session_id: str) -> Session:
         """The session; 404 ``Session not found`` (ADK's words) if there is none."""
