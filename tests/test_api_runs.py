@@ -60,9 +60,16 @@ async def checks(backend, monkeypatch):
     return looked
 
 
-def _run(backend: Backend, *, partial: bool = False) -> asyncio.Task[list[Any]]:
+@pytest.fixture(params=["live", "at the end"])
+def live(request) -> bool:
+    """/run_sse hands events out as they come, /run reads them when the run ends."""
+    return request.param == "live"
+
+
+def _run(backend: Backend, live: bool, *, partial: bool = False) -> asyncio.Task[list[Any]]:
     async def collect() -> list[Any]:
-        return [item async for item in runs.run_events(backend, _record(), partial=partial)]
+        return [item async for item in runs.run_events(backend, _record(), partial=partial,
+                                                       live=live)]
 
     return asyncio.create_task(asyncio.wait_for(collect(), GUARD))
 
@@ -97,14 +104,14 @@ async def _resume_and_complete(pair: _Pair) -> list[Event]:
     return [answer, final]
 
 
-async def test_a_pause_while_a_worker_runs_the_call_is_not_the_end(backend, pair, checks):
+async def test_a_pause_while_a_worker_runs_the_call_is_not_the_end(backend, pair, checks, live):
     shown = await _start_and_pause(pair, job_out=True)
     # The record already says completed while the stream still ends with the pause (the
     # stream is read behind the record): the run must read on, not stop there.
     done = _record()
     done.status = S.COMPLETED
     await pair.store._redis.hset(keys.invocation(APP, "e-1"), "record", done.model_dump_json())
-    run = _run(backend)
+    run = _run(backend, live)
     await asyncio.wait_for(checks.wait(), GUARD)
     assert not run.done()
     rest = await _resume_and_complete(pair)
@@ -112,16 +119,16 @@ async def test_a_pause_while_a_worker_runs_the_call_is_not_the_end(backend, pair
     assert await run == [event.to_wire() for event in [*shown, *rest]]
 
 
-async def test_a_pause_for_an_outside_answer_ends_the_run(backend, pair):
+async def test_a_pause_for_an_outside_answer_ends_the_run(backend, pair, live):
     shown = await _start_and_pause(pair, job_out=False)
-    assert await _run(backend) == [event.to_wire() for event in shown]
+    assert await _run(backend, live) == [event.to_wire() for event in shown]
 
 
 async def test_a_tool_that_left_its_call_to_an_outside_answer_ends_the_run(
-        backend, pair, checks, monkeypatch):
+        backend, pair, checks, monkeypatch, live):
     monkeypatch.setattr(runs, "_RECHECK_SECONDS", 0.05)
     shown = await _start_and_pause(pair, job_out=True)
-    run = _run(backend)
+    run = _run(backend, live)
     await asyncio.wait_for(checks.wait(), GUARD)
     assert not run.done()
     # The worker ran the tool, which returned nothing: a pending placeholder, no new entry.
@@ -129,21 +136,21 @@ async def test_a_tool_that_left_its_call_to_an_outside_answer_ends_the_run(
     assert await run == [event.to_wire() for event in shown]
 
 
-async def test_progress_after_a_pause_does_not_hide_it(backend, pair):
+async def test_progress_after_a_pause_does_not_hide_it(backend, pair, live):
     shown = await _start_and_pause(pair, job_out=False)
     await pair.store._redis.xadd(keys.invocation_stream(APP, "e-1"), {
         "kind": "progress", "call": "c1", "tool": "tool", "attempt": "1", "at": "1.0",
         "progress": '{"done": 0.5}'})
-    assert await _run(backend) == [event.to_wire() for event in shown]
+    assert await _run(backend, live) == [event.to_wire() for event in shown]
 
 
-async def test_chunks_only_when_streaming_and_a_failure_says_why(backend, pair):
+async def test_chunks_only_when_streaming_and_a_failure_says_why(backend, pair, live):
     shown = await _start_and_pause(pair, job_out=True, partial_chunk=True)
     chunk, call = shown
     record = _record()
     record.error = "ValueError: the tool broke"
     await pair.status(record, S.FAILED)
     for partial, expected in ((False, [call]), (True, [chunk, call])):
-        items = await _run(backend, partial=partial)
+        items = await _run(backend, live, partial=partial)
         assert items[:-1] == [event.to_wire() for event in expected]
         assert isinstance(items[-1], RuntimeError) and str(items[-1]) == "ValueError: the tool broke"

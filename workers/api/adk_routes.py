@@ -236,7 +236,7 @@ async def run(request: Request, body: RunAgentRequest) -> list[dict[str, Any]]:
     """Run to the end (or the pause) and return the events, as ADK's ``/run``."""
     backend, record, after = await _start_run(request, body)
     events: list[dict[str, Any]] = []
-    async for item in run_events(backend, record, partial=False, after=after):
+    async for item in run_events(backend, record, partial=False, after=after, live=False):
         if isinstance(item, Exception):
             raise HTTPException(500, str(item))
         events.append(item)

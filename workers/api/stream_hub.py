@@ -205,10 +205,15 @@ class StreamHub:
         self._nudges: set[asyncio.Task[None]] = set()
 
     @contextlib.asynccontextmanager
-    async def watch(self, app_name: str, invocation_id: str,
-                    after: str | None = None) -> AsyncIterator[Watch]:
-        """Follow an invocation's stream from its start, or after entry ``after``."""
-        watch = Watch(keys.invocation_stream(app_name, invocation_id), after or "0-0")
+    async def watch(self, app_name: str, invocation_id: str, after: str | None = None, *,
+                    statuses: bool = False) -> AsyncIterator[Watch]:
+        """Follow an invocation's live stream from its start, or after entry ``after``.
+
+        ``statuses``: its status stream instead (``redis_keys.invocation_statuses``: the
+        status entries only).
+        """
+        key = (keys.invocation_statuses if statuses else keys.invocation_stream)(app_name, invocation_id)
+        watch = Watch(key, after or "0-0")
         self._watches.setdefault(watch.key, set()).add(watch)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._read_loop(), name="adk-celery stream hub")
