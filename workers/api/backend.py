@@ -75,6 +75,7 @@ class Backend:
         ``session_must_exist``: 404 ``Session not found`` (nothing queued) for a session that
         does not exist, checked in the enqueue's own round trip.
         """
+        await self.services()  # the services with this server's connection cap
         try:
             record, _ = await self.runtime.submit_invocation(
                 fields, session_must_exist=session_must_exist)
