@@ -193,6 +193,19 @@ async def test_a_fresh_server_takes_a_burst_of_requests(celery_stack):
     assert [r.status_code for r in replies] == [202] * 150, replies[0].text
 
 
+def test_the_access_log_can_be_turned_off(celery_stack):
+    env = stack_env(celery_stack["url"], "")
+    lines = {}
+    for extra in ((), ("--no-access-log",)):
+        api, base = start_api(env, *extra)
+        try:
+            assert httpx.get(f"{base}/version").status_code == 200
+        finally:
+            api.stop()
+        lines[extra] = [line for line in api.all_lines() if '"GET /version HTTP/1.1" 200' in line]
+    assert len(lines[()]) == 1 and lines[("--no-access-log",)] == []
+
+
 def test_tokens_open_their_apps_only_and_bodies_are_bounded(locked_api):
     chat = {"Authorization": "Bearer tok-chat"}
     assert httpx.get(f"{locked_api}/list-apps").status_code == 401

@@ -146,6 +146,8 @@ def _main(argv: Sequence[str] | None) -> None:
         "only listens on loopback.")
     api.add_argument("--host", default=None, help="default ADK_CELERY_API_HOST (127.0.0.1)")
     api.add_argument("--port", type=int, default=None, help="default ADK_CELERY_API_PORT (8000)")
+    api.add_argument("--no-access-log", dest="access_log", action="store_false", default=None,
+                     help="no line per request (default: ADK_CELERY_API_ACCESS_LOG, true)")
     api.add_argument("--dev-ui", action="store_true",
                      help="also serve google-adk's web UI at /dev-ui/ (needs the installed "
                           "google-adk: pip install 'adk-celery[devui]')")
@@ -188,7 +190,7 @@ def _main(argv: Sequence[str] | None) -> None:
     elif args.command == "api":
         from workers.api.app import serve
 
-        serve(args.host, args.port, dev_ui=args.dev_ui)
+        serve(args.host, args.port, dev_ui=args.dev_ui, access_log=args.access_log)
     elif args.command == "enqueue":
         _enqueue(args)
     elif args.command == "follow":

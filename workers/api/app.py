@@ -70,10 +70,12 @@ def _version() -> str:
     return metadata.version("adk-celery")
 
 
-def serve(host: str | None, port: int | None, *, dev_ui: bool = False) -> None:
+def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
+          access_log: bool | None = None) -> None:
     """Run the API with uvicorn (``adk-celery api``); exits with one line on bad settings.
 
-    ``dev_ui``: also serve google-adk's web UI from the installed google-adk.
+    ``dev_ui``: also serve google-adk's web UI from the installed google-adk. ``access_log``:
+    a line per request (None: ``ADK_CELERY_API_ACCESS_LOG``).
     """
     import uvicorn
 
@@ -99,4 +101,5 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False) -> None:
     if files is not None:
         print(f"adk-celery api: google-adk's dev UI at http://{host}:{port or settings.api_port}"
               f"/dev-ui/ (files from {files})", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info")
+    uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info",
+                access_log=settings.api_access_log if access_log is None else access_log)
