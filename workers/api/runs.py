@@ -80,11 +80,11 @@ def _shown(item: LiveItem, partial: bool) -> bool:
 
 
 async def _committed(backend: Backend, record: InvocationRecord) -> list[LiveItem]:
-    """Every entry of the invocation's live stream so far (one read)."""
+    """Every event of the invocation's live stream so far (one read)."""
     services = await backend.services()
     entries = await services.redis.xrange(keys.invocation_stream(record.app_name, record.invocation_id))
-    return [item for entry_id, fields in entries
-            if (item := LiveItem.parse(entry_id, fields)) is not None]
+    return [item for entry_id, fields in entries if fields.get("kind") == "event"
+            and (item := LiveItem.parse(entry_id, fields)) is not None]
 
 
 async def _waits_for_outside(backend: Backend, pause: InvocationRecord) -> bool:
