@@ -1,6 +1,6 @@
 """What the HTTP hop costs: ``POST /run`` of ``adk-celery api`` beside ``Client`` in one run.
 
-    .venv/bin/python bench/http_api.py [--invocations 200] [--burst 200] [--rounds 2]
+    .venv/bin/python bench/http_api.py [--invocations 200] [--burst 200] [--bursts 5]
 
 Starts a fresh ``redis-server``, one orchestrator and one worker (``adk-celery`` CLI
 defaults) and one ``adk-celery api`` on loopback. The app is ``_latency_apps.py``'s: one
@@ -8,17 +8,24 @@ remote long-running tool that a worker answers at once, then a final text.
 
 - latency: sequential invocations, each on a session made beforehand. ``client``:
   ``Client.enqueue`` then ``Client.wait`` until completed; ``http``: one ``POST /run`` that
-  returns when the run is over (httpx, one kept-alive connection). p50 of each, alternating
-  in ``--rounds`` blocks. Target: http p50 - client p50 <= 1.5 ms.
+  returns when the run is over (httpx, one kept-alive connection). p50 of each, the two
+  alternating one invocation at a time (a machine whose load drifts during the run weighs
+  on both alike). Target: http p50 - client p50 <= 1.5 ms.
 - throughput: ``--burst`` invocations at once. ``client``: enqueue all, then wait for each;
-  ``http``: that many concurrent ``POST /run`` (httpx AsyncClient). Target: http >= 80% of
-  the client's invocations/s. Medians over 3 bursts each.
+  ``http``: that many concurrent ``POST /run``, one per connection, the connections opened
+  before the clock starts (as the ``Client``'s Redis connection is). Target: http >= 80% of
+  the client's invocations/s. Medians over ``--bursts`` bursts of each, alternating. The
+  load generator is ``_raw_http.py``'s minimal client: httpx's AsyncClient costs more CPU
+  per request than the server does, and shares the machine with it (``--load httpx``
+  measures through it anyway). The CPU time the api process spent per invocation of the
+  bursts is printed beside.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -29,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
+from bench._raw_http import RawConnection  # noqa: E402
 from config import Settings  # noqa: E402
 from orchestrator.distributed.models import InvocationStatus  # noqa: E402
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process  # noqa: E402
@@ -75,11 +83,18 @@ def client_once(client: Client, session_id: str) -> float:
     return elapsed
 
 
+def ended_with_text(events: list[dict[str, object]]) -> bool:
+    """True if the last event of a /run reply is the final text (the run went to its end)."""
+    content = events[-1].get("content") if events else None
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return bool(parts) and isinstance(parts[0], dict) and "text" in parts[0]
+
+
 def http_once(http: httpx.Client, base: str, session_id: str) -> float:
     start = time.perf_counter()
     reply = http.post(f"{base}/run", json=run_body(session_id), timeout=30)
     elapsed = time.perf_counter() - start
-    assert reply.status_code == 200 and reply.json()[-1]["content"]["parts"][0]["text"], reply.text
+    assert reply.status_code == 200 and ended_with_text(reply.json()), reply.text
     return elapsed
 
 
@@ -104,11 +119,91 @@ async def http_burst(base: str, sessions: list[str]) -> float:
     return len(sessions) / elapsed
 
 
+async def raw_burst(base: str, sessions: list[str]) -> float:
+    host, port = base.removeprefix("http://").split(":")
+    connections = [await RawConnection.open(host, int(port)) for _ in sessions]
+    try:
+        start = time.perf_counter()
+        replies = await asyncio.gather(*(c.request("POST", "/run", run_body(s))
+                                         for c, s in zip(connections, sessions, strict=True)))
+        elapsed = time.perf_counter() - start
+    finally:
+        for connection in connections:
+            await connection.close()
+    failed = [(status, body) for status, body in replies if status != 200]
+    assert not failed, f"{len(failed)} of {len(replies)} failed: {failed[0][0]} {failed[0][1][:300]!r}"
+    return len(sessions) / elapsed
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) of a process so far; None where /proc is not there."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure_latency(client: Client, base: str, invocations: int) -> None:
+    """Sequential invocations, client and http alternating one by one."""
+    times: dict[str, list[float]] = {"client": [], "http": []}
+    with httpx.Client() as http:
+        for _ in range(20):  # warm-up both paths
+            client_once(client, client.create_session(APP, USER).id)
+            http_once(http, base, client.create_session(APP, USER).id)
+        pairs = [(client.create_session(APP, USER).id, client.create_session(APP, USER).id)
+                 for _ in range(invocations)]
+        for for_client, for_http in pairs:
+            times["client"].append(client_once(client, for_client))
+            times["http"].append(http_once(http, base, for_http))
+    client_p50, http_p50 = (statistics.median(times[k]) for k in ("client", "http"))
+    halves = [statistics.median(times[k][h * invocations // 2:(h + 1) * invocations // 2])
+              for h in (0, 1) for k in ("http", "client")]
+    print(f"\n== latency: one invocation with one remote tool, {invocations} each, alternating ==")
+    print(f"  client p50 {ms(client_p50)}, http /run p50 {ms(http_p50)}: the HTTP hop adds "
+          f"{ms(http_p50 - client_p50)} (target <= 1.50 ms) "
+          f"{'OK' if http_p50 - client_p50 <= 0.0015 else 'MISSED'}")
+    print(f"  (first half adds {ms(halves[0] - halves[1])}, second half {ms(halves[2] - halves[3])})")
+
+
+def measure_throughput(client: Client, api: ManagedProcess, base: str, burst_size: int,
+                       bursts: int, load: str) -> None:
+    """``bursts`` bursts of each kind, alternating."""
+    rates: dict[str, list[float]] = {"client": [], "http": []}
+    burst = raw_burst if load == "raw" else http_burst
+    api_cpu: list[float] = []
+    for _ in range(bursts):
+        rates["client"].append(client_burst(client, [client.create_session(APP, USER).id
+                                                     for _ in range(burst_size)]))
+        ready = [client.create_session(APP, USER).id for _ in range(burst_size)]
+        before = cpu_seconds(api.pid)
+        try:
+            rates["http"].append(asyncio.run(burst(base, ready)))
+        except AssertionError:
+            print("\n".join(line for line in api.lines if "Error" in line)[-3000:])
+            raise
+        after = cpu_seconds(api.pid)
+        if before is not None and after is not None:  # not where /proc is missing
+            api_cpu.append(after - before)
+    client_rate, http_rate = (statistics.median(rates[k]) for k in ("client", "http"))
+    print(f"\n== throughput: {burst_size} invocations at once ({load} load), medians of {bursts} ==")
+    print(f"  client {client_rate:.1f}/s (runs {', '.join(f'{r:.0f}' for r in rates['client'])}), "
+          f"http {http_rate:.1f}/s (runs {', '.join(f'{r:.0f}' for r in rates['http'])}): "
+          f"{http_rate / client_rate:.0%} of the client's (target >= 80%) "
+          f"{'OK' if http_rate >= 0.8 * client_rate else 'MISSED'}")
+    if api_cpu:
+        print(f"  the api process spent {ms(statistics.median(api_cpu) / burst_size)} of CPU per "
+              f"/run of the bursts (median)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--invocations", type=int, default=200)
     parser.add_argument("--burst", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--bursts", type=int, default=5)
+    parser.add_argument("--load", choices=("raw", "httpx"), default="raw",
+                        help="the bursts' HTTP client (default: the minimal one)")
     args = parser.parse_args()
     with redis_server() as url:
         env = stack_env(url, APP_SPECS)
@@ -117,42 +212,8 @@ def main() -> None:
         api, base = start_api(env)
         client = Client(Settings(redis_url=url, apps=APP_SPECS))
         try:
-            def sessions(n: int) -> list[str]:
-                return [client.create_session(APP, USER).id for _ in range(n)]
-
-            with httpx.Client() as http:
-                for s in sessions(20):  # warm-up both paths
-                    client_once(client, s)
-                    http_once(http, base, client.create_session(APP, USER).id)
-                times: dict[str, list[float]] = {"client": [], "http": []}
-                per_round = max(1, args.invocations // args.rounds)
-                for round_no in range(args.rounds):
-                    for s in sessions(per_round):
-                        times["client"].append(client_once(client, s))
-                    for s in sessions(per_round):
-                        times["http"].append(http_once(http, base, s))
-                    print(f"  round {round_no + 1}: client p50 "
-                          f"{ms(statistics.median(times['client'][-per_round:]))}, http p50 "
-                          f"{ms(statistics.median(times['http'][-per_round:]))}")
-            client_p50, http_p50 = (statistics.median(times[k]) for k in ("client", "http"))
-            print(f"\n== latency: one invocation with one remote tool, {len(times['client'])} each ==")
-            print(f"  client p50 {ms(client_p50)}, http /run p50 {ms(http_p50)}: the HTTP hop adds "
-                  f"{ms(http_p50 - client_p50)} (target <= 1.50 ms) "
-                  f"{'OK' if http_p50 - client_p50 <= 0.0015 else 'MISSED'}")
-            rates: dict[str, list[float]] = {"client": [], "http": []}
-            for _ in range(3):
-                rates["client"].append(client_burst(client, sessions(args.burst)))
-                try:
-                    rates["http"].append(asyncio.run(http_burst(base, sessions(args.burst))))
-                except AssertionError:
-                    print("\n".join(line for line in api.lines if "Error" in line)[-3000:])
-                    raise
-            client_rate, http_rate = (statistics.median(rates[k]) for k in ("client", "http"))
-            print(f"\n== throughput: {args.burst} invocations at once, medians of 3 ==")
-            print(f"  client {client_rate:.1f}/s (runs {', '.join(f'{r:.0f}' for r in rates['client'])}), "
-                  f"http {http_rate:.1f}/s (runs {', '.join(f'{r:.0f}' for r in rates['http'])}): "
-                  f"{http_rate / client_rate:.0%} of the client's (target >= 80%) "
-                  f"{'OK' if http_rate >= 0.8 * client_rate else 'MISSED'}")
+            measure_latency(client, base, args.invocations)
+            measure_throughput(client, api, base, args.burst, args.bursts, args.load)
         finally:
             client.close()
             api.stop()

@@ -119,6 +119,9 @@ class Settings(BaseSettings):
     """Origins browsers may call ``adk-celery api`` from (CORS), JSON list; empty: none."""
     api_max_body_bytes: int = 2_097_152
     """Largest HTTP request body ``adk-celery api`` reads."""
+    api_access_log: bool = True
+    """``adk-celery api`` logs one line per request (uvicorn's access log); false saves that
+    work on a busy server (``--no-access-log``)."""
     metrics_port: int = 0
     """Port of the Prometheus metrics an orchestrator or worker process serves (its model and
     tool call durations, status changes, redeliveries); 0: none (``--metrics-port``)."""

@@ -37,6 +37,7 @@ Layout (``A``, ``U``, ``S``, ``I``, ``F`` = escaped app, user, session, invocati
     adk:invocation:{A:I}:jobs           hash   function-call id -> its job's dispatch entry
     adk:wake:{Q}                        stream wake-ups for orchestrators of invocations queue Q
     adk:jobs:{Q}                        zset   calls whose job is out, by next watchdog look
+    adk:api:{P}:wake                    stream wake-ups of one api process's stream reader
     adk:invocations:{queued|running|paused}
                                         zset   record key of each invocation in that status ->
                                                when it was saved so (metrics)
@@ -217,6 +218,14 @@ def wake_stream(invocations_queue: str) -> str:
 def job_watch(invocations_queue: str) -> str:
     """Sorted set of the calls whose job is out and unanswered, scored by next look (watchdog)."""
     return f"{PREFIX}jobs:{_tag(invocations_queue)}"
+
+
+def api_wake(instance: str) -> str:
+    """Stream one ``adk-celery api`` process's stream reader watches, to be woken by its followers.
+
+    ``instance`` is unique per process; the stream expires soon after the process stops.
+    """
+    return f"{PREFIX}api:{_tag(instance)}:wake"
 
 
 # --- metrics -------------------------------------------------------------------------------

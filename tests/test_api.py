@@ -3,6 +3,7 @@ httpx), the invocation routes, and who may call what."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -169,8 +170,40 @@ def test_enqueue_without_waiting_and_cancel(api):
     followed = frames(httpx.get(f"{api}/apps/approval/invocations/{invocation_id}/stream", timeout=30))
     assert followed[-1]["data"] == {"status": "cancelled"}
     assert httpx.get(f"{api}/apps/approval/invocations/e-unknown").status_code == 404
+    missing = httpx.post(f"{api}/apps/approval/users/dave/sessions/no-such/invocations",
+                         json={"newMessage": "pay 7"})
+    assert (missing.status_code, missing.json()) == (404, {"detail": "Session not found"})
     bad = httpx.post(f"{api}/apps/approval/users/bad%20user/invocations", json={"newMessage": "x"})
     assert bad.status_code == 422 and bad.json()["detail"].startswith("user_id: 'bad user'")
+
+
+async def test_a_fresh_server_takes_a_burst_of_requests(celery_stack):
+    """Many requests at once on a server that has made no Redis connection yet."""
+    from tests.apps import APP_SPECS
+
+    api, base = start_api(stack_env(celery_stack["url"], APP_SPECS))
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=60, limits=httpx.Limits(
+                max_connections=150)) as http:
+            replies = await asyncio.gather(*(
+                http.post("/apps/chat/users/burst/invocations", json={"newMessage": f"hi {n}"})
+                for n in range(150)))
+    finally:
+        api.stop()
+    assert [r.status_code for r in replies] == [202] * 150, replies[0].text
+
+
+def test_the_access_log_can_be_turned_off(celery_stack):
+    env = stack_env(celery_stack["url"], "")
+    lines = {}
+    for extra in ((), ("--no-access-log",)):
+        api, base = start_api(env, *extra)
+        try:
+            assert httpx.get(f"{base}/version").status_code == 200
+        finally:
+            api.stop()
+        lines[extra] = [line for line in api.all_lines() if '"GET /version HTTP/1.1" 200' in line]
+    assert len(lines[()]) == 1 and lines[("--no-access-log",)] == []
 
 
 def test_tokens_open_their_apps_only_and_bodies_are_bounded(locked_api):

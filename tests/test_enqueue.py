@@ -8,6 +8,7 @@ import redis as sync_redis
 from config import Settings
 from orchestrator import redis_keys
 from orchestrator.distributed.models import InvocationStatus, WorkItem
+from orchestrator.errors import SessionNotFoundError
 from workers.client import Client
 from workers.runtime import Runtime
 
@@ -27,6 +28,32 @@ def test_an_enqueue_creates_the_session_records_and_queues_in_one_go(redis_url):
         assert check.llen(redis_keys.session_queue(*key)) == 1
         wake = redis_keys.wake_stream(runtime.settings.invocations_queue)
         assert [fields["inv"] for _, fields in check.xrange(wake)] == ["e-9"]
+    finally:
+        check.close()
+        runtime.close()
+
+
+def test_an_enqueue_that_needs_its_session_refuses_a_missing_one_and_writes_nothing(redis_url):
+    runtime = Runtime(Settings(redis_url=redis_url), load_apps=False)
+    check = sync_redis.Redis.from_url(redis_url, decode_responses=True)
+    check.flushdb()
+    try:
+        check.script_flush()  # the guarded script is loaded on the way too
+        request = {"app_name": "chat", "user_id": "u", "session_id": "s-none", "new_message": "hi",
+                   "invocation_id": "e-11"}
+        for asked in (request, {**request, "new_message": {"parts": "not a message"}}):
+            with pytest.raises(SessionNotFoundError):
+                runtime.run(runtime.submit_invocation(asked, session_must_exist=True))
+        assert check.keys("*") == []  # no record, no queue, no wake-up
+        # Without the guard (the Client, the invoke task) the run fails later, as before.
+        record, _ = runtime.run(runtime.submit_invocation(request))
+        assert record.status is InvocationStatus.QUEUED
+        _, key = runtime.run(runtime.submit_invocation(
+            {"app_name": "chat", "user_id": "u", "new_message": "hi"}))
+        guarded, _ = runtime.run(runtime.submit_invocation(
+            {**request, "session_id": key[2], "invocation_id": "e-12"}, session_must_exist=True))
+        assert guarded.status is InvocationStatus.QUEUED
+        assert check.llen(redis_keys.session_queue(*key)) == 2
     finally:
         check.close()
         runtime.close()

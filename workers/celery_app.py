@@ -14,6 +14,7 @@ JSON keyword arguments; see the README):
 from __future__ import annotations
 
 import socket
+from functools import cached_property
 from typing import Any
 
 from celery import Celery
@@ -58,11 +59,18 @@ RESULT_RETRIES = 10
 """Times the result backend retries an operation that met a connection error (see below)."""
 
 
+class _Celery(Celery):  # type: ignore[misc]
+    @cached_property
+    def Worker(self) -> Any:
+        """Celery's worker whose banner says what an orchestrator runs at once (workers.banner)."""
+        return self.subclass_with_self("workers.banner:Worker")
+
+
 def create_celery_app(settings: Settings | None = None) -> Celery:
     """Build the Celery app from settings (broker and result backend: the Redis URL)."""
     settings = settings or get_settings()
     url = settings.redis_url or "memory://"
-    app = Celery("adk_celery", broker=url, backend=url if settings.redis_url else None)
+    app = _Celery("adk_celery", broker=url, backend=url if settings.redis_url else None)
     if url.startswith("redis://"):  # TLS, sockets and Sentinel keep kombu's own transport
         app.conf.broker_transport = "workers.broker:Transport"
     transport_options = {

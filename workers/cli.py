@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from workers import cli_ops
 
 if TYPE_CHECKING:
+    from config import Settings
     from orchestrator.distributed.streams import StreamItem
     from orchestrator.events.event import Event
     from workers.client import Client
@@ -27,6 +28,16 @@ PASS_THROUGH = frozenset({"orchestrator", "worker", "flower"})
 
 POOL_THREADS = "workers.thread_pool:TaskPool"
 """What ``--pool threads`` runs: Celery's threads pool, starting each job at once."""
+
+
+def worker_queues(settings: Settings) -> str:
+    """The queues ``adk-celery worker`` consumes without ``-Q``, comma-separated.
+
+    The tools and agents queues, and the queues tools and agents are routed to.
+    """
+    return ",".join(q for q in dict.fromkeys(
+        [settings.tools_queue, settings.agents_queue, *settings.tool_queues.values(),
+         *settings.agent_queues.values()]) if q)
 
 
 def _apply_apps(apps: list[str] | None, metrics_port: int | None = None) -> None:
@@ -95,14 +106,19 @@ def _main(argv: Sequence[str] | None) -> None:
         sys.path.insert(0, os.getcwd())
     parser = argparse.ArgumentParser(prog="adk-celery", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    # Defaults in the help are the ones the settings in force give (ADK_CELERY_* variables).
+    from config import get_settings
+
+    current = get_settings()
 
     def worker_args(p: argparse.ArgumentParser, default_name: str, pool: str) -> None:
         p.add_argument("--app", action="append", metavar="MODULE:ATTR",
                        help="App or root agent to serve (repeatable; default ADK_CELERY_APPS)")
         p.add_argument("--concurrency", type=int, default=None,
                        help="Celery pool size for the threads and prefork pools, and the "
-                            "prefetch of every pool (default ADK_CELERY_WORKER_CONCURRENCY, 8; "
-                            "the solo pool runs one task at a time)")
+                            "prefetch of every pool (default ADK_CELERY_WORKER_CONCURRENCY: "
+                            f"{current.worker_concurrency}; the solo pool runs one task at a "
+                            "time)")
         p.add_argument("--pool", default=pool, choices=["threads", "prefork", "solo"],
                        help=f"Celery pool (default {pool})")
         p.add_argument("--loglevel", default="INFO", help="default INFO")
@@ -119,9 +135,10 @@ def _main(argv: Sequence[str] | None) -> None:
 
     orch = process_command(
         "orchestrator", "run Runner loops for queued invocations",
-        "Consume the invocations queue (ADK_CELERY_INVOCATIONS_QUEUE) and run the Runner "
-        "loops of queued invocations on one event loop, up to ADK_CELERY_ORCHESTRATOR_CONCURRENCY "
-        "sessions at once (64). Unknown options go to `celery worker`.")
+        f"Consume the invocations queue (ADK_CELERY_INVOCATIONS_QUEUE: "
+        f"{current.invocations_queue}) and run the Runner loops of queued invocations on one "
+        f"event loop, up to ADK_CELERY_ORCHESTRATOR_CONCURRENCY sessions at once "
+        f"({current.orchestrator_concurrency}). Unknown options go to `celery worker`.")
     # Orchestrator tasks only record and queue work (Runner loops run on the wake-up
     # consumer's event loop), so one solo consumer spares a thread hop per task.
     worker_args(orch, "orchestrator", "solo")
@@ -133,18 +150,24 @@ def _main(argv: Sequence[str] | None) -> None:
     work.add_argument("-Q", "--queues", default=None,
                       help="comma-separated queues (default: ADK_CELERY_TOOLS_QUEUE, "
                            "ADK_CELERY_AGENTS_QUEUE and the queues of ADK_CELERY_TOOL_QUEUES "
-                           "and ADK_CELERY_AGENT_QUEUES: adk.tools,agents unless set)")
+                           f"and ADK_CELERY_AGENT_QUEUES: {worker_queues(current)})")
     flower = sub.add_parser("flower", help="run Flower on the same broker")
-    flower.add_argument("--port", type=int, default=None)
-    flower.add_argument("--address", default="127.0.0.1")
+    flower.add_argument("--port", type=int, default=None,
+                        help=f"default ADK_CELERY_FLOWER_PORT: {current.flower_port}")
+    flower.add_argument("--address", default="127.0.0.1", help="default 127.0.0.1")
     api = process_command(
         "api", "serve the HTTP API (google-adk's api_server routes and invocation routes)",
         "Serve HTTP in front of the orchestrators: google-adk's api_server routes (/run, "
         "/run_sse, sessions, artifacts, /list-apps, ...) and invocation routes (enqueue, status, "
         "follow, answer, cancel, lists); OpenAPI docs at /docs. Without ADK_CELERY_API_TOKENS it "
         "only listens on loopback.")
-    api.add_argument("--host", default=None, help="default ADK_CELERY_API_HOST (127.0.0.1)")
-    api.add_argument("--port", type=int, default=None, help="default ADK_CELERY_API_PORT (8000)")
+    api.add_argument("--host", default=None,
+                     help=f"default ADK_CELERY_API_HOST: {current.api_host}")
+    api.add_argument("--port", type=int, default=None,
+                     help=f"default ADK_CELERY_API_PORT: {current.api_port}")
+    api.add_argument("--no-access-log", dest="access_log", action="store_false", default=None,
+                     help="no line per request (default ADK_CELERY_API_ACCESS_LOG: "
+                          f"{str(current.api_access_log).lower()})")
     api.add_argument("--dev-ui", action="store_true",
                      help="also serve google-adk's web UI at /dev-ui/ (needs the installed "
                           "google-adk: pip install 'adk-celery[devui]')")
@@ -177,17 +200,14 @@ def _main(argv: Sequence[str] | None) -> None:
         if args.command == "orchestrator":
             queues = settings.invocations_queue
         else:
-            queues = args.queues or ",".join(q for q in dict.fromkeys(
-                [settings.tools_queue, settings.agents_queue, *settings.tool_queues.values(),
-                 *settings.agent_queues.values()]
-            ) if q)
+            queues = args.queues or worker_queues(settings)
         _celery_worker(queues, args, extra)
     elif args.command == "flower":
         _run_flower(args, extra)
     elif args.command == "api":
         from workers.api.app import serve
 
-        serve(args.host, args.port, dev_ui=args.dev_ui)
+        serve(args.host, args.port, dev_ui=args.dev_ui, access_log=args.access_log)
     elif args.command == "enqueue":
         _enqueue(args)
     elif args.command == "follow":

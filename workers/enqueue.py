@@ -30,7 +30,7 @@ from orchestrator.distributed.intake import (
 )
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
 from orchestrator.distributed.redis_queue import RedisSessionQueue
-from orchestrator.errors import PayloadError, RequestError
+from orchestrator.errors import PayloadError, RequestError, SessionNotFoundError
 from orchestrator.sessions.redis_session_scripts import check_created_if_absent
 from orchestrator.sessions.redis_session_service import RedisSessionService
 
@@ -89,21 +89,24 @@ def prepare_invocation(
 
 def queue_invocation(
     pipe: Any, sessions: RedisSessionService, queue: RedisSessionQueue,
-    record: InvocationRecord, new_session: bool,
+    record: InvocationRecord, new_session: bool, *, session_must_exist: bool = False,
 ) -> None:
     """Add the enqueue transaction to ``pipe`` (a ``transaction=True`` pipeline).
 
-    Its scripts are called by their sha: on :class:`NoScriptError` replies none of them ran;
-    load :func:`enqueue_scripts` and send it again. Read the replies with :func:`was_queued`.
+    ``session_must_exist`` (for an existing session only): nothing is written if it does
+    not exist, and :func:`was_queued` raises SessionNotFoundError. Its scripts are called by
+    their sha: on :class:`NoScriptError` replies none of them ran; load
+    :func:`enqueue_scripts` and send it again. Read the replies with :func:`was_queued`.
     """
     if new_session:
         sessions.queue_create_if_absent(pipe, record.app_name, record.user_id, record.session_id)
-    queue.queue_create_and_push(pipe, record, WorkItem(kind="start", invocation_id=record.invocation_id))
+    queue.queue_create_and_push(pipe, record, WorkItem(kind="start", invocation_id=record.invocation_id),
+                                session_must_exist=session_must_exist and not new_session)
 
 
 def enqueue_scripts(sessions: RedisSessionService, queue: RedisSessionQueue) -> list[str]:
     """The Lua sources :func:`queue_invocation` calls by sha (to ``SCRIPT LOAD`` them)."""
-    return [sessions.create_script_source, queue.create_and_push_script_source]
+    return [sessions.create_script_source, *queue.create_and_push_script_sources]
 
 
 def scripts_missing(replies: list[Any]) -> bool:
@@ -129,12 +132,15 @@ def check_same_invocation(existing: InvocationRecord, record: InvocationRecord,
 def was_queued(replies: list[Any], new_session: bool) -> bool:
     """True if the invocation was new and its start is queued; False for a repeated id.
 
-    Raises what a script refused with (a key of the wrong type, for instance).
+    Raises what a script refused with (a key of the wrong type, for instance), and
+    SessionNotFoundError when the session had to exist and does not.
     """
     if new_session:
         check_created_if_absent(replies[0])
     if isinstance(replies[-1], Exception):
         raise replies[-1]
+    if replies[-1] == -1:
+        raise SessionNotFoundError("Session not found")
     return bool(replies[-1])
 
 

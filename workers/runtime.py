@@ -29,7 +29,7 @@ from orchestrator.distributed.service import InvocationService, session_key
 from orchestrator.distributed.stores import SessionKey
 from orchestrator.distributed.streams import RedisEventStream
 from orchestrator.distributed.wakeups import RedisWakeups, WakeConsumer
-from orchestrator.errors import register_infrastructure_errors
+from orchestrator.errors import SessionNotFoundError, register_infrastructure_errors
 from orchestrator.plugins import PluginManager
 from orchestrator.sessions.redis_session_service import LeasedSessionWriter, RedisSessionService
 from orchestrator.tools.function_tool import sync_calls_inline
@@ -272,23 +272,29 @@ class Runtime:
         self.run(consumer.stop(timeout), timeout=timeout + 5)
 
     async def submit_invocation(
-        self, kwargs: dict[str, Any]
+        self, kwargs: dict[str, Any], *, session_must_exist: bool = False,
     ) -> tuple[InvocationRecord, SessionKey | None]:
         """Check an enqueue request, record it, and queue its start.
 
         Malformed identifiers raise RequestError (nothing is stored); a malformed message or
         state delta becomes a failed invocation whose error says what was wrong. A repeated
         invocation id changes nothing and returns the record stored first (RequestError if
-        that id is another user's or another session's).
+        that id is another user's or another session's). ``session_must_exist``: raise
+        SessionNotFoundError (nothing queued) if the request names a session that does not
+        exist, in the same round trip.
         """
         services = await self.services()
         record, new_session = prepare_invocation(kwargs, self.limits)
         if record.status is InvocationStatus.FAILED:
+            if session_must_exist and not new_session and not await services.redis.exists(
+                    keys.session(record.app_name, record.user_id, record.session_id)):
+                raise SessionNotFoundError("Session not found")
             await services.store.create(record)
             return record, None
         for _ in range(2):
             async with services.redis.pipeline(transaction=True) as pipe:
-                queue_invocation(pipe, services.sessions, services.queue, record, new_session)
+                queue_invocation(pipe, services.sessions, services.queue, record, new_session,
+                                 session_must_exist=session_must_exist)
                 replies = await pipe.execute(raise_on_error=False)
             if not scripts_missing(replies):
                 break

@@ -92,6 +92,11 @@ class ToolResult(_Wire):
     """For a parallel branch: the events it produced (Event wire JSON), committed in order."""
     created_at: float = Field(default_factory=platform.get_time)
 
+    @property
+    def answered(self) -> bool:
+        """False for a pending placeholder (no response, no branch events): still waiting."""
+        return self.response is not None or bool(self.events)
+
 
 class InvocationStatus(str, enum.Enum):
     """Lifecycle of an enqueued invocation.

@@ -46,6 +46,12 @@ return 1
 # CREATE_SCRIPT, then (if created) _PUSH: KEYS 4-5 and ARGV 5-9 as _PUSH's.
 _CREATE_AND_PUSH = CREATE_SCRIPT + "local push_keys, push_args = 4, 5\n" + _PUSH
 
+# The same for an existing session only: -1 (and nothing written) unless KEYS[6], the
+# session's hash, exists. A door that must refuse an unknown session (the HTTP API's 404)
+# learns it in the enqueue's own round trip.
+_CREATE_AND_PUSH_IF_SESSION = (
+    "if redis.call('EXISTS', KEYS[6]) == 0 then return -1 end\n" + _CREATE_AND_PUSH)
+
 # _PUSH alone: KEYS 1-2 and ARGV 1-5 as _PUSH's.
 _PUSH_ONLY = "local push_keys, push_args = 1, 1\n" + _PUSH
 
@@ -142,6 +148,7 @@ class RedisSessionQueue:
         self._push = client.register_script(_PUSH_ONLY)
         self._put_result_and_push = client.register_script(_PUT_RESULT_AND_PUSH)
         self._create_and_push = client.register_script(_CREATE_AND_PUSH)
+        self._create_and_push_if_session = client.register_script(_CREATE_AND_PUSH_IF_SESSION)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._claim_or_release = client.register_script(_CLAIM_OR_RELEASE)
@@ -164,25 +171,32 @@ class RedisSessionQueue:
         push_keys, push_args = self._push_operands(key, item)
         return bool(await self._push(keys=push_keys, args=push_args))
 
-    def queue_create_and_push(self, pipe: Any, record: InvocationRecord, item: WorkItem) -> None:
+    def queue_create_and_push(self, pipe: Any, record: InvocationRecord, item: WorkItem, *,
+                              session_must_exist: bool = False) -> None:
         """Add to a pipeline: store ``record`` unless it exists and, if stored, push ``item``.
 
-        Its reply is 1 if the record was new (the item is queued), else 0. The script is
-        called by its sha: load :attr:`create_and_push_script_source` after Redis forgot it.
+        Its reply is 1 if the record was new (the item is queued), else 0; with
+        ``session_must_exist``, -1 (nothing written) if the record's session does not exist.
+        The scripts are called by their sha: load :attr:`create_and_push_script_sources`
+        after Redis forgot them.
         """
         key = (record.app_name, record.user_id, record.session_id)
         push_keys, push_args = self._push_operands(key, item)
+        script, operands = self._create_and_push, [
+            *keys.invocation_record_keys(record.app_name, record.invocation_id), *push_keys]
+        if session_must_exist:
+            script = self._create_and_push_if_session
+            operands.append(keys.session(*key))
         pipe.evalsha(
-            self._create_and_push.sha, 5,
-            *keys.invocation_record_keys(record.app_name, record.invocation_id), *push_keys,
+            script.sha, len(operands), *operands,
             record.model_dump_json(), record.status.value, self._record_ttl,
             STATUS_STREAM_MAXLEN, *push_args,
         )
 
     @property
-    def create_and_push_script_source(self) -> str:
-        """The Lua source :meth:`queue_create_and_push` calls by sha (to ``SCRIPT LOAD`` it)."""
-        return str(self._create_and_push.script)
+    def create_and_push_script_sources(self) -> list[str]:
+        """The Lua sources :meth:`queue_create_and_push` calls by sha (to ``SCRIPT LOAD``)."""
+        return [str(self._create_and_push.script), str(self._create_and_push_if_session.script)]
 
     def _push_operands(self, key: SessionKey, item: WorkItem) -> tuple[list[str], list[Any]]:
         """KEYS and ARGV of the _PUSH fragment for ``item`` on ``key``'s queue."""

@@ -219,6 +219,29 @@ class RedisInvocationStore:
             found.append(call)
         return found
 
+    async def waits_for_outside(self, record: InvocationRecord) -> bool:
+        """True if a call the paused ``record`` waits for must be answered from outside.
+
+        That is a call with no job out and no answer stored, or whose tool ran on a worker
+        and left it unanswered (its pending placeholder). A call whose job is out, or whose
+        answer is stored (its resume is on its way), does not count. One round trip.
+        """
+        ids = record.pending_calls
+        if not ids:
+            return False
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(keys.invocation_jobs(record.app_name, record.invocation_id),
+                       [f"a:{cid}" for cid in ids])
+            pipe.hmget(keys.invocation_results(record.app_name, record.invocation_id), ids)
+            attempts, results = await pipe.execute()
+        for attempt, raw in zip(attempts, results, strict=True):
+            if raw is None:
+                if attempt is None:
+                    return True
+            elif not ToolResult.model_validate_json(raw).answered:
+                return True
+        return False
+
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite the record and publish its status on the invocation's stream."""
         await self._save(

@@ -143,7 +143,7 @@ class InvocationService:
                 logger.warning("Result for unknown invocation %r/%r dropped", app_name, invocation_id)
                 return None
             key = session_key(record)
-        if result.response is None and not result.events:
+        if not result.answered:
             # Still waiting for an answer from outside: store the placeholder, resume nothing.
             await self.store.put_result(app_name, invocation_id, result)
             return None

@@ -122,18 +122,19 @@ class EventStream(Protocol):
         ...
 
 
-def _ends_follow(item: StreamItem, until: Collection[InvocationStatus]) -> bool | None:
-    """True: stop after ``item``. None: stop only if nothing follows it yet. False: go on.
+def ends_follow(status: InvocationStatus | None, until: Collection[InvocationStatus]) -> bool | None:
+    """Whether a follow stops after an entry with ``status`` (None: not a status entry).
 
-    A finished status always ends a follow (nothing comes after it). An unfinished one in
-    ``until`` (``paused``) ends it only while it is the latest entry: a replay goes past the
-    pauses the invocation has since resumed from.
+    True: stop after it. None: stop only if nothing follows it yet. False: go on. A finished
+    status always ends a follow (nothing comes after it). An unfinished one in ``until``
+    (``paused``) ends it only while it is the latest entry: a replay goes past the pauses the
+    invocation has since resumed from.
     """
-    if item.kind != "status" or item.status is None:
+    if status is None:
         return False
-    if item.status.is_finished:
+    if status.is_finished:
         return True
-    return None if item.status in until else False
+    return None if status in until else False
 
 
 class _Deadline:
@@ -160,7 +161,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _parse_entry(fields: dict[Any, Any]) -> StreamItem | None:
+def parse_entry(fields: dict[Any, Any]) -> StreamItem | None:
     """A stream entry as an item; None for kinds this version does not know."""
     data = {_text(k): v for k, v in fields.items()}
     kind = _text(data.get("kind", ""))
@@ -278,8 +279,8 @@ class RedisEventStream:
             latest = await self._redis.xrevrange(stream, count=1)
             if latest:
                 last_id = _text(latest[0][0])
-                item = _parse_entry(latest[0][1])
-                if item is not None and _ends_follow(item, until) is not False:
+                item = parse_entry(latest[0][1])
+                if item is not None and ends_follow(item.status, until) is not False:
                     yield item
                     return
         while True:
@@ -288,12 +289,12 @@ class RedisEventStream:
             entries = _entries(await self._redis.xread({stream: last_id}, count=_READ_COUNT, block=block))
             for position, (entry_id, fields) in enumerate(entries):
                 last_id = entry_id
-                item = _parse_entry(fields)
+                item = parse_entry(fields)
                 if item is None:
                     continue
                 item = dataclasses.replace(item, entry_id=_text(entry_id))
                 yield item
-                ends = _ends_follow(item, until)
+                ends = ends_follow(item.status, until)
                 if ends or (ends is None and position == len(entries) - 1
                             and not await self._redis.xread({stream: last_id}, count=1)):
                     return
@@ -364,7 +365,7 @@ class InMemoryEventStream:
         position = 0
         if not from_start:
             position = log.total
-            if log.items and _ends_follow(log.items[-1], until) is not False:
+            if log.items and ends_follow(log.items[-1].status, until) is not False:
                 yield log.items[-1]
                 return
         while True:
@@ -380,6 +381,6 @@ class InMemoryEventStream:
                 position = log.total
             for index, item in enumerate(batch):
                 yield item
-                ends = _ends_follow(item, until)
+                ends = ends_follow(item.status, until)
                 if ends or (ends is None and index == len(batch) - 1 and position == log.total):
                     return

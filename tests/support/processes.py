@@ -66,6 +66,12 @@ class ManagedProcess:
         """The last lines of output."""
         return "\n".join(self.lines[-80:])
 
+    def all_lines(self, timeout: float = 10.0) -> list[str]:
+        """Every line of output, once the process has exited and all of it is read."""
+        self.proc.wait(timeout)
+        self._reader.join(timeout)
+        return list(self.lines)
+
     def stop(self, timeout: float = 20.0) -> None:
         """Warm shutdown (SIGTERM), then SIGKILL if it does not exit in time."""
         if self.proc.poll() is None:

@@ -22,7 +22,8 @@ from orchestrator.distributed.models import InvocationStatus
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from workers.api import answer_messages, app_info, run_frames
-from workers.api.backend import Backend, event_json, session_json, sse
+from workers.api.backend import Backend, session_json, sse
+from workers.api.runs import run_events
 
 router = APIRouter()
 
@@ -207,12 +208,8 @@ async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, 
     """
     backend = checked(request, body.app_name, ("user_id", body.user_id),
                       ("session_id", body.session_id))
-    try:  # 404 first, as ADK, which names the session here
-        await backend.session(body.app_name, body.user_id, body.session_id)
-    except HTTPException as error:
-        if error.status_code == 404:
-            raise HTTPException(404, f"Session not found: {body.session_id}") from None
-        raise
+    # A session that does not exist is a 404, as in ADK: the answer path reads the session,
+    # the enqueue checks it in its own round trip.
     responses = answer_messages.function_responses(body.new_message)
     if responses is not None and not body.state_delta:
         record, after = await answer_messages.answer(
@@ -222,63 +219,10 @@ async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, 
         "app_name": body.app_name, "user_id": body.user_id, "session_id": body.session_id,
         "new_message": body.new_message, "state_delta": body.state_delta,
         "streaming": body.streaming, "invocation_id": body.invocation_id,
-    })
+    }, session_must_exist=True)
     if record.status is InvocationStatus.FAILED:  # refused at intake: nothing ran
         raise HTTPException(422, record.error or "the request was refused")
     return backend, record, None
-
-
-_RECHECK_SECONDS = 1.0
-"""While paused on calls that workers run, how often a run looks again whether the
-invocation now waits for an answer from outside (a tool that returned nothing)."""
-
-
-async def _run_events(backend: Backend, record: Any, partial: bool,
-                      after: str | None = None) -> AsyncIterator[Any]:
-    """The run's events (without the user's message, as ADK's runner), then its end.
-
-    A run ends when the invocation ends, or pauses for an answer from outside (a human's,
-    another service's): a pause while workers run its remote tools is not an end, as a
-    long-running tool that returns a value does not end ADK's run either.
-    """
-    while True:
-        paused = False
-        try:
-            async for item in backend.follow(record, after=after,
-                                             timeout=_RECHECK_SECONDS if after else None):
-                after = item.entry_id or after
-                event = item.event
-                if event is not None and event.author != "user" and (partial or not event.partial):
-                    yield event
-                elif item.status is InvocationStatus.FAILED:
-                    final = await backend.record(record.app_name, record.invocation_id)
-                    yield RuntimeError(final.error or "the invocation failed")
-                    return
-                elif item.status is not None and item.status.is_finished:
-                    return
-                elif item.status is InvocationStatus.PAUSED:
-                    paused = True
-        except TimeoutError:
-            paused = True
-        if paused and await _waits_for_outside(backend, record):
-            return
-
-
-async def _waits_for_outside(backend: Backend, record: Any) -> bool:
-    """True if the invocation is paused and a call it waits for has no job running."""
-    current = await backend.record(record.app_name, record.invocation_id)
-    if current.status is not InvocationStatus.PAUSED:
-        return current.status.is_finished
-    services = await backend.services()
-    calls = await services.store.pending_details(current)
-    results = (await services.store.load(record.app_name, record.invocation_id)).results
-    # No job out and no answer stored yet (an answer stored means its resume is on its way).
-    return any(call.where == "waiting for an answer" and not _answered(results.get(call.function_call_id))
-               for call in calls)
-
-
-def _answered(result: Any) -> bool:
-    return result is not None and (result.response is not None or bool(result.events))
 
 
 @router.post("/run")
@@ -286,10 +230,10 @@ async def run(request: Request, body: RunAgentRequest) -> list[dict[str, Any]]:
     """Run to the end (or the pause) and return the events, as ADK's ``/run``."""
     backend, record, after = await _start_run(request, body)
     events: list[dict[str, Any]] = []
-    async for item in _run_events(backend, record, partial=False, after=after):
+    async for item in run_events(backend, record, partial=False, after=after, live=False):
         if isinstance(item, Exception):
             raise HTTPException(500, str(item))
-        events.append(event_json(item))
+        events.append(item)
     return events
 
 
@@ -299,12 +243,11 @@ async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
     backend, record, after = await _start_run(request, body)
 
     async def frames() -> AsyncIterator[str]:
-        async for item in _run_events(backend, record, partial=body.streaming, after=after):
+        async for item in run_events(backend, record, partial=body.streaming, after=after):
             if isinstance(item, Exception):
                 yield sse(run_frames.error_frame(str(item)))
             else:
-                for shown in run_frames.frames_of(event_json(item),
-                                                 split=not body.function_call_event_id):
+                for shown in run_frames.frames_of(item, split=not body.function_call_event_id):
                     yield sse(shown)
 
     return StreamingResponse(frames(), media_type="text/event-stream")

@@ -40,6 +40,7 @@ def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        await backend.aclose()
         backend.close()
 
     app = FastAPI(title="adk-celery", version=_version(), lifespan=lifespan,
@@ -69,10 +70,12 @@ def _version() -> str:
     return metadata.version("adk-celery")
 
 
-def serve(host: str | None, port: int | None, *, dev_ui: bool = False) -> None:
+def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
+          access_log: bool | None = None) -> None:
     """Run the API with uvicorn (``adk-celery api``); exits with one line on bad settings.
 
-    ``dev_ui``: also serve google-adk's web UI from the installed google-adk.
+    ``dev_ui``: also serve google-adk's web UI from the installed google-adk. ``access_log``:
+    a line per request (None: ``ADK_CELERY_API_ACCESS_LOG``).
     """
     import uvicorn
 
@@ -98,4 +101,5 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False) -> None:
     if files is not None:
         print(f"adk-celery api: google-adk's dev UI at http://{host}:{port or settings.api_port}"
               f"/dev-ui/ (files from {files})", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info")
+    uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info",
+                access_log=settings.api_access_log if access_log is None else access_log)

@@ -1,11 +1,13 @@
 """What the HTTP routes stand on: the apps' descriptions, Redis services, and the JSON forms.
 
 The server never runs an agent: a run is enqueued exactly as ``Client.enqueue`` does and
-followed on the invocation's live stream. The apps are imported only to describe them.
+followed on the invocation's live stream, through the process's one stream reader
+(:mod:`workers.api.stream_hub`). The apps are imported only to describe them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,14 +19,17 @@ from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.stores import AnswerRejectedError
-from orchestrator.distributed.streams import StreamItem
+from orchestrator.errors import SessionNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.api.security import Access
+from workers.api.stream_hub import LiveItem, StreamHub
 from workers.runtime import Runtime, Services
 
 _CONNECTIONS = 10_000
-"""Redis connections one server process may open (redis-py's asyncio pool allows 100)."""
+"""Redis connections one server process may open (redis-py's asyncio pool allows 100, and
+refuses a command past that instead of waiting): each request in flight holds one during a
+command. Followers hold none: the stream reader has its own."""
 
 
 class Backend:
@@ -35,26 +40,48 @@ class Backend:
         self.access = Access.from_settings(settings)
         self.registry = AppRegistry.from_specs(settings.app_specs())
         self.runtime = Runtime(settings, load_apps=False)
+        self._hub: StreamHub | None = None
 
     async def services(self) -> Services:
         """The Redis services of the server's event loop."""
         services = await self.runtime.services()
         pool = services.redis.connection_pool
         if pool.max_connections < _CONNECTIONS:
-            # Every open /run, /run_sse or follow holds a connection in a blocking read.
             pool.max_connections = _CONNECTIONS
         return services
+
+    async def hub(self) -> StreamHub:
+        """The stream reader of the server's event loop (started on first use)."""
+        if self._hub is None or self._hub.loop is not asyncio.get_running_loop():
+            services = await self.services()
+            self._hub = StreamHub(self.settings.redis_url or "", services.redis)
+        return self._hub
+
+    async def aclose(self) -> None:
+        """Stop the stream reader (on the server's loop, as it shuts down)."""
+        if self._hub is not None:
+            hub, self._hub = self._hub, None
+            await hub.aclose()
 
     def close(self) -> None:
         """Close the Redis connections."""
         self.runtime.close()
 
-    async def enqueue(self, fields: dict[str, Any]) -> InvocationRecord:
-        """Record and queue an invocation (the checks of every door); 422 if refused."""
+    async def enqueue(self, fields: dict[str, Any], *, session_must_exist: bool = False
+                      ) -> InvocationRecord:
+        """Record and queue an invocation (the checks of every door); 422 if refused.
+
+        ``session_must_exist``: 404 ``Session not found`` (nothing queued) for a session that
+        does not exist, checked in the enqueue's own round trip.
+        """
+        await self.services()  # the services with this server's connection cap
         try:
-            record, _ = await self.runtime.submit_invocation(fields)
+            record, _ = await self.runtime.submit_invocation(
+                fields, session_must_exist=session_must_exist)
         except RequestError as error:
             raise HTTPException(422, str(error)) from None
+        except SessionNotFoundError:  # ADK's detail names the session
+            raise HTTPException(404, f"Session not found: {fields.get('session_id')}") from None
         return record
 
     async def answer(self, app_name: str, invocation_id: str, function_call_id: str,
@@ -92,16 +119,14 @@ class Backend:
     async def follow(
         self, record: InvocationRecord, *, until: frozenset[InvocationStatus] = InvocationStatus.SETTLED,
         after: str | None = None, timeout: float | None = None,
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncIterator[LiveItem]:
         """The invocation's live stream (replayed from its start, or after ``after``).
 
         TimeoutError if ``timeout`` seconds pass before it ends.
         """
-        services = await self.services()
-        assert services.events is not None
-        async for item in services.events.follow(
-            record.app_name, record.invocation_id, until=until, after=after, timeout=timeout,
-        ):
+        hub = await self.hub()
+        async for item in hub.follow(record.app_name, record.invocation_id, until=until,
+                                     after=after, timeout=timeout):
             yield item
 
 

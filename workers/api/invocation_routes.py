@@ -34,8 +34,9 @@ class AnswerRequest(_Camel):
     response: dict[str, Any]
 
 
-async def _enqueue(backend: Backend, fields: dict[str, Any]) -> JSONResponse:
-    record = await backend.enqueue(fields)
+async def _enqueue(backend: Backend, fields: dict[str, Any], *,
+                   session_must_exist: bool = False) -> JSONResponse:
+    record = await backend.enqueue(fields, session_must_exist=session_must_exist)
     return JSONResponse(record_json(record), status_code=202)
 
 
@@ -45,11 +46,11 @@ async def enqueue(request: Request, app_name: str, user_id: str, session_id: str
                   body: EnqueueRequest) -> JSONResponse:
     """Queue a message for an existing session; 202 with the invocation at once."""
     backend = checked(request, app_name, ("user_id", user_id), ("session_id", session_id))
-    await backend.session(app_name, user_id, session_id)
     return await _enqueue(backend, {
         "app_name": app_name, "user_id": user_id, "session_id": session_id,
         "new_message": body.new_message, "state_delta": body.state_delta,
-        "streaming": body.streaming, "invocation_id": body.invocation_id})
+        "streaming": body.streaming, "invocation_id": body.invocation_id},
+        session_must_exist=True)
 
 
 @router.post("/apps/{app_name}/users/{user_id}/invocations", status_code=202)

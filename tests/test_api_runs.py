@@ -1,0 +1,156 @@
+"""How ``/run`` follows a run (workers/api/runs.py), over streams written as orchestrators do.
+
+A run ends at its invocation's end, or at a pause for an answer from outside; a pause while a
+worker runs the call is not an end. The entries are written here into a real redis-server
+the way the orchestrator and the workers write them, so each case is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from google.genai import types
+
+from config import Settings
+from orchestrator import redis_keys as keys
+from orchestrator.distributed.models import InvocationStatus, ToolResult
+from orchestrator.distributed.redis_stores import RedisInvocationStore
+from orchestrator.distributed.streams import RedisEventStream
+from orchestrator.events.event import Event
+from tests.test_event_stream import APP, _call_event, _Pair, _record, _text_event
+from workers.api import runs
+from workers.api.backend import Backend
+
+S = InvocationStatus
+GUARD = 10.0
+
+
+@pytest.fixture
+async def backend(redis_url):
+    backend = Backend(Settings(redis_url=redis_url, apps=""))
+    services = await backend.services()
+    await services.redis.flushdb()
+    yield backend
+    await backend.aclose()
+    backend.close()
+
+
+@pytest.fixture
+async def pair(backend):
+    services = await backend.services()
+    return _Pair(RedisEventStream(services.redis, ttl_seconds=60),
+                 RedisInvocationStore(services.redis, record_ttl_seconds=60))
+
+
+@pytest.fixture
+async def checks(backend, monkeypatch):
+    """An event set each time a run has looked whether a pause waits for outside."""
+    store = (await backend.services()).store
+    looked = asyncio.Event()
+    real = store.waits_for_outside
+
+    async def spy(record):
+        answer = await real(record)
+        looked.set()
+        return answer
+
+    monkeypatch.setattr(store, "waits_for_outside", spy)
+    return looked
+
+
+@pytest.fixture(params=["live", "at the end"])
+def live(request) -> bool:
+    """/run_sse hands events out as they come, /run reads them when the run ends."""
+    return request.param == "live"
+
+
+def _run(backend: Backend, live: bool, *, partial: bool = False) -> asyncio.Task[list[Any]]:
+    async def collect() -> list[Any]:
+        return [item async for item in runs.run_events(backend, _record(), partial=partial,
+                                                       live=live)]
+
+    return asyncio.create_task(asyncio.wait_for(collect(), GUARD))
+
+
+def _user_message() -> Event:
+    return Event(invocation_id="e-1", author="user",
+                 content=types.Content(role="user", parts=[types.Part(text="go")]))
+
+
+async def _start_and_pause(pair: _Pair, *, job_out: bool, partial_chunk: bool = False) -> list[Event]:
+    """queued, running, the user's message, (a chunk,) a call to c1, paused on c1."""
+    record = _record()
+    await pair.status(record, S.QUEUED)
+    await pair.status(record, S.RUNNING)
+    shown = [_text_event("thinking", partial=True)] if partial_chunk else []
+    call = _call_event()
+    for event in [_user_message(), *shown, call]:
+        await pair.stream.publish(record, event)
+    if job_out:  # the orchestrator journals the job of a remote call before it pauses
+        await pair.store._redis.hset(keys.invocation_jobs(APP, "e-1"), "a:c1", "1")
+    record.pending_calls, record.pending_tools = ["c1"], {"c1": "tool"}
+    await pair.status(record, S.PAUSED)
+    return [*shown, call]
+
+
+async def _resume_and_complete(pair: _Pair) -> list[Event]:
+    record = _record()
+    answer, final = _text_event("tool said ok"), _text_event("done")
+    await pair.stream.publish(record, answer)
+    await pair.stream.publish(record, final)
+    await pair.status(record, S.COMPLETED)
+    return [answer, final]
+
+
+async def test_a_pause_while_a_worker_runs_the_call_is_not_the_end(backend, pair, checks, live):
+    shown = await _start_and_pause(pair, job_out=True)
+    # The record already says completed while the stream still ends with the pause (the
+    # stream is read behind the record): the run must read on, not stop there.
+    done = _record()
+    done.status = S.COMPLETED
+    await pair.store._redis.hset(keys.invocation(APP, "e-1"), "record", done.model_dump_json())
+    run = _run(backend, live)
+    await asyncio.wait_for(checks.wait(), GUARD)
+    assert not run.done()
+    rest = await _resume_and_complete(pair)
+    # Every event but the user's message, as ADK's API server writes it.
+    assert await run == [event.to_wire() for event in [*shown, *rest]]
+
+
+async def test_a_pause_for_an_outside_answer_ends_the_run(backend, pair, live):
+    shown = await _start_and_pause(pair, job_out=False)
+    assert await _run(backend, live) == [event.to_wire() for event in shown]
+
+
+async def test_a_tool_that_left_its_call_to_an_outside_answer_ends_the_run(
+        backend, pair, checks, monkeypatch, live):
+    monkeypatch.setattr(runs, "_RECHECK_SECONDS", 0.05)
+    shown = await _start_and_pause(pair, job_out=True)
+    run = _run(backend, live)
+    await asyncio.wait_for(checks.wait(), GUARD)
+    assert not run.done()
+    # The worker ran the tool, which returned nothing: a pending placeholder, no new entry.
+    await pair.store.put_result(APP, "e-1", ToolResult(function_call_id="c1", tool_name="tool"))
+    assert await run == [event.to_wire() for event in shown]
+
+
+async def test_progress_after_a_pause_does_not_hide_it(backend, pair, live):
+    shown = await _start_and_pause(pair, job_out=False)
+    await pair.store._redis.xadd(keys.invocation_stream(APP, "e-1"), {
+        "kind": "progress", "call": "c1", "tool": "tool", "attempt": "1", "at": "1.0",
+        "progress": '{"done": 0.5}'})
+    assert await _run(backend, live) == [event.to_wire() for event in shown]
+
+
+async def test_chunks_only_when_streaming_and_a_failure_says_why(backend, pair, live):
+    shown = await _start_and_pause(pair, job_out=True, partial_chunk=True)
+    chunk, call = shown
+    record = _record()
+    record.error = "ValueError: the tool broke"
+    await pair.status(record, S.FAILED)
+    for partial, expected in ((False, [call]), (True, [chunk, call])):
+        items = await _run(backend, live, partial=partial)
+        assert items[:-1] == [event.to_wire() for event in expected]
+        assert isinstance(items[-1], RuntimeError) and str(items[-1]) == "ValueError: the tool broke"

@@ -1,0 +1,92 @@
+"""How ``/run`` and ``/run_sse`` follow a run: to its end, or to a pause for an outside answer.
+
+A run ends when its invocation ends, or pauses for an answer from outside (a human's, another
+service's). A pause while workers run its remote tools is not an end, as a long-running tool
+that returns a value does not end ADK's run either. Which of the two a pause is can only be
+seen in Redis (jobs out, answers stored), so a run that pauses looks once (one round trip),
+keeps following meanwhile, and looks again each :data:`_RECHECK_SECONDS` that nothing
+happens: a tool on a worker may finish and leave its call to an outside answer.
+
+The events go out as the live stream holds them (ADK's wire JSON), with no parse into an
+``Event`` and back. ``/run``, which answers once the run is over, follows only the status
+changes (the status stream) and reads the events once at the end; ``/run_sse`` follows
+every event as it comes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from orchestrator import redis_keys as keys
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from workers.api.backend import Backend
+from workers.api.stream_hub import LiveItem
+
+_RECHECK_SECONDS = 1.0
+"""While paused on calls that workers run, how often a run looks again whether the
+invocation now waits for an answer from outside (a tool that returned nothing)."""
+
+
+async def run_events(backend: Backend, record: InvocationRecord, *, partial: bool,
+                     after: str | None = None,
+                     live: bool = True) -> AsyncIterator[dict[str, Any] | Exception]:
+    """The run's events (wire JSON, without the user's message, as ADK's runner), then its end.
+
+    ``partial``: streaming chunks too. ``after``: follow after that stream entry (a resumed
+    run). ``live``: hand each event out as it is committed (``/run_sse``); else (``/run``)
+    only the invocation's status changes are followed, and its events are read once when
+    the run ends (fewer wake-ups: a run has about twice as many events as status changes).
+    A failed invocation ends with a RuntimeError (yielded) saying why.
+    """
+    at_the_end = not live and after is None  # a resumed run follows from its place: live
+    hub = await backend.hub()
+    ended: LiveItem | None = None  # the finished status, if the run ends with one
+    async with hub.watch(record.app_name, record.invocation_id, after,
+                         statuses=at_the_end) as watch:
+        pause: InvocationRecord | None = None  # the pause the stream ends with, if it does
+        while ended is None:
+            try:
+                items, at_end = await watch.read(_RECHECK_SECONDS if pause is not None else None)
+            except TimeoutError:  # still paused, and nothing came: look again
+                items, at_end = [], True
+            for item in items:
+                if item.kind == "progress":  # a tool's report changes nothing of the pause
+                    continue
+                pause = None
+                if item.kind == "event":
+                    if _shown(item, partial):
+                        yield item.wire
+                elif item.status is not None and item.status.is_finished:
+                    ended = item
+                    break
+                elif item.status is InvocationStatus.PAUSED:
+                    pause = item.record or await backend.record(record.app_name, record.invocation_id)
+            if pause is not None and at_end and await _waits_for_outside(backend, pause):
+                break
+    if at_the_end:
+        for item in await _committed(backend, record):
+            if _shown(item, partial):
+                yield item.wire
+    if ended is not None and ended.status is InvocationStatus.FAILED:
+        final = ended.record or await backend.record(record.app_name, record.invocation_id)
+        yield RuntimeError(final.error or "the invocation failed")
+
+
+def _shown(item: LiveItem, partial: bool) -> bool:
+    """An event the run shows: not the user's message, a chunk only when streaming."""
+    wire = item.wire
+    return wire is not None and wire.get("author") != "user" and (partial or not item.partial)
+
+
+async def _committed(backend: Backend, record: InvocationRecord) -> list[LiveItem]:
+    """Every event of the invocation's live stream so far (one read)."""
+    services = await backend.services()
+    entries = await services.redis.xrange(keys.invocation_stream(record.app_name, record.invocation_id))
+    return [item for entry_id, fields in entries if fields.get("kind") == "event"
+            and (item := LiveItem.parse(entry_id, fields)) is not None]
+
+
+async def _waits_for_outside(backend: Backend, pause: InvocationRecord) -> bool:
+    services = await backend.services()
+    return await services.store.waits_for_outside(pause)

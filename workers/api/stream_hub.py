@@ -1,0 +1,351 @@
+"""One reader of the live event streams per API process, handing each follower its entries.
+
+Every open ``/run``, ``/run_sse`` and invocation follow waits on its invocation's live stream
+(:mod:`orchestrator.distributed.streams`). Followed one by one, each would hold a Redis
+connection in a blocking ``XREAD`` of its own and pay a round trip per wake-up; here one loop
+per process reads every followed stream in one ``XREAD BLOCK`` and hands each follower (a
+:class:`Watch`) the entries of its stream, parsed once for all the followers of that stream.
+
+A follower that starts while that read is blocked must get into the next one: it adds an
+entry to the process's own wake stream (``redis_keys.api_wake``), which the read also names,
+so the read returns and the next one names the new stream. The read names the wake stream
+with the last id it saw (not ``$``): a wake-up that reaches Redis before the read does still
+ends it at once.
+
+Events stay the wire JSON the stream holds (:class:`LiveItem`): ``/run`` sends that JSON on
+after one :func:`json.loads`; an :class:`~orchestrator.events.event.Event` is parsed only for
+a follower that asks for one.
+
+One ``XREAD`` names many keys, so the followed streams must live on one Redis server, as
+everything else this project keeps does (it does not speak Redis Cluster).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Collection
+from typing import Any, Literal
+
+import redis.asyncio as aioredis
+
+from orchestrator import redis_keys as keys
+from orchestrator._redis_support import connect
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.streams import Progress, ends_follow, parse_entry
+from orchestrator.events.event import Event
+
+logger = logging.getLogger(__name__)
+
+_READ_COUNT = 500
+"""Entries read per stream per XREAD (a longer stream is read over several)."""
+_BLOCK_MS = 1000
+"""Longest single XREAD BLOCK: the loop reads again after it, so it only bounds one call."""
+_WAKE_TTL_SECONDS = 3600
+"""The wake stream outlives its process by at most this long."""
+_RETRY_SECONDS = 0.5
+"""Pause before reading again after a read failed (its followers were told)."""
+
+
+def _position(entry_id: str) -> tuple[int, int]:
+    milliseconds, _, sequence = entry_id.partition("-")
+    return int(milliseconds), int(sequence or 0)
+
+
+def _at(watch: Watch) -> tuple[int, int]:
+    return watch.position
+
+
+class LiveItem:
+    """One entry of an invocation's live stream, as :class:`StreamItem` but parsed on demand.
+
+    ``kind`` is ``event``, ``status`` or ``progress``; :attr:`wire` is an event's JSON as the
+    stream holds it (ADK's wire form), :attr:`event` that event parsed.
+    """
+
+    __slots__ = ("_event", "_event_json", "_record", "_record_json", "_wire", "entry_id", "kind",
+                 "partial", "position", "progress", "status")
+
+    def __init__(self, entry_id: str, kind: Literal["event", "status", "progress"], *,
+                 event_json: str | None = None, partial: bool = False,
+                 status: InvocationStatus | None = None, record_json: str | None = None,
+                 progress: Progress | None = None) -> None:
+        self.entry_id = entry_id
+        """Its id in the stream, to resume after it."""
+        self.position = _position(entry_id)
+        self.kind = kind
+        self.partial = partial
+        """True for a streaming chunk (never stored in the session)."""
+        self.status = status
+        """The invocation's new status (``kind == "status"``)."""
+        self.progress = progress
+        """A remote call's progress report (``kind == "progress"``)."""
+        self._event_json = event_json
+        self._record_json = record_json
+        self._wire: dict[str, Any] | None = None
+        self._event: Event | None = None
+        self._record: InvocationRecord | None = None
+
+    @classmethod
+    def parse(cls, entry_id: str, fields: dict[str, str]) -> LiveItem | None:
+        """The item of one stream entry; None for kinds this version does not know."""
+        if fields.get("kind") == "event" and "event" in fields:
+            raw = fields["event"]
+            partial = (fields["partial"] == "1" if "partial" in fields
+                       else bool(json.loads(raw).get("partial")))
+            return cls(entry_id, "event", event_json=raw, partial=partial)
+        item = parse_entry(fields)
+        if item is None or item.kind == "event":
+            return None
+        return cls(entry_id, item.kind, status=item.status, progress=item.progress,
+                   record_json=fields.get("record") if item.kind == "status" else None)
+
+    @property
+    def wire(self) -> dict[str, Any] | None:
+        """The event as ADK's API server writes it (camelCase, no nulls); None if no event."""
+        if self._wire is None and self._event_json is not None:
+            self._wire = json.loads(self._event_json)
+        return self._wire
+
+    @property
+    def event(self) -> Event | None:
+        """The event, parsed (``kind == "event"``)."""
+        if self._event is None and self._event_json is not None:
+            self._event = Event.from_wire(self._event_json)
+        return self._event
+
+    @property
+    def record(self) -> InvocationRecord | None:
+        """The record as saved with a status entry (None if the entry has none)."""
+        if self._record is None and self._record_json:
+            self._record = InvocationRecord.model_validate_json(self._record_json)
+        return self._record
+
+
+class Watch:
+    """One follower's place in one invocation's stream: what came after :attr:`last_id`."""
+
+    def __init__(self, key: str, last_id: str) -> None:
+        self.key = key
+        self.last_id = last_id
+        """The last entry handed to this watch (``0-0``: none yet)."""
+        self.position = _position(last_id)
+        self._items: list[LiveItem] = []
+        self._at_end = False
+        self._end_seen = True
+        """Whether the last :meth:`read` ended at the stream's end (nothing to tell then)."""
+        self._error: BaseException | None = None
+        self._ready = asyncio.Event()
+
+    def deliver(self, items: list[LiveItem], last_id: str | None, last: tuple[int, int] | None,
+                at_end: bool) -> None:
+        """Entries read from this watch's position or before: keep those past it.
+
+        ``last_id``: the last entry read (unknown kinds included), at position ``last``;
+        ``at_end``: the read reached the end of the stream.
+        """
+        if last is not None and last > self.position:
+            self._items += [item for item in items if item.position > self.position]
+            self.last_id, self.position = last_id or self.last_id, last  # last_id is set with last
+        self._at_end = at_end
+        if self._items or (at_end and not self._end_seen):
+            self._ready.set()
+
+    def fail(self, error: BaseException) -> None:
+        """The reader could not read: the next :meth:`read` raises ``error``."""
+        self._error = error
+        self._ready.set()
+
+    async def read(self, timeout: float | None = None) -> tuple[list[LiveItem], bool]:
+        """The entries that came since the last read (waiting for one), and ``at_end``.
+
+        ``at_end``: the last of them was the stream's latest entry when read. Also returns,
+        with no entries, once the end of a stream read in several parts is reached.
+        TimeoutError after ``timeout`` seconds without either.
+        """
+        if not self._ready.is_set():
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        items, self._items = self._items, []
+        self._ready.clear()
+        self._end_seen = self._at_end
+        return items, self._at_end
+
+
+class StreamHub:
+    """The process's one reader of live streams (see the module docstring); one per event loop.
+
+    ``nudger``: a client of the server's own pool, to wake the reader with. ``block_ms`` and
+    ``read_count`` bound one read (its wait and its entries per stream).
+    """
+
+    def __init__(self, redis_url: str, nudger: aioredis.Redis, *, block_ms: int = _BLOCK_MS,
+                 read_count: int = _READ_COUNT) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._block_ms = block_ms
+        self._read_count = read_count
+        self._reader = connect(redis_url)  # its one connection blocks in XREAD
+        self._nudger = nudger
+        self._wake_key = keys.api_wake(uuid.uuid4().hex)
+        self._wake_last = "0-0"
+        self._watches: dict[str, set[Watch]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._blocked = False
+        """A read is out that names only the streams followed when it was sent."""
+        self._nudged = False
+        """A wake-up was sent since that read went out."""
+        self._more: set[str] = set()
+        """Streams whose last read was cut at the count: read on without blocking."""
+        self._nudges: set[asyncio.Task[None]] = set()
+
+    @contextlib.asynccontextmanager
+    async def watch(self, app_name: str, invocation_id: str, after: str | None = None, *,
+                    statuses: bool = False) -> AsyncIterator[Watch]:
+        """Follow an invocation's live stream from its start, or after entry ``after``.
+
+        ``statuses``: its status stream instead (``redis_keys.invocation_statuses``: the
+        status entries only).
+        """
+        key = (keys.invocation_statuses if statuses else keys.invocation_stream)(app_name, invocation_id)
+        watch = Watch(key, after or "0-0")
+        self._watches.setdefault(watch.key, set()).add(watch)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._read_loop(), name="adk-celery stream hub")
+        elif self._blocked and not self._nudged:
+            self._nudged = True
+            nudge = asyncio.create_task(self._nudge())
+            self._nudges.add(nudge)
+            nudge.add_done_callback(self._nudges.discard)
+        try:
+            yield watch
+        finally:
+            followers = self._watches.get(watch.key)
+            if followers is not None:
+                followers.discard(watch)
+                if not followers:
+                    del self._watches[watch.key]
+
+    async def follow(
+        self, app_name: str, invocation_id: str, *,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED, after: str | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[LiveItem]:
+        """The invocation's entries in order, as ``RedisEventStream.follow`` yields them.
+
+        Replayed from its start (or after ``after``); stops after a terminal status, and
+        after a status in ``until`` that is the stream's latest entry when read.
+        TimeoutError if ``timeout`` seconds pass first.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        async with self.watch(app_name, invocation_id, after) as watch:
+            stop_at_end = False
+            while True:
+                left = None if deadline is None else deadline - time.monotonic()
+                try:
+                    if left is not None and left <= 0:
+                        raise TimeoutError
+                    items, at_end = await watch.read(left)
+                except TimeoutError:
+                    raise TimeoutError(f"Invocation {invocation_id!r} did not reach the end of "
+                                       f"its follow within {timeout} s.") from None
+                for item in items:
+                    yield item
+                    ends = ends_follow(item.status, until)
+                    if ends:
+                        return
+                    stop_at_end = ends is None
+                if stop_at_end and at_end:
+                    return
+
+    async def aclose(self) -> None:
+        """Stop reading; followers still waiting get an error."""
+        for task in (self._task, *self._nudges):
+            # Python 3.11's wait_for (redis-py sends through it) can swallow a cancellation
+            # that lands as its inner step completes: cancel until the task is done.
+            while task is not None and not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=0.1)
+        self._fail_all(RuntimeError("The server is shutting down."))
+        await self._reader.aclose()
+
+    async def _nudge(self) -> None:
+        try:
+            async with self._nudger.pipeline(transaction=False) as pipe:
+                pipe.xadd(self._wake_key, {"w": "1"}, maxlen=16, approximate=True)
+                pipe.expire(self._wake_key, _WAKE_TTL_SECONDS)
+                await pipe.execute()
+        except Exception:  # the read ends within _BLOCK_MS anyway
+            logger.warning("Could not wake the stream reader.", exc_info=True)
+
+    async def _read_loop(self) -> None:
+        while True:
+            starts = {self._wake_key: self._wake_last}
+            for key, followers in self._watches.items():
+                starts[key] = min(followers, key=_at).last_id
+            asked_more, self._more = self._more, set()
+            # A stream cut at the count is read on at once: whether its end was reached
+            # decides whether a pause ends a follow.
+            block = None if asked_more else self._block_ms
+            self._nudged = False
+            self._blocked = block is not None
+            try:
+                reply = await self._reader.xread(starts, count=self._read_count, block=block)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # Redis gone past the client's retries
+                self._blocked = False
+                self._fail_all(error)
+                await asyncio.sleep(_RETRY_SECONDS)
+                continue
+            self._blocked = False
+            self._hand_out(_by_stream(reply), starts, asked_more)
+
+    def _hand_out(self, read: dict[str, list[tuple[str, dict[str, str]]]],
+                  starts: dict[str, str], asked_more: set[str]) -> None:
+        for key, entries in read.items():
+            if key == self._wake_key:
+                self._wake_last = entries[-1][0]
+                continue
+            at_end = len(entries) < self._read_count
+            if not at_end:
+                self._more.add(key)
+            items = [item for entry_id, fields in entries
+                     if (item := LiveItem.parse(entry_id, fields)) is not None]
+            self._deliver(key, starts[key], items, entries[-1][0], at_end)
+        for key in asked_more - read.keys():  # read on without blocking: nothing more
+            if key in starts:
+                self._deliver(key, starts[key], [], None, True)
+
+    def _deliver(self, key: str, start: str, items: list[LiveItem], last_id: str | None,
+                 at_end: bool) -> None:
+        begin = _position(start)
+        last = None if last_id is None else _position(last_id)
+        for watch in list(self._watches.get(key, ())):
+            # A watch that joined behind this read's start is served by the next read.
+            if watch.position >= begin:
+                watch.deliver(items, last_id, last, at_end)
+
+    def _fail_all(self, error: BaseException) -> None:
+        for followers in self._watches.values():
+            for watch in followers:
+                watch.fail(error)
+
+
+def _by_stream(reply: Any) -> dict[str, list[tuple[str, dict[str, str]]]]:
+    """An XREAD reply (RESP2 list or RESP3 map) as entries by stream key."""
+    if not reply:
+        return {}
+    pairs = reply.items() if isinstance(reply, dict) else reply
+    read: dict[str, list[tuple[str, dict[str, str]]]] = {}
+    for key, entries in pairs:
+        if entries and isinstance(entries[0], list):
+            entries = entries[0]  # RESP3 wraps the entries once more
+        if entries:
+            read[key] = [(entry_id, fields) for entry_id, fields in entries]
+    return read
