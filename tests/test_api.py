@@ -172,7 +172,7 @@ def test_enqueue_without_waiting_and_cancel(api):
     assert httpx.get(f"{api}/apps/approval/invocations/e-unknown").status_code == 404
     missing = httpx.post(f"{api}/apps/approval/users/dave/sessions/no-such/invocations",
                          json={"newMessage": "pay 7"})
-    assert (missing.status_code, missing.json()) == (404, {"detail": "Session not found"})
+    assert (missing.status_code, missing.json()) == (404, {"detail": "Session not found: no-such"})
     bad = httpx.post(f"{api}/apps/approval/users/bad%20user/invocations", json={"newMessage": "x"})
     assert bad.status_code == 422 and bad.json()["detail"].startswith("user_id: 'bad user'")
 

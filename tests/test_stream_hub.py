@@ -16,7 +16,7 @@ from redis.exceptions import ResponseError
 from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.redis_stores import RedisInvocationStore
-from orchestrator.distributed.streams import FINISHED, SETTLED, RedisEventStream
+from orchestrator.distributed.streams import RedisEventStream
 from tests.test_event_stream import APP, _call_event, _Pair, _record, _text_event
 from workers.api.stream_hub import LiveItem, StreamHub
 
@@ -73,7 +73,7 @@ async def test_follow_shows_a_stream_as_redis_event_stream_does(hub, pair):
     assert items[4].record.status is S.PAUSED and items[4].record.invocation_id == "e-1"
     # FINISHED follows through the latest pause (nothing more comes: the timeout hits).
     with pytest.raises(TimeoutError):
-        await _collect(hub, until=FINISHED, timeout=0.3)
+        await _collect(hub, until=InvocationStatus.FINISHED, timeout=0.3)
 
     answer = _text_event("answered")
     await pair.stream.publish(record, answer)
@@ -81,7 +81,7 @@ async def test_follow_shows_a_stream_as_redis_event_stream_does(hub, pair):
     full = [S.QUEUED, S.RUNNING, (chunk.id, True), (call.id, False), S.PAUSED, (answer.id, False),
             S.COMPLETED]
     # A replay goes past a pause resumed since; a terminal status ends every follow.
-    assert _shape(await _collect(hub, until=SETTLED, timeout=GUARD)) == full
+    assert _shape(await _collect(hub, until=InvocationStatus.SETTLED, timeout=GUARD)) == full
     # Resuming after an entry (Last-Event-ID) shows only what came after it.
     assert _shape(await _collect(hub, after=items[4].entry_id, timeout=GUARD)) == full[5:]
 
