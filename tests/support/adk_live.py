@@ -7,6 +7,7 @@ google-adk side is skipped (with the reason) when google-adk 2.13 is not importa
 
 from __future__ import annotations
 
+import importlib
 import logging
 import warnings
 from collections.abc import Callable
@@ -22,6 +23,46 @@ from tests.test_adk_golden import ADK_PREAMBLE_START, PREAMBLE_PLACEHOLDER
 ADK_VERSION = "2.13.0"
 
 
+_NAMES: dict[str, list[str]] = {
+    # google-adk's module paths; orchestrator mirrors them (tests/test_adk_module_paths.py).
+    "agents": ["InvocationContext", "LlmAgent", "LoopAgent", "ParallelAgent", "RunConfig",
+               "SequentialAgent"],
+    "agents.invocation_context": ["LlmCallsLimitExceededError"],
+    "agents.run_config": ["StreamingMode"],
+    "apps": ["App", "ResumabilityConfig"],
+    "events": ["Event", "EventActions"],
+    "memory": ["InMemoryMemoryService"],
+    "memory.memory_entry": ["MemoryEntry"],
+    "models": ["BaseLlm", "LlmRequest", "LlmResponse"],
+    "plugins": ["BasePlugin"],
+    "plugins.context_filter_plugin": ["ContextFilterPlugin"],
+    "plugins.global_instruction_plugin": ["GlobalInstructionPlugin"],
+    "plugins.save_files_as_artifacts_plugin": ["SaveFilesAsArtifactsPlugin"],
+    "runners": ["InMemoryRunner"],
+    "sessions": ["InMemorySessionService"],
+    "tools": ["AgentTool", "FunctionTool", "LongRunningFunctionTool", "ToolContext",
+              "enterprise_web_search", "get_user_choice", "google_maps_grounding",
+              "google_search", "load_artifacts", "load_memory", "preload_memory",
+              "url_context"],
+    "tools.base_toolset": ["BaseToolset"],
+    "tools.enterprise_search_tool": ["EnterpriseWebSearchTool"],
+    "tools.google_maps_grounding_tool": ["GoogleMapsGroundingTool"],
+    "tools.google_search_tool": ["GoogleSearchTool"],
+    "tools.url_context_tool": ["UrlContextTool"],
+    "tools.vertex_ai_search_tool": ["VertexAiSearchTool"],
+}
+"""What the scenarios use, by module, imported from the same paths on both sides."""
+
+
+def _namespace(name: str, root: str, **extra: Any) -> SimpleNamespace:
+    """The scenario namespace of the framework whose package is ``root``."""
+    names: dict[str, Any] = {}
+    for module, attributes in _NAMES.items():
+        imported = importlib.import_module(f"{root}.{module}")
+        names.update({attribute: getattr(imported, attribute) for attribute in attributes})
+    return scenarios.namespace(name=name, **names, **extra)
+
+
 def google_adk() -> SimpleNamespace:
     """google-adk's classes under the names the tests use (skips without google-adk 2.13)."""
     adk = pytest.importorskip("google.adk", reason="google-adk is not installed")
@@ -30,116 +71,14 @@ def google_adk() -> SimpleNamespace:
     # SequentialAgent & co. warn they are deprecated in 2.x; tool errors are logged.
     warnings.filterwarnings("ignore", module="google.adk")
     logging.getLogger("google_adk").setLevel(logging.CRITICAL)
-    from google.adk import tools as t
-    from google.adk.agents import (
-        InvocationContext,
-        LlmAgent,
-        LoopAgent,
-        ParallelAgent,
-        RunConfig,
-        SequentialAgent,
-    )
-    from google.adk.agents.invocation_context import LlmCallsLimitExceededError
-    from google.adk.agents.run_config import StreamingMode
-    from google.adk.apps import App, ResumabilityConfig
-    from google.adk.events import Event, EventActions
-    from google.adk.memory import InMemoryMemoryService
-    from google.adk.memory.memory_entry import MemoryEntry
-    from google.adk.models import BaseLlm, LlmCapabilities, LlmRequest, LlmResponse
-    from google.adk.plugins import BasePlugin
-    from google.adk.plugins.context_filter_plugin import ContextFilterPlugin
-    from google.adk.plugins.global_instruction_plugin import GlobalInstructionPlugin
-    from google.adk.plugins.save_files_as_artifacts_plugin import SaveFilesAsArtifactsPlugin
-    from google.adk.runners import InMemoryRunner
-    from google.adk.sessions import InMemorySessionService
-    from google.adk.tools.base_toolset import BaseToolset
-    from google.adk.tools.enterprise_search_tool import EnterpriseWebSearchTool
-    from google.adk.tools.google_maps_grounding_tool import GoogleMapsGroundingTool
-    from google.adk.tools.google_search_tool import GoogleSearchTool
-    from google.adk.tools.url_context_tool import UrlContextTool
-    from google.adk.tools.vertex_ai_search_tool import VertexAiSearchTool
+    from google.adk.models import LlmCapabilities
 
-    return scenarios.namespace(
-        name="google-adk",
-        AgentTool=t.AgentTool, BasePlugin=BasePlugin, ContextFilterPlugin=ContextFilterPlugin,
-        GlobalInstructionPlugin=GlobalInstructionPlugin,
-        SaveFilesAsArtifactsPlugin=SaveFilesAsArtifactsPlugin,
-        App=App, BaseLlm=BaseLlm, BaseToolset=BaseToolset, Event=Event,
-        EventActions=EventActions, EnterpriseWebSearchTool=EnterpriseWebSearchTool,
-        FunctionTool=t.FunctionTool, GoogleMapsGroundingTool=GoogleMapsGroundingTool,
-        GoogleSearchTool=GoogleSearchTool, InMemoryMemoryService=InMemoryMemoryService,
-        InMemoryRunner=InMemoryRunner, InMemorySessionService=InMemorySessionService,
-        InvocationContext=InvocationContext, LlmAgent=LlmAgent,
-        LlmCallsLimitExceededError=LlmCallsLimitExceededError, LlmCapabilities=LlmCapabilities,
-        LlmRequest=LlmRequest, LlmResponse=LlmResponse,
-        LongRunningFunctionTool=t.LongRunningFunctionTool, LoopAgent=LoopAgent,
-        MemoryEntry=MemoryEntry, ParallelAgent=ParallelAgent,
-        ResumabilityConfig=ResumabilityConfig, RunConfig=RunConfig,
-        SequentialAgent=SequentialAgent, StreamingMode=StreamingMode,
-        ToolContext=t.ToolContext, UrlContextTool=UrlContextTool,
-        VertexAiSearchTool=VertexAiSearchTool,
-        enterprise_web_search=t.enterprise_web_search, get_user_choice=t.get_user_choice,
-        google_maps_grounding=t.google_maps_grounding, google_search=t.google_search,
-        load_artifacts=t.load_artifacts, load_memory=t.load_memory,
-        preload_memory=t.preload_memory, url_context=t.url_context,
-    )
+    return _namespace("google-adk", "google.adk", LlmCapabilities=LlmCapabilities)
 
 
 def ours() -> SimpleNamespace:
     """orchestrator's classes, imported from google-adk's module paths."""
-    from orchestrator import tools as t
-    from orchestrator.agents import (
-        InvocationContext,
-        LlmAgent,
-        LoopAgent,
-        ParallelAgent,
-        RunConfig,
-        SequentialAgent,
-    )
-    from orchestrator.agents.invocation_context import LlmCallsLimitExceededError
-    from orchestrator.agents.run_config import StreamingMode
-    from orchestrator.apps import App, ResumabilityConfig
-    from orchestrator.events import Event, EventActions
-    from orchestrator.memory import InMemoryMemoryService
-    from orchestrator.memory.memory_entry import MemoryEntry
-    from orchestrator.models import BaseLlm, LlmRequest, LlmResponse
-    from orchestrator.plugins import BasePlugin
-    from orchestrator.plugins.context_filter_plugin import ContextFilterPlugin
-    from orchestrator.plugins.global_instruction_plugin import GlobalInstructionPlugin
-    from orchestrator.plugins.save_files_as_artifacts_plugin import SaveFilesAsArtifactsPlugin
-    from orchestrator.runners import InMemoryRunner
-    from orchestrator.sessions import InMemorySessionService
-    from orchestrator.tools.base_toolset import BaseToolset
-    from orchestrator.tools.enterprise_search_tool import EnterpriseWebSearchTool
-    from orchestrator.tools.google_maps_grounding_tool import GoogleMapsGroundingTool
-    from orchestrator.tools.google_search_tool import GoogleSearchTool
-    from orchestrator.tools.url_context_tool import UrlContextTool
-    from orchestrator.tools.vertex_ai_search_tool import VertexAiSearchTool
-
-    return scenarios.namespace(
-        name="orchestrator",
-        AgentTool=t.AgentTool, BasePlugin=BasePlugin, ContextFilterPlugin=ContextFilterPlugin,
-        GlobalInstructionPlugin=GlobalInstructionPlugin,
-        SaveFilesAsArtifactsPlugin=SaveFilesAsArtifactsPlugin,
-        App=App, BaseLlm=BaseLlm, BaseToolset=BaseToolset, Event=Event,
-        EventActions=EventActions, EnterpriseWebSearchTool=EnterpriseWebSearchTool,
-        FunctionTool=t.FunctionTool, GoogleMapsGroundingTool=GoogleMapsGroundingTool,
-        GoogleSearchTool=GoogleSearchTool, InMemoryMemoryService=InMemoryMemoryService,
-        InMemoryRunner=InMemoryRunner, InMemorySessionService=InMemorySessionService,
-        InvocationContext=InvocationContext, LlmAgent=LlmAgent,
-        LlmCallsLimitExceededError=LlmCallsLimitExceededError, LlmCapabilities=None,
-        LlmRequest=LlmRequest, LlmResponse=LlmResponse,
-        LongRunningFunctionTool=t.LongRunningFunctionTool, LoopAgent=LoopAgent,
-        MemoryEntry=MemoryEntry, ParallelAgent=ParallelAgent,
-        ResumabilityConfig=ResumabilityConfig, RunConfig=RunConfig,
-        SequentialAgent=SequentialAgent, StreamingMode=StreamingMode,
-        ToolContext=t.ToolContext, UrlContextTool=UrlContextTool,
-        VertexAiSearchTool=VertexAiSearchTool,
-        enterprise_web_search=t.enterprise_web_search, get_user_choice=t.get_user_choice,
-        google_maps_grounding=t.google_maps_grounding, google_search=t.google_search,
-        load_artifacts=t.load_artifacts, load_memory=t.load_memory,
-        preload_memory=t.preload_memory, url_context=t.url_context,
-    )
+    return _namespace("orchestrator", "orchestrator", LlmCapabilities=None)
 
 
 def frameworks() -> list[SimpleNamespace]:
