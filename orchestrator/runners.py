@@ -22,17 +22,20 @@ from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactSe
 from orchestrator.distributed.transport import Transport
 from orchestrator.errors import InvocationNotFoundError, SessionNotFoundError
 from orchestrator.events.event import Event
-from orchestrator.events.event_actions import EventActions
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
 from orchestrator.plugins.base_plugin import BasePlugin
 from orchestrator.plugins.plugin_manager import PluginManager
+from orchestrator.runner_messages import (
+    apply_run_metadata,
+    commit_user_message,
+    validate_new_message,
+)
 from orchestrator.runner_plugins import (
     EventSource,
     commit_answers,
     no_events,
     process_event,
-    replace_user_message,
     run_with_plugins,
 )
 from orchestrator.runner_routing import (
@@ -140,7 +143,7 @@ class Runner:
             new_message = types.Content(role="user", parts=new_message.parts)
         if session is None:
             session = await self._load_session(user_id, session_id, run_config)
-        _validate_new_message(new_message)
+        validate_new_message(new_message)
         responses = [
             p.function_response for p in (new_message.parts or []) if p.function_response
         ] if new_message else []
@@ -168,7 +171,7 @@ class Runner:
                 new_message = None  # the invocation already has its user message
         async with contextlib.aclosing(self._run(
             ctx, session, writer,
-            lambda: self._commit_user_message(
+            lambda: commit_user_message(
                 ctx, new_message, state_delta, run_config, call_event, writer, yield_user_message
             ),
             lambda: self._run_agent(ctx, session, resuming, call_event, writer),
@@ -452,53 +455,6 @@ class Runner:
             app_name=self.app_name, user_id=user_id, session_id=session_id
         )
 
-    async def _commit_user_message(
-        self,
-        ctx: InvocationContext,
-        message: types.Content | None,
-        state_delta: dict[str, Any] | None,
-        run_config: RunConfig,
-        call_event: Event | None,
-        writer: SessionWriter,
-        yield_user_message: bool,
-    ) -> AsyncGenerator[Event, None]:
-        """Commit the run's user event (the plugins may replace the message first)."""
-        if message is not None:
-            replaced = await replace_user_message(ctx, message)
-            if replaced is not None:
-                _validate_new_message(replaced)
-                if ctx.user_content is message:
-                    ctx.user_content = replaced
-                message = replaced
-        if message is None and not state_delta:
-            return
-        event = await self._append_user_event(
-            ctx, message, state_delta, run_config, call_event, writer
-        )
-        if yield_user_message:
-            yield event
-
-    async def _append_user_event(
-        self,
-        ctx: InvocationContext,
-        new_message: types.Content | None,
-        state_delta: dict[str, Any] | None,
-        run_config: RunConfig,
-        call_event: Event | None,
-        writer: SessionWriter,
-    ) -> Event:
-        event = Event(
-            invocation_id=ctx.invocation_id,
-            author="user",
-            content=new_message,
-            actions=EventActions(state_delta=dict(state_delta)) if state_delta else EventActions(),
-            branch=call_event.branch if call_event is not None else None,
-        )
-        apply_run_metadata(event, run_config)
-        await writer.append_event(ctx.session, event)
-        return event
-
-
 class InMemoryRunner(Runner):
     """A Runner wired to in-memory session, artifact and memory services."""
 
@@ -518,38 +474,6 @@ class InMemoryRunner(Runner):
             artifact_service=InMemoryArtifactService(),
             session_service=InMemorySessionService(),
             memory_service=InMemoryMemoryService(),
-        )
-
-
-INTERNAL_METADATA_PREFIX = "__adk_internal_"
-"""``custom_metadata`` keys with this prefix belong to the framework; callers cannot set them."""
-
-
-def apply_run_metadata(event: Event, run_config: RunConfig) -> None:
-    """Merge ``run_config.custom_metadata`` into the event's (the event's own keys win).
-
-    Every event of the invocation gets it, as in google-adk: the user's, the agents', partial
-    ones too. Keys with the framework's internal prefix are left out.
-    """
-    if not run_config.custom_metadata:
-        return
-    metadata = {
-        key: value for key, value in run_config.custom_metadata.items()
-        if not (isinstance(key, str) and key.startswith(INTERNAL_METADATA_PREFIX))
-    }
-    if metadata:
-        event.custom_metadata = {**metadata, **(event.custom_metadata or {})}
-
-
-def _validate_new_message(message: types.Content | None) -> None:
-    if message is None or not message.parts:
-        return
-    has_response = any(p.function_response for p in message.parts)
-    if any(p.function_call for p in message.parts):
-        raise ValueError("User message cannot contain function calls.")
-    if has_response and any(p.text for p in message.parts):
-        raise ValueError(
-            "A message cannot contain both function responses and text; send them separately."
         )
 
 
