@@ -25,7 +25,8 @@ from orchestrator.distributed.redis_stores import (
 from orchestrator.distributed.stores import SessionKey, Taken
 from orchestrator.distributed.wakeups import RedisWakeups
 from orchestrator.sessions.redis_session_service import (
-    event_id,
+    first_unread,
+    session_after,
     session_from_replies,
     session_read_keys,
 )
@@ -222,8 +223,8 @@ class RedisSessionQueue:
         if hint:
             operands += [keys.invocation(key[0], hint), keys.cancel_flag(key[0], hint),
                          keys.invocation_results(key[0], hint), *session_read_keys(*key)]
-        first = max(len(known.events) - 1, 0) if known is not None else 0
-        reply = await self._take(keys=operands, args=[self._ttl_ms, hint or "", first])
+        reply = await self._take(keys=operands, args=[self._ttl_ms, hint or "",
+                                                      first_unread(known)])
         if not reply:
             return None
         token = str(reply[0])
@@ -235,15 +236,12 @@ class RedisSessionQueue:
         raw, cancelled, results, meta, state, app_state, user_state, events = reply[2:]
         loaded = loaded_from(raw or None, cancelled, _pairs(results))
         hashes = [_pairs(meta), _pairs(state), _pairs(app_state), _pairs(user_state)]
-        if known is None or not known.events:
+        if known is None:
             return Taken(token, item, loaded._replace(session=session_from_replies(
                 *key, [*hashes, events])))
-        if not events or event_id(events[0]) != known.events[-1].id:
-            return Taken(token, item, loaded)  # not the session ``known`` was: read it whole
-        session = session_from_replies(*key, [*hashes, events[1:]])
-        if session is not None:
-            session.events[:0] = known.events
-        return Taken(token, item, loaded._replace(session=session))
+        same, session = session_after(known, hashes, events)
+        # Not the session ``known`` was: no session here, the caller reads it whole.
+        return Taken(token, item, loaded._replace(session=session) if same else loaded)
 
     async def renew(self, key: SessionKey, token: str) -> bool:
         """Extend the lease if still held."""

@@ -211,15 +211,11 @@ class InvocationService:
         """
         known = self.sessions_read.take(key)
         taken = await self.queue.take(key, hint, known)
-        if taken is None:
+        if taken is None or taken.item is None:  # lease busy, or nothing queued (released)
             if known is not None:
                 self.sessions_read.put(key, known)
-            return False
+            return taken is not None
         token, item, loaded = taken
-        if item is None:
-            if known is not None:
-                self.sessions_read.put(key, known)
-            return True  # nothing queued (the lease went back at once)
         renewer = self._start_renewer(key, token)
         released = False
         # The session as last read from storage: the next item reads only what was appended

@@ -201,22 +201,17 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         ``earlier``'s and, to check that, the last of ``earlier``'s. If the list is not what
         ``earlier`` says (the session was deleted and made again), the whole session is read.
         """
-        known = len(earlier.events)
         meta, state, app_state, user_state, events = session_read_keys(
             earlier.app_name, earlier.user_id, earlier.id)
         async with self._client.pipeline(transaction=True) as pipe:
             for hash_key in (meta, state, app_state, user_state):
                 pipe.hgetall(hash_key)
-            pipe.lrange(events, max(known - 1, 0), -1)
+            pipe.lrange(events, first_unread(earlier), -1)
             replies = await pipe.execute()
-        tail = replies[4]
-        if known and (not tail or event_id(tail[0]) != earlier.events[-1].id):
+        same, fresh = session_after(earlier, replies[:4], replies[4])
+        if not same:
             return await self.get_session(
                 app_name=earlier.app_name, user_id=earlier.user_id, session_id=earlier.id)
-        fresh = session_from_replies(earlier.app_name, earlier.user_id, earlier.id,
-                                     [*replies[:4], tail[1:] if known else tail])
-        if fresh is not None:
-            fresh.events[:0] = earlier.events
         return fresh
 
     async def list_sessions(
@@ -378,6 +373,34 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
                 "process may own the session now."
             )
         return exc
+
+
+def first_unread(known: Session | None) -> int:
+    """The index to read a session's events from, given ``known`` (a copy as stored earlier).
+
+    ``known``'s last event (read again to check it is still there), else the first one.
+    """
+    return max(len(known.events) - 1, 0) if known is not None else 0
+
+
+def session_after(
+    known: Session, hashes: list[Any], tail: list[Any]
+) -> tuple[bool, Session | None]:
+    """The session from its hashes and the events read from :func:`first_unread` on.
+
+    Events are only ever appended, so the stored list starts with ``known``'s while the
+    event at its last index still has its id: then ``(True, session)``, with ``known``'s
+    events (not parsed again) followed by the newer ones; None if the session is gone.
+    ``(False, None)`` if the list is not what ``known`` says (the session was deleted and
+    made again): read it whole.
+    """
+    if known.events and (not tail or event_id(tail[0]) != known.events[-1].id):
+        return False, None
+    session = session_from_replies(known.app_name, known.user_id, known.id,
+                                   [*hashes, tail[1:] if known.events else tail])
+    if session is not None:
+        session.events[:0] = known.events
+    return True, session
 
 
 def event_id(raw: Any) -> str | None:
