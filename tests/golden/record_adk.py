@@ -17,6 +17,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import scenarios  # noqa: E402  (after the path tweak; this file is run as a script)
+from golden_file import write_or_check  # noqa: E402
 
 GOLDEN = HERE / "adk_2_13.json"
 EXPECTED_VERSION = "2.13.0"
@@ -73,17 +74,8 @@ def main(argv: list[str]) -> int:
     if names:
         print(scenarios.to_json({n: scenarios.run_scenario(adk, n) for n in names}), end="")
         return 0
-    text = scenarios.to_json(scenarios.run_all(adk))
-    if check:
-        stored = GOLDEN.read_text() if GOLDEN.exists() else ""
-        if stored != text:
-            print(f"{GOLDEN.name} is out of date; re-run without --check")
-            return 1
-        print(f"{GOLDEN.name} is up to date")
-        return 0
-    GOLDEN.write_text(text)
-    print(f"wrote {GOLDEN} ({len(scenarios.SCENARIOS)} scenarios)")
-    return 0
+    return write_or_check(GOLDEN, scenarios.to_json(scenarios.run_all(adk)), check=check,
+                          recorded=f"{len(scenarios.SCENARIOS)} scenarios")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ sys.path.insert(0, str(HERE))
 
 import api_apps  # noqa: E402  (after the path tweak; this file is run as a script)
 import api_steps  # noqa: E402
+from golden_file import write_or_check  # noqa: E402
 
 GOLDEN = HERE / "adk_api_2_13.json"
 EXPECTED_VERSION = "2.13.0"
@@ -106,17 +107,8 @@ def main(argv: list[str]) -> int:
         return 2
     warnings.simplefilter("ignore")
     logging.disable(logging.CRITICAL)
-    text = api_steps.to_json(record())
-    if "--check" in argv:
-        stored = GOLDEN.read_text() if GOLDEN.exists() else ""
-        if stored != text:
-            print(f"{GOLDEN.name} is out of date; re-run without --check")
-            return 1
-        print(f"{GOLDEN.name} is up to date")
-        return 0
-    GOLDEN.write_text(text)
-    print(f"wrote {GOLDEN} ({len(api_steps.STEPS)} steps)")
-    return 0
+    return write_or_check(GOLDEN, api_steps.to_json(record()), check="--check" in argv,
+                          recorded=f"{len(api_steps.STEPS)} steps")
 
 
 if __name__ == "__main__":
