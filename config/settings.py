@@ -83,6 +83,17 @@ class Settings(BaseSettings):
     worker_head_start_ms: float = 5.0
     """How long a worker's consumer waits for a job it just handed to a pool thread before
     taking the next one (``adk-celery worker``'s threads pool); 0 = no wait."""
+    fast_publish: bool = True
+    """Latency trick (workers/publish_commands.py, kombu internals): a tool job's message is
+    built by Celery and kombu and sent inside the script that journals the job. False: the
+    journal is written, then Celery's ``send_task`` sends the message from a thread."""
+    broker_client_reuse: bool = True
+    """Latency trick (workers/broker.py, kombu's private ``_create_client``): each broker
+    channel builds one redis-py client and reuses it. False: one per operation, as kombu."""
+    inline_sync_tools: bool = True
+    """Latency trick (``Runtime.run_here``): a worker runs a plain sync tool's job on the pool
+    thread that took it, on that thread's own event loop. False: every job runs on the
+    worker's shared event loop thread."""
     flower_basic_auth: SecretStr | None = None
     """``user:password`` for Flower's basic auth (``adk-celery flower``)."""
     flower_port: int = 5555

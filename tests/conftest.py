@@ -8,7 +8,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from orchestrator.models.guard import set_model_requests_allowed
-from tests.support.backends import backend, celery_stack  # noqa: F401  (shared fixtures)
+from tests.support.backends import (  # noqa: F401  (shared fixtures)
+    backend,
+    celery_stack,
+    celery_stack_plain,
+)
 from tests.support.redis_server import find_redis_server, redis_server
 
 

@@ -55,7 +55,7 @@ async def test_branches_run_as_jobs_and_match_the_in_process_run(backend, reques
     assert events[-1].author == "pipeline" and events[-1].actions.end_of_agent
 
     if isinstance(backend, CeleryBackend):
-        stack = request.getfixturevalue("celery_stack")
+        stack = backend.stack
         texts = [p.text for e in events if e.branch and e.content for p in e.content.parts if p.text]
         pids = {int(m) for text in texts for m in re.findall(r"pid (\d+)", text)}
         assert pids and stack["orchestrator"].pid not in pids

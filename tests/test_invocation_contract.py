@@ -32,7 +32,7 @@ async def test_remote_tool_pauses_and_resumes_the_invocation(backend, request):
     assert events[2].actions.state_delta == {"looked_up": "Oslo"}
     assert {e.invocation_id for e in events} == {inv}
     if isinstance(backend, CeleryBackend):
-        stack = request.getfixturevalue("celery_stack")
+        stack = backend.stack
         # The tool ran in a worker process: neither here nor in the orchestrator.
         worker_pids = {stack["worker"].pid} | _children(stack["worker"].pid)
         assert response.response["pid"] in worker_pids

@@ -31,7 +31,7 @@ def _state(events) -> dict:
 def _pids(backend, request) -> tuple[int, int]:
     """(orchestrator pid, worker pid) of the backend."""
     if isinstance(backend, CeleryBackend):
-        stack = request.getfixturevalue("celery_stack")
+        stack = backend.stack
         return stack["orchestrator"].pid, stack["worker"].pid
     return os.getpid(), os.getpid()
 

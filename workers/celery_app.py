@@ -20,6 +20,7 @@ from typing import Any
 from celery import Celery
 
 from config import Settings, get_settings
+from workers.broker import transport_path
 
 TASK_INVOKE = "adk_celery.invoke"
 TASK_DRAIN = "adk_celery.drain"
@@ -72,7 +73,7 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
     url = settings.redis_url or "memory://"
     app = _Celery("adk_celery", broker=url, backend=url if settings.redis_url else None)
     if url.startswith("redis://"):  # TLS, sockets and Sentinel keep kombu's own transport
-        app.conf.broker_transport = "workers.broker:Transport"
+        app.conf.broker_transport = transport_path(settings.broker_client_reuse)
     transport_options = {
         # Reconnecting after a lost connection is Celery's (it retries until Redis is back,
         # see broker_connection_max_retries); these make a dead connection show up as an

@@ -137,7 +137,7 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     runtime = get_runtime()
     # Celery's request context is thread-local: read it here, not on the loop thread.
     reporter = _progress_reporter(self, self.request.id, self.request.hostname, job)
-    if is_plain_sync_tool(job, runtime.apps()):
+    if runtime.settings.inline_sync_tools and is_plain_sync_tool(job, runtime.apps()):
         return runtime.run_here(_run_tool(reporter, job, digest))
     return runtime.run(_run_tool(reporter, job, digest))
 

@@ -23,17 +23,18 @@ from orchestrator.distributed.redis_jobs import (
 )
 from orchestrator.distributed.transport import default_route
 from orchestrator.tools.base_tool import BaseTool
-from workers.broker import CommandProducer, RedisCommand, collects_publishes
 from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL, kwargs_repr
+from workers.publish_commands import CommandProducer, RedisCommand, collects_publishes
 
 
 class CeleryTransport:
     """Sends tool jobs to workers; Flower shows them as ``adk_celery.run_tool:<tool>``.
 
-    With ``redis`` (the caller's asyncio client on the broker's Redis) and the app on
-    :mod:`workers.broker`'s transport, a job's message and its task-sent event are built by
-    Celery and kombu as usual (:class:`~workers.broker.CommandProducer`) and sent on that
-    client, from the event loop: one round trip, no thread. Otherwise ``send_task`` runs in
+    With ``redis`` (the caller's asyncio client on the broker's Redis), the app on
+    :mod:`workers.broker`'s transport and ``fast_publish`` on, a job's message and its
+    task-sent event are built by Celery and kombu as usual
+    (:class:`~workers.publish_commands.CommandProducer`) and sent on that client, from the
+    event loop: one round trip, no thread. Otherwise ``send_task`` runs in
     a thread (publishing is blocking I/O). Either way ``redis`` journals each job with its
     digest; workers run only journaled jobs, so a transport without it sends jobs no worker
     will run.
@@ -44,7 +45,8 @@ class CeleryTransport:
     ) -> None:
         self._app = celery_app
         self._settings = settings
-        self._redis = redis if redis is not None and collects_publishes(celery_app) else None
+        fast = settings.fast_publish and collects_publishes(celery_app)
+        self._redis = redis if redis is not None and fast else None
         self._journal = redis.register_script(PUBLISH_ONCE) if redis is not None else None
         self._watch_key = keys.job_watch(settings.invocations_queue)
         self._producer: CommandProducer | None = None

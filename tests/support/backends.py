@@ -42,8 +42,10 @@ class EmbeddedBackend:
 
 
 class CeleryBackend:
-    def __init__(self, client) -> None:
-        self.client = client
+    def __init__(self, stack: dict[str, Any]) -> None:
+        self.stack = stack
+        """The processes behind this backend (``celery_stack`` or ``celery_stack_plain``)."""
+        self.client = stack["client"]
 
     async def create_session(self, app: str, user: str) -> str:
         return (await asyncio.to_thread(self.client.create_session, app, user)).id
@@ -66,12 +68,21 @@ class CeleryBackend:
         await asyncio.to_thread(self.client.cancel, app, inv)
 
 
-@pytest.fixture(scope="module")
-def celery_stack(redis_url):
-    """Redis db 2, one orchestrator process and one worker process."""
-    url = redis_url.rsplit("/", 1)[0] + "/2"
+LIBRARY_TRICKS_OFF = {
+    "fast_publish": "false",
+    "broker_client_reuse": "false",
+    "inline_sync_tools": "false",
+    "redis_hiredis_packing": "false",
+    "worker_head_start_ms": "0",
+}
+"""Settings that switch off every trick on a library's internals (README: "Tricks on library
+internals"): the contract suite runs with them on and off."""
+
+
+def _stack(redis_url: str, db: int, **settings: str) -> Any:
+    url = redis_url.rsplit("/", 1)[0] + f"/{db}"
     redis.Redis.from_url(url).flushdb()
-    env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2")
+    env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2", **settings)
     orchestrator = start_celery_process("orchestrator", "orch1", env)
     worker = start_celery_process("worker", "work1", env)
     from workers.client import Client
@@ -85,9 +96,21 @@ def celery_stack(redis_url):
         worker.stop()
 
 
-@pytest.fixture(params=["embedded", "celery"])
+@pytest.fixture(scope="module")
+def celery_stack(redis_url):
+    """Redis db 2, one orchestrator process and one worker process."""
+    yield from _stack(redis_url, 2)
+
+
+@pytest.fixture(scope="module")
+def celery_stack_plain(redis_url):
+    """As ``celery_stack`` (db 15), with every trick on a library's internals switched off."""
+    yield from _stack(redis_url, 15, **LIBRARY_TRICKS_OFF)
+
+
+@pytest.fixture(params=["embedded", "celery", "celery-plain"])
 def backend(request):
     if request.param == "embedded":
         return EmbeddedBackend()
-    stack = request.getfixturevalue("celery_stack")
-    return CeleryBackend(stack["client"])
+    name = "celery_stack" if request.param == "celery" else "celery_stack_plain"
+    return CeleryBackend(request.getfixturevalue(name))
