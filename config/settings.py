@@ -12,7 +12,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """Runtime settings for orchestrators, workers and clients (see README, "Settings")."""
 
-    model_config = SettingsConfigDict(env_prefix="ADK_CELERY_", extra="ignore")
+    # populate_by_name: Settings(max_llm_calls=...) sets the field even where an alias (a
+    # google-adk variable name) is accepted from the environment.
+    model_config = SettingsConfigDict(env_prefix="ADK_CELERY_", extra="ignore", populate_by_name=True)
 
     redis_url: str | None = None
     """Redis URL for broker, results and state; unset = embedded in-process mode."""

@@ -80,17 +80,25 @@ def test_a_gemini_builtin_tool_is_refused_for_another_model_as_google_adk_refuse
 
 
 def test_the_model_id_check_can_be_turned_off(monkeypatch):
-    from config import get_settings
-
+    # google-adk's variable, read as google-adk reads it (a script using the core alone).
     monkeypatch.setenv("ADK_DISABLE_GEMINI_MODEL_ID_CHECK", "true")
-    get_settings.cache_clear()
-    try:
-        adk, mine = run(_one_builtin_scenario, "google_search", "my-proxy-model")
-    finally:
-        monkeypatch.delenv("ADK_DISABLE_GEMINI_MODEL_ID_CHECK")
-        get_settings.cache_clear()
+    adk, mine = run(_one_builtin_scenario, "google_search", "my-proxy-model")
     assert mine == adk
     assert mine["requests"][0]["builtin_tools"] == [{"google_search": {}}]
+
+
+def test_a_process_turns_the_model_id_check_off_from_its_settings():
+    from config import Settings
+    from orchestrator.models.model_names import gemini_builtin_tools_allowed
+    from orchestrator.process_setup import configure_core, core_defaults
+
+    before = core_defaults()
+    assert not gemini_builtin_tools_allowed("my-proxy-model")
+    configure_core(Settings(disable_gemini_model_id_check=True))
+    try:
+        assert gemini_builtin_tools_allowed("my-proxy-model")
+    finally:
+        configure_core(before)
 
 
 def test_google_search_with_its_own_model_sends_the_request_to_that_model_name():

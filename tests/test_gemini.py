@@ -19,6 +19,7 @@ from orchestrator.models.guard import set_model_requests_allowed
 from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
 from orchestrator.models.registry import LLMRegistry
+from orchestrator.process_setup import CoreDefaults
 from tests.support.gemini_stub import (
     GeminiStub,
     StubError,
@@ -335,10 +336,11 @@ async def test_blocked_model_requests_make_no_network_call(stub: GeminiStub) -> 
 async def test_missing_api_key_is_a_clear_error(
     stub: GeminiStub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     settings = Settings.model_construct(google_api_key=None, gemini_base_url=stub.base_url)
-    monkeypatch.setattr(gemini_module, "get_settings", lambda: settings)
+    monkeypatch.setattr(gemini_module, "core_defaults", lambda: CoreDefaults.from_settings(settings))
 
-    with pytest.raises(GeminiConfigurationError, match="ADK_CELERY_GOOGLE_API_KEY"):
+    with pytest.raises(GeminiConfigurationError, match="GOOGLE_API_KEY"):
         await collect(Gemini(), user_request())
 
     assert stub.requests == []
@@ -350,7 +352,7 @@ async def test_defaults_come_from_settings(
     settings = Settings.model_construct(
         google_api_key=SecretStr("settings-key"), gemini_base_url=stub.base_url
     )
-    monkeypatch.setattr(gemini_module, "get_settings", lambda: settings)
+    monkeypatch.setattr(gemini_module, "core_defaults", lambda: CoreDefaults.from_settings(settings))
     stub.enqueue(text_response("from settings"))
 
     [answer] = await collect(Gemini(), user_request())

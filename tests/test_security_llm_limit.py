@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import redis
 
-from config import Settings, get_settings
+from config import Settings
 from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
+from orchestrator.process_setup import configure_core, core_defaults
 from tests.apps_limits import endless_app
 from tests.support.processes import stack_env, start_celery_process
 
@@ -51,15 +52,15 @@ def test_the_limit_holds_across_remote_tool_resumes(limited_stack):
     assert model_calls(client.events("endless", invocation_id)) == LIMIT
 
 
-async def test_the_limit_holds_across_resumes_in_the_embedded_runtime(monkeypatch):
-    monkeypatch.setenv("ADK_CELERY_MAX_LLM_CALLS", str(LIMIT))
-    get_settings.cache_clear()  # RunConfig's default limit comes from the settings
+async def test_the_limit_holds_across_resumes_in_the_embedded_runtime():
+    before = core_defaults()
+    configure_core(Settings(max_llm_calls=LIMIT))  # RunConfig's default limit: the process's
     try:
         runtime = EmbeddedRuntime(AppRegistry([endless_app]))
         invocation_id = await runtime.enqueue(app_name="endless", user_id="u", new_message="go")
         record = await runtime.wait("endless", invocation_id, timeout=30, until=InvocationStatus.FINISHED)
     finally:
-        get_settings.cache_clear()
+        configure_core(before)
 
     assert record.status is InvocationStatus.FAILED
     assert "LlmCallsLimitExceededError" in (record.error or "")

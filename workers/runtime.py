@@ -31,6 +31,7 @@ from orchestrator.distributed.streams import RedisEventStream
 from orchestrator.distributed.wakeups import RedisWakeups, WakeConsumer
 from orchestrator.errors import SessionNotFoundError, register_infrastructure_errors
 from orchestrator.plugins import PluginManager
+from orchestrator.process_setup import configure_core
 from orchestrator.sessions.redis_session_service import LeasedSessionWriter, RedisSessionService
 from orchestrator.tools.function_tool import sync_calls_inline
 from workers.celery_app import app as default_celery_app
@@ -99,6 +100,7 @@ class Runtime:
                 "(the embedded mode runs in one process: see examples/demo.py)."
             )
         failpoints.arm(self.settings.failpoints)  # fault tests only; empty otherwise
+        configure_core(self.settings)  # the ADK core's defaults: this process's settings
         self.limits = Limits.from_settings(self.settings)
         """What clients' requests are checked against."""
         self._load_apps = load_apps

@@ -9,7 +9,7 @@ from typing import Any
 from google.genai import types
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from config import get_settings
+from orchestrator.process_setup import core_defaults
 from orchestrator.sessions.session import GetSessionConfig
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class RunConfig(BaseModel):
 
     streaming_mode: StreamingMode = StreamingMode.NONE
     """``SSE`` streams partial events that share the final event's id."""
-    max_llm_calls: int = Field(default_factory=lambda: get_settings().max_llm_calls)
+    max_llm_calls: int = Field(default_factory=lambda: core_defaults().max_llm_calls)
     """Model calls allowed per invocation; <= 0 means unlimited."""
     custom_metadata: dict[str, Any] | None = None
     """Merged into the ``custom_metadata`` of every event of the invocation."""

@@ -13,13 +13,13 @@ from google import genai
 from google.genai import types
 from pydantic import PrivateAttr, SecretStr
 
-from config.settings import get_settings
 from orchestrator.errors import GeminiConfigurationError
 from orchestrator.models.base_llm import BaseLlm
 from orchestrator.models.guard import check_model_requests_allowed
 from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
 from orchestrator.models.registry import LLMRegistry
+from orchestrator.process_setup import core_defaults
 
 
 class _ClientCache:
@@ -76,9 +76,9 @@ class Gemini(BaseLlm):
 
     model: str = "gemini-2.5-flash"
     api_key: SecretStr | None = None
-    """Gemini API key; defaults to ``Settings.google_api_key``."""
+    """Gemini API key; defaults to the process's (``configure_core``), else ``GOOGLE_API_KEY``."""
     base_url: str | None = None
-    """Endpoint override (a proxy, or a local stub); defaults to ``Settings.gemini_base_url``."""
+    """Endpoint override (a proxy, or a local stub); defaults to the process's ``gemini_base_url``."""
     retry_options: types.HttpRetryOptions | None = None
     """HTTP retry policy of the client; None means the client does not retry."""
 
@@ -99,17 +99,18 @@ class Gemini(BaseLlm):
         return await self._clients.get(self._build_client)
 
     def _build_client(self) -> genai.Client:
-        settings = get_settings()
-        api_key = self.api_key or settings.google_api_key
+        defaults = core_defaults()
+        api_key = self.api_key or defaults.api_key()
         key = api_key.get_secret_value().strip() if api_key is not None else ""
         if not key:
             raise GeminiConfigurationError(
                 f"No Gemini API key configured for model {self.model!r}: set the "
-                "ADK_CELERY_GOOGLE_API_KEY (or GOOGLE_API_KEY) environment variable, "
+                "GOOGLE_API_KEY environment variable (ADK_CELERY_GOOGLE_API_KEY for adk-celery's "
+                "processes), "
                 "or pass api_key= to Gemini(...)."
             )
         http_options = types.HttpOptions(
-            base_url=self.base_url or settings.gemini_base_url,
+            base_url=self.base_url or defaults.gemini_base_url,
             retry_options=self.retry_options,
         )
         return genai.Client(api_key=key, vertexai=False, http_options=http_options)

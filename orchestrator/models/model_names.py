@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from config import get_settings
+from orchestrator.process_setup import core_defaults
 
 _PATH_FORMS = (
     re.compile(r"^projects/[^/]+/locations/[^/]+/publishers/[^/]+/models/(.+)$"),
@@ -45,7 +45,7 @@ def gemini_builtin_tools_allowed(model: str | None) -> bool:
     ``ADK_DISABLE_GEMINI_MODEL_ID_CHECK``) is set, for deployments whose model ids do not
     follow the public naming.
     """
-    return is_gemini_model(model) or get_settings().disable_gemini_model_id_check
+    return is_gemini_model(model) or core_defaults().model_id_check_disabled()
 
 
 def combines_builtin_tools_with_functions(model: str | None) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from config import get_settings
+from orchestrator.process_setup import core_defaults
 
 _pools: dict[int, ThreadPoolExecutor] = {}
 _lock = threading.Lock()
@@ -26,7 +26,7 @@ _lock = threading.Lock()
 
 def tool_thread_pool(max_workers: int | None = None) -> ThreadPoolExecutor:
     """The process's pool of ``max_workers`` threads (default: the setting)."""
-    size = max_workers or get_settings().sync_tool_threads
+    size = max_workers or core_defaults().sync_tool_threads
     with _lock:
         pool = _pools.get(size)
         if pool is None:
