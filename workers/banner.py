@@ -14,7 +14,7 @@ from typing import Any
 
 from celery.apps.worker import Worker as CeleryWorker
 
-from config import Settings, get_settings
+from config import Settings
 
 _CONCURRENCY_LINE = re.compile(r"(\.> concurrency: ).*$", re.MULTILINE)
 
@@ -45,7 +45,7 @@ class Worker(CeleryWorker):  # type: ignore[misc]
     def startup_info(self, artlines: bool = True) -> str:
         """Celery's banner, its concurrency line replaced."""
         info: str = super().startup_info(artlines)
-        settings = get_settings()
+        settings = self.app.adk_settings
         queues = self.app.amqp.queues.consume_from or self.app.amqp.queues
         text = concurrency_text(settings, orchestrating=settings.invocations_queue in queues,
                                 pool=pool_name(self.pool_cls), size=int(self.concurrency))

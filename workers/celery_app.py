@@ -61,6 +61,8 @@ RESULT_RETRIES = 10
 
 
 class _Celery(Celery):  # type: ignore[misc]
+    adk_settings: Settings
+    """The settings this app was built from: what every part of its processes reads."""
     @cached_property
     def Worker(self) -> Any:
         """Celery's worker whose banner says what an orchestrator runs at once (workers.banner)."""
@@ -72,6 +74,7 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
     settings = settings or get_settings()
     url = settings.redis_url or "memory://"
     app = _Celery("adk_celery", broker=url, backend=url if settings.redis_url else None)
+    app.adk_settings = settings
     if url.startswith("redis://"):  # TLS, sockets and Sentinel keep kombu's own transport
         app.conf.broker_transport = transport_path(settings.broker_client_reuse)
     transport_options = {
@@ -138,4 +141,22 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
     return app
 
 
-app = create_celery_app()
+# The entry point of ``celery -A workers ...``: Celery imports this module and finds the app,
+# so its settings are read here, from the environment. ``adk-celery`` (workers/cli.py) then
+# gives it the settings with its command-line options (:func:`use_settings`).
+app = create_celery_app(get_settings())
+
+
+def use_settings(settings: Settings) -> None:
+    """Run this process's Celery app with ``settings`` (an entry point's, before it starts).
+
+    Only settings that Celery's own configuration does not hold may differ from those the
+    app was built with (the apps served, the metrics port): they are read from the app's
+    ``adk_settings`` wherever they are used, in this process and in the ones it forks.
+    """
+    app.adk_settings = settings
+
+
+def app_settings() -> Settings:
+    """The settings of this process's Celery app."""
+    return app.adk_settings

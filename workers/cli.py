@@ -40,27 +40,27 @@ def worker_queues(settings: Settings) -> str:
          *settings.agent_queues.values()]) if q)
 
 
-def _apply_apps(apps: list[str] | None, metrics_port: int | None = None) -> None:
-    # Settings are read from the environment, so --app (and --metrics-port) are passed on
-    # the same way; the worker processes Celery starts inherit them.
-    if apps or metrics_port is not None:
-        from config import get_settings
-
-        if apps:
-            os.environ["ADK_CELERY_APPS"] = ",".join(apps)
-        if metrics_port is not None:
-            os.environ["ADK_CELERY_METRICS_PORT"] = str(metrics_port)
-        get_settings.cache_clear()  # importing this package already read the settings
+def _with_options(settings: Settings, apps: list[str] | None,
+                  metrics_port: int | None = None) -> Settings:
+    """The settings from the environment with ``--app`` and ``--metrics-port`` on top."""
+    update: dict[str, object] = {}
+    if apps:
+        update["apps"] = ",".join(apps)
+    if metrics_port is not None:
+        update["metrics_port"] = metrics_port
+    return settings.model_copy(update=update) if update else settings
 
 
-def _celery_worker(queues: str, args: argparse.Namespace, extra: list[str]) -> None:
-    from config import get_settings
-
-    settings = get_settings()
+def _celery_worker(
+    settings: Settings, queues: str, args: argparse.Namespace, extra: list[str]
+) -> None:
     if not settings.redis_url:
         sys.exit("adk-celery: set ADK_CELERY_REDIS_URL (e.g. redis://localhost:6379/0).")
     from orchestrator.distributed.registry import AppRegistry
     from workers import app
+    from workers.celery_app import use_settings
+
+    use_settings(settings)
 
     try:  # fail at start-up, not at the first task, when an app cannot be loaded
         registry = AppRegistry.from_specs(settings.app_specs())
@@ -193,15 +193,12 @@ def _main(argv: Sequence[str] | None) -> None:
     if extra and args.command not in PASS_THROUGH:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command in ("orchestrator", "worker"):
-        _apply_apps(args.app, args.metrics_port)
-        from config import get_settings
-
-        settings = get_settings()
+        settings = _with_options(current, args.app, args.metrics_port)
         if args.command == "orchestrator":
             queues = settings.invocations_queue
         else:
             queues = args.queues or worker_queues(settings)
-        _celery_worker(queues, args, extra)
+        _celery_worker(settings, queues, args, extra)
     elif args.command == "flower":
         _run_flower(args, extra)
     elif args.command == "api":

@@ -18,7 +18,8 @@ from typing import Any
 
 from celery import signals
 
-from config import get_settings
+from config import Settings
+from workers.celery_app import app_settings
 from workers.runtime import get_runtime
 
 logger = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ def refused_here(
     The task returns its refusal normally, so the message is acknowledged, not redelivered.
     """
     routing_key = (delivery_info or {}).get("routing_key")
-    if not is_orchestrator() and routing_key != get_settings().invocations_queue:
+    if not is_orchestrator() and routing_key != app_settings().invocations_queue:
         return None
     logger.warning("Refused %s job %.100r of invocation %.100r delivered to an orchestrator "
                    "(routing key %.100r): orchestrators never run tools or branches", task_name,
@@ -59,7 +60,7 @@ def refused_here(
     return {"status": REFUSED_HERE}
 
 
-def load_apps_or_exit() -> None:
+def load_apps_or_exit(settings: Settings) -> None:
     """Import the configured apps now: a worker that cannot serve them fails at start-up.
 
     Plain ``celery -A workers worker`` gets what ``adk-celery worker`` does: apps import
@@ -71,18 +72,18 @@ def load_apps_or_exit() -> None:
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        registry = AppRegistry.from_specs(get_settings().app_specs())
+        registry = AppRegistry.from_specs(settings.app_specs())
     except Exception as error:  # any import-time failure of the user's module
         raise SystemExit(f"adk-celery: cannot load ADK_CELERY_APPS "
-                         f"({get_settings().apps!r}): {type(error).__name__}: {error}") from None
+                         f"({settings.apps!r}): {type(error).__name__}: {error}") from None
     logger.info("Apps: %s", ", ".join(registry.names) or "none (ADK_CELERY_APPS is empty)")
 
 
 @signals.celeryd_after_setup.connect
 def _note_role(sender: str, instance: Any, **_: Any) -> None:
     """Decide, before the pool starts, whether and where this worker consumes wake-ups."""
-    load_apps_or_exit()
-    settings = get_settings()
+    settings = instance.app.adk_settings
+    load_apps_or_exit(settings)
     queues = set(instance.app.amqp.queues.consume_from or instance.app.amqp.queues)
     _role["orchestrating"] = settings.invocations_queue in queues
     _role["prefork"] = "prefork" in getattr(instance.pool_cls, "__module__", "")

@@ -26,9 +26,10 @@ from typing import Any
 from celery import signals
 from prometheus_client import Counter, Histogram, start_http_server
 
-from config import Settings, get_settings
+from config import Settings
 from orchestrator import observe
 from orchestrator.distributed.models import InvocationStatus
+from workers.celery_app import app_settings
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ def serve(settings: Settings | None = None, port: int | None = None) -> int | No
 
     ``port`` (else ``ADK_CELERY_METRICS_PORT``) 0 = off. Serves once per process.
     """
-    settings = settings or get_settings()
+    settings = settings or app_settings()
     port = settings.metrics_port if port is None else port
     if port <= 0:
         return None
@@ -105,4 +106,4 @@ def _serve_when_ready(**_: Any) -> None:
     try:
         serve()
     except OSError as error:  # the port is taken: say so, and run on without metrics
-        logger.error("Metrics not served on port %s: %s", get_settings().metrics_port, error)
+        logger.error("Metrics not served on port %s: %s", app_settings().metrics_port, error)

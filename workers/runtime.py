@@ -14,7 +14,7 @@ import kombu.exceptions
 import redis.asyncio as aioredis
 from celery import Celery
 
-from config import Settings, get_settings
+from config import Settings
 from orchestrator import failpoints
 from orchestrator import redis_keys as keys
 from orchestrator._redis_support import connect
@@ -35,6 +35,7 @@ from orchestrator.process_setup import configure_core
 from orchestrator.sessions.redis_session_service import LeasedSessionWriter, RedisSessionService
 from orchestrator.tools.function_tool import sync_calls_inline
 from workers.celery_app import app as default_celery_app
+from workers.celery_app import app_settings
 from workers.enqueue import (
     check_same_invocation,
     enqueue_scripts,
@@ -87,12 +88,12 @@ class Runtime:
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        settings: Settings,
         *,
         load_apps: bool = True,
         celery_app: Celery | None = None,
     ) -> None:
-        self.settings = settings or get_settings()
+        self.settings = settings
         self.celery_app = celery_app or default_celery_app
         if not self.settings.redis_url:
             raise RuntimeError(
@@ -331,5 +332,5 @@ def get_runtime() -> Runtime:
     global _runtime
     with _runtime_lock:
         if _runtime is None or _runtime.forked:
-            _runtime = Runtime()
+            _runtime = Runtime(app_settings())
         return _runtime

@@ -19,8 +19,6 @@ from typing import Any
 
 from celery.concurrency import thread
 
-from config import get_settings
-
 logger = logging.getLogger(__name__)
 
 
@@ -29,7 +27,7 @@ class TaskPool(thread.TaskPool):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.head_start = max(get_settings().worker_head_start_ms, 0.0) / 1000
+        self.head_start = max(self.app.adk_settings.worker_head_start_ms, 0.0) / 1000
 
     def terminate_job(self, pid: Any, signal: Any = None) -> None:
         """A thread cannot be killed: on a cold shutdown its job dies with the process.
