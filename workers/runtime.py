@@ -58,7 +58,12 @@ register_infrastructure_errors(kombu.exceptions.OperationalError)
 
 @dataclass
 class Services:
-    """Everything built on one Redis client."""
+    """Everything built on one Redis client.
+
+    The :class:`InvocationService` (a Runner per app) is built on first use of
+    :attr:`service`: orchestrators and clients use it; a worker running jobs never does (it
+    hands results back with :func:`~orchestrator.distributed.hand_back.deliver_result`).
+    """
 
     redis: aioredis.Redis
     sessions: RedisSessionService
@@ -66,7 +71,7 @@ class Services:
     store: RedisInvocationStore
     queue: RedisSessionQueue
     registry: AppRegistry
-    service: InvocationService
+    build_service: Callable[[], InvocationService]
     events: RedisEventStream | None = None
     """The invocations' live event streams (the service publishes to them)."""
     wakeups: RedisWakeups | None = None
@@ -77,6 +82,14 @@ class Services:
     """Where the service's remote jobs go."""
     watchdog: JobWatchdog | None = None
     """This process's job watchdog, once :meth:`Runtime.start_orchestrating` ran."""
+    _service: InvocationService | None = None
+
+    @property
+    def service(self) -> InvocationService:
+        """The invocation service on these clients (built on first use)."""
+        if self._service is None:
+            self._service = self.build_service()
+        return self._service
 
 
 class Runtime:
@@ -227,19 +240,22 @@ class Runtime:
                                   job_watch_key=watch)
         events = RedisEventStream(client, ttl_seconds=settings.record_ttl_seconds)
         transport = CeleryTransport(self.celery_app, settings, client)
-        service = InvocationService(
-            registry,
-            session_service=sessions,
-            store=store,
-            queue=queue,
-            transport=transport,
-            artifact_service=artifacts,
-            lease_renew_seconds=settings.lease_ttl_seconds / 3,
-            # Committed events reach the stream inside their append; the sink sends chunks.
-            event_sink=events.publish_partial,
-            writer_for=lambda key, token, record: _leased_writer(sessions, events, key, token, record),
-            limits=self.limits,
-        )
+
+        def service() -> InvocationService:
+            return InvocationService(
+                registry,
+                session_service=sessions,
+                store=store,
+                queue=queue,
+                transport=transport,
+                artifact_service=artifacts,
+                lease_renew_seconds=settings.lease_ttl_seconds / 3,
+                # Committed events reach the stream inside their append; the sink sends chunks.
+                event_sink=events.publish_partial,
+                writer_for=lambda key, token, record: _leased_writer(
+                    sessions, events, key, token, record),
+                limits=self.limits,
+            )
         return Services(client, sessions, artifacts, store, queue, registry, service,
                         events=events, wakeups=wakeups, transport=transport)
 

@@ -23,6 +23,7 @@ from orchestrator.distributed.executor import (
     execute_tool_job,
     is_plain_sync_tool,
 )
+from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import check_identifier
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.redis_jobs import job_digest
@@ -323,7 +324,8 @@ async def _hand_back(services: Services, job: ToolJob | AgentJob, result: ToolRe
 
     async def store() -> None:
         failpoints.hit("worker.before_store")
-        await services.service.deliver(job.app_name, job.invocation_id, result, key=key)
+        await deliver_result(services.store, services.queue, job.app_name, job.invocation_id,
+                             result, key=key)
 
     await _retrying("Storing a job's result", store)
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from config import Settings
 from orchestrator import redis_keys as keys
+from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.redis_jobs import (
     dispatched_job,
@@ -160,8 +161,8 @@ class JobWatchdog:
     async def _answer_with_error(self, job: ToolJob | AgentJob, name: str, message: str) -> None:
         result = ToolResult(function_call_id=job.function_call_id, tool_name=name,
                             response={"error": message}, error=message)
-        await self._services.service.deliver(
-            job.app_name, job.invocation_id, result, key=(job.app_name, job.user_id, job.session_id))
+        await deliver_result(self._services.store, self._services.queue, job.app_name,
+                             job.invocation_id, result, key=(job.app_name, job.user_id, job.session_id))
 
     async def _lost_because(
         self, member: str, dispatch: dict[str, Any], run: dict[str, Any], now: float,

@@ -23,6 +23,7 @@ from google.genai import types
 from orchestrator import failpoints, observe, platform
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.distributed.answer_events import Plan, plan_resume, run_config_for
+from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import Limits, check_answer, check_identifier
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import (
@@ -132,23 +133,8 @@ class InvocationService:
         result: ToolResult,
         key: SessionKey | None = None,
     ) -> SessionKey | None:
-        """Store a call's result and queue a resume; None if there is nothing to resume.
-
-        ``key`` (app, user, session) saves looking the invocation up when the job carries it.
-        A second copy of a result is ignored (no second resume is queued).
-        """
-        if key is None:
-            record = await self.store.get(app_name, invocation_id)
-            if record is None:
-                logger.warning("Result for unknown invocation %r/%r dropped", app_name, invocation_id)
-                return None
-            key = session_key(record)
-        if not result.answered:
-            # Still waiting for an answer from outside: store the placeholder, resume nothing.
-            await self.store.put_result(app_name, invocation_id, result)
-            return None
-        resume = WorkItem(kind="resume", invocation_id=invocation_id)
-        return key if await self.queue.push(key, resume, result=result) else None
+        """Store a call's result and queue a resume (see :func:`deliver_result`)."""
+        return await deliver_result(self.store, self.queue, app_name, invocation_id, result, key)
 
     async def answer(
         self,
