@@ -14,7 +14,8 @@ from orchestrator.agents.run_config import RunConfig, StreamingMode
 from orchestrator.agents.sequential_agent import SequentialAgent
 from orchestrator.apps.app import App, ResumabilityConfig
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
-from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
+from orchestrator.backends.redis.artifact_service import RedisArtifactService
+from orchestrator.backends.redis.session_service import RedisSessionService
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
@@ -24,7 +25,6 @@ from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
 from orchestrator.runners import InMemoryRunner, Runner
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
-from orchestrator.sessions.redis_session_service import RedisSessionService
 from orchestrator.sessions.session import Session
 from orchestrator.tools.agent_tool import AgentTool
 from orchestrator.tools.base_tool import BaseTool

@@ -18,10 +18,10 @@ from google.genai import types
 
 from config import Settings
 from orchestrator import App, LlmAgent, LongRunningFunctionTool
-from orchestrator import redis_keys as keys
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
-from orchestrator.distributed.redis_stores import RedisInvocationStore
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.streams import (
     InMemoryEventStream,

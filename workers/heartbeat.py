@@ -3,7 +3,7 @@
 One daemon thread per process, with its own synchronous Redis client (a tool that blocks its
 thread, or its event loop, must not stop the beats), writes every running job's beat into
 the job journal every ``job_heartbeat_seconds`` (see
-:mod:`orchestrator.distributed.redis_jobs`). A job that stops beating, because its worker
+:mod:`orchestrator.backends.redis.jobs`). A job that stops beating, because its worker
 died, is dispatched again by an orchestrator's watchdog once ``3 x job_heartbeat_seconds``
 have passed. Jobs shorter than one interval never beat: claiming a job counts as its first.
 A beat that finds the invocation cancelled, or the call answered already (past its deadline),
@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 
 import redis
 
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import connect_sync
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.connection import connect_sync
+from orchestrator.backends.redis.jobs import BEAT, silence_limit, watch_member
 from orchestrator.distributed.models import AgentJob, ToolJob
-from orchestrator.distributed.redis_jobs import BEAT, silence_limit, watch_member
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 ``tool_context.report_progress`` is synchronous and may be called from a tool's thread or
 from the event loop an async tool runs on; this writes with a synchronous client of its own
-(one script, one round trip per report; see :mod:`orchestrator.distributed.progress`).
+(one script, one round trip per report; see :mod:`orchestrator.backends.redis.progress`).
 Flower's ``PROGRESS`` state is written beside it, by ``workers.tasks``.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 import redis
 
 from config import Settings
-from orchestrator._redis_support import connect_sync, dumps
+from orchestrator.backends.redis.connection import connect_sync, dumps
+from orchestrator.backends.redis.progress import REPORT, report_operands
 from orchestrator.distributed.models import ToolJob
-from orchestrator.distributed.progress import REPORT, report_operands
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
-from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
+from orchestrator.backends.redis.artifact_service import RedisArtifactService
 
 __all__ = [
     "ArtifactVersion",

@@ -11,7 +11,7 @@ An invocation's stream holds, in order, two kinds of entries:
   (``RedisInvocationStore.save``), with the record as saved (waiters need no extra read);
 - ``{"kind": "progress", "call": ..., "tool": ..., "attempt": ..., "at": ..., "progress": ...}``:
   a remote call's ``report_progress``, added by the worker running it
-  (:mod:`orchestrator.distributed.progress`); it never ends a follow.
+  (:mod:`orchestrator.backends.redis.progress`); it never ends a follow.
 
 Both are written by the process running the invocation, one after the other, so a follower
 sees a run's events before the status that ends it. :meth:`RedisEventStream.follow` reads the
@@ -39,10 +39,10 @@ from typing import Any, Literal, Protocol
 
 import redis.asyncio as aioredis
 
-from orchestrator import redis_keys as keys
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.session_writer import Mirror
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.events.event import Event
-from orchestrator.sessions.redis_scopes import Mirror
 
 STREAM_MAXLEN = 5000
 """Approximate cap on the entries of one invocation's stream (``XADD MAXLEN ~``)."""
@@ -198,7 +198,7 @@ def _entries(reply: Any) -> list[tuple[str, dict[Any, Any]]]:
 
 
 class RedisEventStream:
-    """An invocation's live events in a Redis Stream (``redis_keys.invocation_stream``).
+    """An invocation's live events in a Redis Stream (``keys.invocation_stream``).
 
     ``publish`` is the InvocationService ``event_sink`` of orchestrators; ``follow`` is for
     anyone, on any machine, who wants to watch an invocation.

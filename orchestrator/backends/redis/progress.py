@@ -2,7 +2,7 @@
 
 A worker running a job reports each progress payload with :data:`REPORT` (one script, one
 round trip): it becomes the call's latest progress in the job journal (field ``p:<call id>``
-of :func:`~orchestrator.redis_keys.invocation_jobs`, which the invocation's status shows for
+of :func:`~orchestrator.backends.redis.keys.invocation_jobs`, which the invocation's status shows for
 each pending call) and an entry of the invocation's live stream::
 
     {"kind": "progress", "call": <call id>, "tool": <name>, "attempt": <n>, "at": <epoch s>,
@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import dumps
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.connection import dumps
 from orchestrator.distributed.streams import STREAM_MAXLEN
 
 # KEYS: jobs hash, the invocation's stream. ARGV: call id, attempt, tool name, epoch seconds,

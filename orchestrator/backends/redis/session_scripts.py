@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import LUA_SAVE_RECORD, LUA_WRONG_TYPE, dumps, encode_value
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.connection import LUA_SAVE_RECORD, LUA_WRONG_TYPE, dumps, encode_value
 from orchestrator.sessions.base_session_service import split_state_delta
 from orchestrator.sessions.state import State
 

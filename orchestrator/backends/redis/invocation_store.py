@@ -1,6 +1,6 @@
 """RedisInvocationStore: invocation records, call results and cancel flags in Redis.
 
-The per-session queues and leases are in :mod:`orchestrator.distributed.redis_queue`; the
+The per-session queues and leases are in :mod:`orchestrator.backends.redis.session_queue`; the
 scripts and reads both need are shared from here.
 """
 
@@ -12,8 +12,11 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import LUA_SAVE_RECORD
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.connection import LUA_SAVE_RECORD
+from orchestrator.backends.redis.invocation_lists import list_invocations
+from orchestrator.backends.redis.jobs import CLAIM, watch_member
+from orchestrator.backends.redis.progress import latest_progress
 from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery
 from orchestrator.distributed.models import (
     InvocationRecord,
@@ -21,9 +24,6 @@ from orchestrator.distributed.models import (
     PendingCall,
     ToolResult,
 )
-from orchestrator.distributed.progress import latest_progress
-from orchestrator.distributed.redis_invocation_lists import list_invocations
-from orchestrator.distributed.redis_jobs import CLAIM, watch_member
 from orchestrator.distributed.stores import Loaded
 from orchestrator.distributed.streams import STREAM_MAXLEN
 
@@ -42,7 +42,7 @@ redis.call('ZREM', KEYS[2], ARGV[4])
 """
 
 
-# KEYS: record hash, stream, status stream (redis_keys.invocation_record_keys). ARGV: record
+# KEYS: record hash, stream, status stream (keys.invocation_record_keys). ARGV: record
 # JSON, status, ttl seconds, stream maxlen. Stores a new record and publishes its status; 0
 # (and nothing written) if one exists.
 CREATE_SCRIPT = LUA_SAVE_RECORD + """
@@ -173,11 +173,11 @@ class RedisInvocationStore:
     ) -> str:
         """Before a worker runs a job: 'run' (now marked running on ``worker``), or why not.
 
-        ``digest``: :func:`~orchestrator.distributed.redis_jobs.job_digest` of the job as the
+        ``digest``: :func:`~orchestrator.backends.redis.jobs.job_digest` of the job as the
         worker received it. 'forged' (no such job was published: another call, attempt or
         content), 'superseded' (a later attempt of the call was dispatched), 'cancelled',
         'answered' (a result is in) or 'waiting' (the tool ran and the call waits for an
-        outside answer): see :data:`~orchestrator.distributed.redis_jobs.CLAIM`.
+        outside answer): see :data:`~orchestrator.backends.redis.jobs.CLAIM`.
         """
         verdict = await self._claim(
             keys=[keys.cancel_flag(app_name, invocation_id),

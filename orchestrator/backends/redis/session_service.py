@@ -4,7 +4,7 @@ Semantics are those of :class:`InMemorySessionService` (adk-reference §4); what
 that several orchestrator processes see the same sessions, and that an append is one atomic
 Lua script whose cost depends on the size of the event, never on the length of the history.
 
-Storage (key names in :mod:`orchestrator.redis_keys`):
+Storage (key names in :mod:`orchestrator.backends.redis.keys`):
 
 * session metadata: a hash (id, app/user, create and last-update time, creation sequence);
 * session state: a hash with one field per state key, the value JSON-encoded, so an append
@@ -15,10 +15,10 @@ Storage (key names in :mod:`orchestrator.redis_keys`):
   last update time, which ``list_sessions`` reads oldest first.
 
 The create and append scripts, with their operands, are in
-:mod:`orchestrator.sessions.redis_session_scripts`. An orchestrator appends through a
+:mod:`orchestrator.backends.redis.session_scripts`. An orchestrator appends through a
 :class:`LeasedSessionWriter` (:meth:`RedisSessionService.leased_writer`): its appends are
 fenced by the session's lease and mirrored to the invocation's live stream (see
-:mod:`orchestrator.sessions.redis_scopes`). A fenced append whose lease is no longer held with
+:mod:`orchestrator.backends.redis.session_writer`). A fenced append whose lease is no longer held with
 its token writes nothing and raises :class:`~orchestrator.errors.StaleSessionError`.
 """
 
@@ -31,28 +31,15 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from orchestrator import platform
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import (
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.connection import (
     RedisClientOwner,
     decode_hash,
     loads,
     pairs_to_dict,
     text,
 )
-from orchestrator.errors import (
-    AlreadyAnsweredError,
-    AlreadyExistsError,
-    SessionNotFoundError,
-    StaleSessionError,
-)
-from orchestrator.events.event import Event
-from orchestrator.sessions.base_session_service import (
-    BaseSessionService,
-    merge_state,
-    split_state_delta,
-)
-from orchestrator.sessions.redis_scopes import LeasedSessionWriter, Mirror, final_answers
-from orchestrator.sessions.redis_session_scripts import (
+from orchestrator.backends.redis.session_scripts import (
     ANSWERED,
     APPEND_LUA,
     CREATE_LUA,
@@ -65,6 +52,19 @@ from orchestrator.sessions.redis_session_scripts import (
     encode_state,
     flatten,
     score,
+)
+from orchestrator.backends.redis.session_writer import LeasedSessionWriter, Mirror, final_answers
+from orchestrator.errors import (
+    AlreadyAnsweredError,
+    AlreadyExistsError,
+    SessionNotFoundError,
+    StaleSessionError,
+)
+from orchestrator.events.event import Event
+from orchestrator.sessions.base_session_service import (
+    BaseSessionService,
+    merge_state,
+    split_state_delta,
 )
 from orchestrator.sessions.session import GetSessionConfig, ListSessionsResponse, Session
 from orchestrator.sessions.state import State
@@ -282,7 +282,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         """A writer whose appends require the lease ``lease_key`` held with ``token``.
 
         With ``mirror``, each append also adds its event to that live stream (see
-        :mod:`orchestrator.sessions.redis_scopes`).
+        :mod:`orchestrator.backends.redis.session_writer`).
         """
         return LeasedSessionWriter(self, (lease_key, str(token)), mirror)
 

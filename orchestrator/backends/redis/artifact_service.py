@@ -2,7 +2,7 @@
 
 Semantics are those of :class:`InMemoryArtifactService`; scoping, validation and reference
 rules come from ``_scoping``. Per artifact location there are two Redis lists (key names in
-:mod:`orchestrator.redis_keys`) whose index is the version number:
+:mod:`orchestrator.backends.redis.keys`) whose index is the version number:
 
 * ``...:parts`` — the payload of each version as ``types.Part`` JSON (bytes in URL-safe
   base64, as google-genai serialises them);
@@ -26,8 +26,11 @@ import redis.asyncio as aioredis
 from google.genai import types
 
 from orchestrator import platform
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import (
+from orchestrator.artifacts import _scoping
+from orchestrator.artifacts._scoping import ArtifactLocation
+from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.connection import (
     LUA_WRONG_TYPE,
     RedisClientOwner,
     dumps,
@@ -35,9 +38,6 @@ from orchestrator._redis_support import (
     loads,
     text,
 )
-from orchestrator.artifacts import _scoping
-from orchestrator.artifacts._scoping import ArtifactLocation
-from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
 from orchestrator.errors import InputValidationError
 
 URI_SCHEME = "redis"

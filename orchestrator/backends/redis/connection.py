@@ -17,10 +17,10 @@ from redis.retry import Retry
 from redis.utils import HIREDIS_AVAILABLE
 
 from config import get_settings
-from orchestrator import redis_keys as keys
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.keys import PREFIX
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.errors import register_infrastructure_errors
-from orchestrator.redis_keys import PREFIX
 
 _JSON_SEPARATORS = (",", ":")
 
@@ -66,7 +66,7 @@ local function index_status(record_key, status, previous, created, clock)
 end
 """
 """``index_status(record_key, status, previous, created, clock)``: keep
-``redis_keys.invocations_in`` and the ``finished:<status>`` counters of ``redis_keys.stats`` up
+``keys.invocations_in`` and the ``finished:<status>`` counters of ``keys.stats`` up
 to date for a record saved in ``status`` that was in ``previous`` (nil: new, or unknown);
 ``clock``: Redis ``TIME``."""
 
@@ -106,7 +106,7 @@ local function index_record(decoded, status, previous, ttl, clock)
 end
 """
 """``index_record(decoded, status, previous, ttl, clock)``: file a saved record in the lists of
-invocations (``redis_keys.app_invocations``, ``redis_keys.session_invocations``, whose names
+invocations (``keys.app_invocations``, ``keys.session_invocations``, whose names
 it builds the same way): out of ``previous``'s status set, into ``status``'s scored by now,
 into its session's set scored by creation. Entries whose record has expired are dropped:
 those of a status set older than ``ttl`` at each save into it (a record expires ``ttl`` after
@@ -145,7 +145,7 @@ end
 """
 """``save_record(...)``: store an invocation record (``only_if_new``: unless one exists, then
 false and nothing written) and add its status entry to the invocation's live stream and to
-its status-only stream (``redis_keys.invocation_record_keys`` names the three keys); file it
+its status-only stream (``keys.invocation_record_keys`` names the three keys); file it
 in the lists of invocations (:data:`LUA_INDEX_RECORD`) in the same step."""
 
 

@@ -12,24 +12,24 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import LUA_SAVE_RECORD
-from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
-from orchestrator.distributed.redis_jobs import watch_member
-from orchestrator.distributed.redis_stores import (
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.connection import LUA_SAVE_RECORD
+from orchestrator.backends.redis.invocation_store import (
     CREATE_SCRIPT,
     PUT_RESULT_SCRIPT,
     STATUS_STREAM_MAXLEN,
     loaded_from,
 )
-from orchestrator.distributed.stores import SessionKey, Taken
-from orchestrator.distributed.wakeups import RedisWakeups
-from orchestrator.sessions.redis_session_service import (
+from orchestrator.backends.redis.jobs import watch_member
+from orchestrator.backends.redis.session_service import (
     first_unread,
     session_after,
     session_from_replies,
     session_read_keys,
 )
+from orchestrator.backends.redis.wakeups import RedisWakeups
+from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
+from orchestrator.distributed.stores import SessionKey, Taken
 from orchestrator.sessions.session import Session
 
 # Push a work item and post its wake-up (alone, or after a step that decided to): KEYS
@@ -62,7 +62,7 @@ _PUT_RESULT_AND_PUSH = PUT_RESULT_SCRIPT + "local push_keys, push_args = 3, 5\n"
 # The start of the take script. KEYS: lease, fence counter, processing, queue. new_token() is nil
 # when the lease is held; else the next fencing token, after a previous holder's
 # in-progress items went back to the head of the queue (the caller sets the lease), which
-# counts as a takeover in redis_keys.stats (for metrics).
+# counts as a takeover in keys.stats (for metrics).
 _NEW_TOKEN = """
 local function new_token()
   if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
@@ -103,7 +103,7 @@ end
 return 0
 """
 
-# KEYS: processing, queue, lease, then the record's (redis_keys.invocation_record_keys).
+# KEYS: processing, queue, lease, then the record's (keys.invocation_record_keys).
 # ARGV: finished item JSON or '',
 # token, record JSON or '' (nothing to save), status, ttl seconds, stream maxlen. Saves the
 # record (as RedisInvocationStore.save does), then returns the next item, or releases the

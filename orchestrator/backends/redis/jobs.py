@@ -1,6 +1,6 @@
 """The job journal in Redis: every remote call's job, from publication to its result.
 
-Each invocation has a jobs hash (``redis_keys.invocation_jobs``) with these fields per call:
+Each invocation has a jobs hash (``keys.invocation_jobs``) with these fields per call:
 
 - ``a:<call id>``: the attempt now out (1 at the first dispatch);
 - ``c:<call id>``: the dispatch, JSON: its queue and its broker message (the exact list
@@ -14,11 +14,11 @@ Each invocation has a jobs hash (``redis_keys.invocation_jobs``) with these fiel
 - ``r:<call id>``: where the job is, JSON: ``{"state": "queued", "at": t}``, then
   ``{"state": "running", "worker": w, "beat": t, "attempt": n}`` once a worker claims it.
 
-A watch index (a sorted set per invocations queue, ``redis_keys.job_watch``) holds every
+A watch index (a sorted set per invocations queue, ``keys.job_watch``) holds every
 call whose job is out and unanswered, scored by when an orchestrator's watchdog should look
 at it next. Publishing a job writes its journal fields, its index entry and its broker
 message in one script (:data:`PUBLISH_ONCE`); storing any result for the call removes the
-index entry (``PUT_RESULT_SCRIPT`` in :mod:`orchestrator.distributed.redis_stores`).
+index entry (``PUT_RESULT_SCRIPT`` in :mod:`orchestrator.backends.redis.invocation_store`).
 """
 
 from __future__ import annotations

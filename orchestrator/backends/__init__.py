@@ -1,0 +1,1 @@
+"""Back-ends of the distributed seam."""
