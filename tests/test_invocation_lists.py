@@ -9,13 +9,13 @@ import time
 import pytest
 import redis.asyncio as aioredis
 
+from orchestrator.backends.memory.stores import InMemoryInvocationStore
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.session_queue import RedisSessionQueue
 from orchestrator.backends.redis.session_service import RedisSessionService
 from orchestrator.distributed.invocation_lists import InvocationQuery, Position, invocation_query
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
-from orchestrator.distributed.stores import InMemoryInvocationStore
 from orchestrator.errors import RequestError
 
 Q, R, P, C, F = (InvocationStatus.QUEUED, InvocationStatus.RUNNING, InvocationStatus.PAUSED,

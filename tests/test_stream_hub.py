@@ -15,8 +15,8 @@ from redis.exceptions import ResponseError
 
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.invocation_store import RedisInvocationStore
+from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.distributed.streams import RedisEventStream
 from tests.test_event_stream import APP, _call_event, _Pair, _record, _text_event
 from workers.api.stream_hub import LiveItem, StreamHub
 

@@ -17,7 +17,8 @@ from typing import Any
 import redis
 
 from config import Settings
-from orchestrator.backends.redis.connection import connect_sync, dumps
+from orchestrator.backends.redis.codec import dumps
+from orchestrator.backends.redis.connection import connect_sync
 from orchestrator.backends.redis.progress import REPORT, report_operands
 from orchestrator.distributed.models import ToolJob
 

@@ -22,6 +22,7 @@ from orchestrator.backends.redis.connection import connect
 from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.session_queue import RedisSessionQueue
 from orchestrator.backends.redis.session_service import LeasedSessionWriter, RedisSessionService
+from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.backends.redis.wakeups import RedisWakeups, WakeConsumer
 from orchestrator.distributed.executor import WORKER_ID
 from orchestrator.distributed.intake import Limits
@@ -29,7 +30,6 @@ from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService, session_key
 from orchestrator.distributed.stores import SessionKey
-from orchestrator.distributed.streams import RedisEventStream
 from orchestrator.errors import SessionNotFoundError, register_infrastructure_errors
 from orchestrator.plugins import PluginManager
 from orchestrator.tools.function_tool import sync_calls_inline

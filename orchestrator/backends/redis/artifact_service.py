@@ -30,14 +30,9 @@ from orchestrator.artifacts import _scoping
 from orchestrator.artifacts._scoping import ArtifactLocation
 from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
 from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.connection import (
-    LUA_WRONG_TYPE,
-    RedisClientOwner,
-    dumps,
-    encode_value,
-    loads,
-    text,
-)
+from orchestrator.backends.redis.codec import dumps, encode_value, loads, text
+from orchestrator.backends.redis.connection import RedisClientOwner
+from orchestrator.backends.redis.lua_functions import LUA_WRONG_TYPE
 from orchestrator.errors import InputValidationError
 
 URI_SCHEME = "redis"

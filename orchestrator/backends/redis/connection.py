@@ -1,202 +1,19 @@
-"""Helpers shared by the Redis-backed services: the one JSON codec, client setup, decoding."""
+"""The project's Redis clients: how they are made, and how they ride out a Redis restart."""
 
 from __future__ import annotations
 
-import json
-from functools import cache
 from typing import Any
 
 import redis
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import EqualJitterBackoff
-from redis.connection import HiredisRespSerializer
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
-from redis.utils import HIREDIS_AVAILABLE
 
 from config import get_settings
-from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.keys import PREFIX
-from orchestrator.distributed.models import InvocationStatus
-from orchestrator.errors import register_infrastructure_errors
-
-_JSON_SEPARATORS = (",", ":")
-
-
-# Lua fragments that scripts of several services start with (each defines one local
-# function). Every check runs before the first write: Redis does not roll a script back.
-LUA_WRONG_TYPE = """
-local function wrong_type(expected)
-  for i, want in ipairs(expected) do
-    local have = redis.call('TYPE', KEYS[i]).ok
-    if have ~= 'none' and have ~= want then
-      return redis.error_reply('ADK_WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. have ..
-        ', expected a ' .. want .. '; nothing was written')
-    end
-  end
-  return nil
-end
-"""
-"""``wrong_type(types)``: an error reply if ``KEYS[i]`` exists with another type than
-``types[i]``, else nil."""
-
-STATUSES_MAXLEN = 32
-"""Entries kept (at least) in an invocation's status-only stream: a waiter reads only new ones."""
-
-# In the enum's order: the script's text (hence its SHA) must be the same in every process.
-_LIVE_STATUSES = ", ".join(f"['{status.value}'] = '{keys.invocations_in(status.value)}'"
-                           for status in InvocationStatus if status in InvocationStatus.LIVE)
-
-# For metrics: the index of live invocations by status, and a count of the ones that ended
-# (a record leaving a live status for a finished one, or created in one). Keys not passed in
-# KEYS: the metrics need one instance (standalone Redis, or these keys' shard).
-LUA_INDEX_STATUS = f"""
-local function index_status(record_key, status, previous, created, clock)
-  local live = {{{_LIVE_STATUSES}}}
-  if previous and previous ~= status and live[previous] then
-    redis.call('ZREM', live[previous], record_key)
-  end
-  if live[status] then
-    redis.call('ZADD', live[status], clock[1], record_key)
-  elseif created or (previous and live[previous]) then
-    redis.call('HINCRBY', '{keys.stats()}', 'finished:' .. status, 1)
-  end
-end
-"""
-"""``index_status(record_key, status, previous, created, clock)``: keep
-``keys.invocations_in`` and the ``finished:<status>`` counters of ``keys.stats`` up
-to date for a record saved in ``status`` that was in ``previous`` (nil: new, or unknown);
-``clock``: Redis ``TIME``."""
-
-INDEX_SWEEP = 2
-"""How many of a session's oldest listed invocations each new one checks for expiry."""
-
-LUA_INDEX_RECORD = f"""
-local function key_part(value)
-  return (string.gsub(value, '[%%{{}}:]', {{['%'] = '%25', ['{{'] = '%7B', ['}}'] = '%7D', [':'] = '%3A'}}))
-end
-local function index_record(decoded, status, previous, ttl, clock)
-  for _, field in ipairs({{'app_name', 'invocation_id', 'user_id', 'session_id'}}) do
-    if type(decoded[field]) ~= 'string' then return end  -- not a record: nothing to list
-  end
-  local app = key_part(decoded['app_name'])
-  local id = decoded['invocation_id']
-  local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
-  local by_status = '{PREFIX}app:{{' .. app .. '}}:invocations:'
-  if previous and previous ~= status then
-    redis.call('ZREM', by_status .. key_part(previous), id)
-  end
-  local listed = by_status .. key_part(status)
-  redis.call('ZADD', listed, now, id)
-  redis.call('ZREMRANGEBYSCORE', listed, '-inf', string.format('(%.6f', now - tonumber(ttl)))
-  redis.call('EXPIRE', listed, ttl)
-  local session = '{PREFIX}session:{{' .. app .. ':' .. key_part(decoded['user_id']) .. ':' ..
-    key_part(decoded['session_id']) .. '}}:invocations'
-  local created = tonumber(decoded['created_at']) or now
-  if redis.call('ZADD', session, 'NX', created, id) == 1 then
-    for _, oldest in ipairs(redis.call('ZRANGE', session, 0, {INDEX_SWEEP - 1})) do
-      if redis.call('EXISTS', '{PREFIX}invocation:{{' .. app .. ':' .. key_part(oldest) .. '}}') == 0 then
-        redis.call('ZREM', session, oldest)
-      end
-    end
-  end
-  redis.call('EXPIRE', session, ttl)
-end
-"""
-"""``index_record(decoded, status, previous, ttl, clock)``: file a saved record in the lists of
-invocations (``keys.app_invocations``, ``keys.session_invocations``, whose names
-it builds the same way): out of ``previous``'s status set, into ``status``'s scored by now,
-into its session's set scored by creation. Entries whose record has expired are dropped:
-those of a status set older than ``ttl`` at each save into it (a record expires ``ttl`` after
-its last save), the oldest :data:`INDEX_SWEEP` of a session's set when it gains one; each
-set expires ``ttl`` after its last write."""
-
-LUA_SAVE_RECORD = LUA_INDEX_STATUS + LUA_INDEX_RECORD + f"""
-local function save_record(record_key, stream_key, statuses_key, record, status, ttl, maxlen,
-                           only_if_new)
-  local decoded = cjson.decode(record)
-  local previous = nil
-  if only_if_new then
-    if redis.call('HSETNX', record_key, 'record', record) == 0 then return false end
-  else
-    previous = redis.call('HGET', record_key, 'status')
-    if not previous then  -- a record saved before statuses were kept beside it
-      local old = redis.call('HGET', record_key, 'record')
-      if old then previous = cjson.decode(old)['status'] end
-    end
-    redis.call('HSET', record_key, 'record', record)
-  end
-  redis.call('HSET', record_key, 'status', status)
-  redis.call('EXPIRE', record_key, ttl)
-  redis.call('XADD', stream_key, 'MAXLEN', '~', maxlen, '*',
-    'kind', 'status', 'status', status, 'record', record)
-  redis.call('EXPIRE', stream_key, ttl)
-  redis.call('XADD', statuses_key, 'MAXLEN', '~', {STATUSES_MAXLEN}, '*',
-    'kind', 'status', 'status', status, 'record', record)
-  redis.call('EXPIRE', statuses_key, ttl)
-  -- Both indexes move the record from the status it had (read once, above) to its new one.
-  local clock = redis.call('TIME')
-  index_status(record_key, status, previous, only_if_new, clock)
-  index_record(decoded, status, previous, ttl, clock)
-  return true
-end
-"""
-"""``save_record(...)``: store an invocation record (``only_if_new``: unless one exists, then
-false and nothing written) and add its status entry to the invocation's live stream and to
-its status-only stream (``keys.invocation_record_keys`` names the three keys); file it
-in the lists of invocations (:data:`LUA_INDEX_RECORD`) in the same step."""
-
-
-def dumps(value: Any) -> str:
-    """Encode a value with the project's single JSON codec (compact, UTF-8, no NaN/inf).
-
-    Raises ``TypeError`` (not JSON-serialisable) or ``ValueError`` (NaN/infinity, circular
-    reference) from ``json.dumps``; callers re-raise with the offending key named.
-    """
-    return json.dumps(value, separators=_JSON_SEPARATORS, ensure_ascii=False, allow_nan=False)
-
-
-def loads(raw: str | bytes) -> Any:
-    """Decode a value written by :func:`dumps`."""
-    return json.loads(raw)
-
-
-def encode_value(value: Any, *, what: str) -> str:
-    """Encode ``value`` with :func:`dumps`; on failure raise an error naming ``what``.
-
-    ``what`` describes the value, e.g. ``"state key 'user:x'"``. The error keeps the type
-    ``json.dumps`` raised (``TypeError`` or ``ValueError``).
-    """
-    try:
-        return dumps(value)
-    except TypeError as exc:
-        raise TypeError(
-            f"The value of {what} is not JSON-serialisable ({type(value).__name__}): {exc}. "
-            "Redis-backed services store values as JSON; use JSON types "
-            "(dict, list, str, int, float, bool, None)."
-        ) from exc
-    except ValueError as exc:
-        raise ValueError(
-            f"The value of {what} cannot be stored as JSON: {exc}. Redis-backed services store "
-            "values as strict JSON (no NaN/infinity, no circular references)."
-        ) from exc
-
-
-def text(value: str | bytes) -> str:
-    """Return a Redis reply item as ``str`` (clients may or may not decode responses)."""
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def decode_hash(raw: dict[Any, Any]) -> dict[str, Any]:
-    """Decode an HGETALL reply whose values were written by :func:`dumps`."""
-    return {text(field): loads(value) for field, value in raw.items()}
-
-
-def pairs_to_dict(flat: list[Any]) -> dict[Any, Any]:
-    """Turn a flat ``[field, value, field, value, ...]`` reply (HGETALL in Lua) into a dict."""
-    return dict(zip(flat[0::2], flat[1::2], strict=True))
+from orchestrator.backends.redis.hiredis_packing import pack_with_hiredis
 
 
 def resolve_client(
@@ -218,11 +35,6 @@ def resolve_client(
             "ADK_CELERY_REDIS_URL."
         )
     return connect(url), True
-
-
-# A dropped or timed-out Redis connection (BusyLoadingError, Redis loading its data after a
-# restart, is a ConnectionError too) is never an agent's or a tool's outcome.
-register_infrastructure_errors(RedisConnectionError, RedisTimeoutError)
 
 
 # How the project's Redis clients ride out a dropped connection or a Redis restart: redis-py
@@ -291,15 +103,10 @@ def connect(url: str) -> aioredis.Redis:
     It reconnects and retries a command after a connection error, with bounded exponential
     backoff (see :func:`client_options`), so a Redis restart is ridden out.
 
-    redis-py's asyncio connections build every command in Python even when hiredis is
-    installed (its synchronous ones use hiredis's packer); an append script's fifty-odd
-    arguments cost more to pack than Redis takes to run the script. The connections here use
-    the synchronous client's hiredis packer, so the bytes sent are the same, built in C.
+    Its commands are packed by hiredis (see :mod:`.hiredis_packing`).
     """
     client = aioredis.Redis.from_url(url, decode_responses=True, **client_options())
-    if HIREDIS_AVAILABLE:
-        pool = client.connection_pool
-        pool.connection_class = _hiredis_packing(pool.connection_class)
+    pack_with_hiredis(client)
     return client
 
 
@@ -311,20 +118,6 @@ def connect_sync(url: str, **options: Any) -> redis.Redis:
     """
     return redis.Redis.from_url(url, decode_responses=True,
                                 **{**client_options(asynchronous=False), **options})
-
-
-@cache
-def _hiredis_packing(connection_class: type) -> type:
-    """``connection_class`` (TCP, TLS or Unix socket) with hiredis's command packer."""
-
-    class HiredisPacking(connection_class):  # type: ignore[misc, valid-type]
-        _packer = HiredisRespSerializer()
-
-        def pack_command(self, *args: Any) -> list[bytes]:
-            return self._packer.pack(*args)
-
-    HiredisPacking.__name__ = HiredisPacking.__qualname__ = f"HiredisPacking{connection_class.__name__}"
-    return HiredisPacking
 
 
 class RedisClientOwner:

@@ -1,7 +1,7 @@
-"""Reading the lists of invocations from Redis (see :mod:`.invocation_lists`).
+"""Reading the lists of invocations from Redis (see :mod:`orchestrator.distributed.invocation_lists`).
 
 The lists are sorted sets written in the same script that saves an invocation's record
-(``_redis_support.LUA_SAVE_RECORD``): one per session (``keys.session_invocations``,
+(``lua_functions.LUA_SAVE_RECORD``): one per session (``keys.session_invocations``,
 scored by creation) and one per app and status (``keys.app_invocations``, scored by the
 last save). A page reads the sets' entries after the cursor, then their records, and keeps
 the records that still exist and still match (a record may change between the two reads;

@@ -13,9 +13,9 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.connection import LUA_SAVE_RECORD
 from orchestrator.backends.redis.invocation_lists import list_invocations
 from orchestrator.backends.redis.jobs import CLAIM, watch_member
+from orchestrator.backends.redis.lua_functions import LUA_SAVE_RECORD
 from orchestrator.backends.redis.progress import latest_progress
 from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery
 from orchestrator.distributed.models import (
@@ -140,7 +140,7 @@ class RedisInvocationStore:
         self._redis = client
         self._ttl = record_ttl_seconds
         self.job_watch_key = job_watch_key
-        """The watch index of this deployment's jobs (see :mod:`.redis_jobs`)."""
+        """The watch index of this deployment's jobs (see :mod:`.jobs`)."""
         self._put_result = client.register_script(PUT_RESULT_SCRIPT + "return 1")
         self._claim = client.register_script(CLAIM)
         self._create = client.register_script(CREATE_SCRIPT + "return 1")

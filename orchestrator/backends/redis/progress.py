@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.connection import dumps
+from orchestrator.backends.redis.codec import dumps
 from orchestrator.distributed.streams import STREAM_MAXLEN
 
 # KEYS: jobs hash, the invocation's stream. ARGV: call id, attempt, tool name, epoch seconds,

@@ -13,7 +13,6 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.connection import LUA_SAVE_RECORD
 from orchestrator.backends.redis.invocation_store import (
     CREATE_SCRIPT,
     PUT_RESULT_SCRIPT,
@@ -21,6 +20,7 @@ from orchestrator.backends.redis.invocation_store import (
     loaded_from,
 )
 from orchestrator.backends.redis.jobs import watch_member
+from orchestrator.backends.redis.lua_functions import LUA_SAVE_RECORD
 from orchestrator.backends.redis.session_service import (
     first_unread,
     session_after,

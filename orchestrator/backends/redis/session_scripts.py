@@ -10,7 +10,8 @@ import math
 from typing import Any
 
 from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.connection import LUA_SAVE_RECORD, LUA_WRONG_TYPE, dumps, encode_value
+from orchestrator.backends.redis.codec import dumps, encode_value
+from orchestrator.backends.redis.lua_functions import LUA_SAVE_RECORD, LUA_WRONG_TYPE
 from orchestrator.sessions.base_session_service import split_state_delta
 from orchestrator.sessions.state import State
 

@@ -32,13 +32,8 @@ from redis.exceptions import ResponseError
 
 from orchestrator import platform
 from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.connection import (
-    RedisClientOwner,
-    decode_hash,
-    loads,
-    pairs_to_dict,
-    text,
-)
+from orchestrator.backends.redis.codec import decode_hash, loads, pairs_to_dict, text
+from orchestrator.backends.redis.connection import RedisClientOwner
 from orchestrator.backends.redis.session_scripts import (
     ANSWERED,
     APPEND_LUA,

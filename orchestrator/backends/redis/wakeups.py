@@ -1,4 +1,6 @@
-"""Wake-ups: how new work for a session reaches an orchestrator, through one Redis Stream.
+"""RedisWakeups: how new work for a session reaches an orchestrator, through one Redis Stream.
+
+The interface is :mod:`orchestrator.distributed.wakeups`.
 
 Whoever queues work for a session (a new message, a worker's result, an answer from outside,
 a cancel) pushes the item on the session's queue and, in the same round trip, adds a wake-up
@@ -40,7 +42,6 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
@@ -49,6 +50,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from orchestrator.distributed.stores import SessionKey
+from orchestrator.distributed.wakeups import DrainHandler
 from orchestrator.errors import is_infrastructure_error
 
 logger = logging.getLogger(__name__)
@@ -61,11 +63,6 @@ _BLOCK_MS = 1000
 
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError)
 """Errors a reading loop waits out (Redis restarting, a dropped connection)."""
-
-DrainHandler = Callable[[SessionKey, str | None], Awaitable[bool]]
-"""``await drain(key, hint)``: True once the session was drained, False if its lease was
-busy; ``hint`` is the invocation the wake-up announced, if it named one."""
-
 
 _FOLLOWED_PER_SLOT = 4
 """Sessions followed at once per slot (draining, or waiting out a busy lease or an error):
