@@ -1,4 +1,4 @@
-"""Lua functions several scripts include: type checks and saving an invocation record.
+"""Lua functions several scripts include: type checks, saving a record, storing a result.
 
 Each fragment defines one or more local functions (nothing runs at its inclusion); a script
 lists the fragments it uses (see :mod:`.lua`). Every check runs before the first write:
@@ -13,18 +13,19 @@ from orchestrator.distributed.models import InvocationStatus
 
 LUA_WRONG_TYPE = """
 local function wrong_type(expected)
-  for i, want in ipairs(expected) do
-    local have = redis.call('TYPE', KEYS[i]).ok
+  for _, pair in ipairs(expected) do
+    local name, want = pair[1], pair[2]
+    local have = redis.call('TYPE', name).ok
     if have ~= 'none' and have ~= want then
-      return redis.error_reply('ADK_WRONGTYPE key ' .. KEYS[i] .. ' holds a ' .. have ..
+      return redis.error_reply('ADK_WRONGTYPE key ' .. name .. ' holds a ' .. have ..
         ', expected a ' .. want .. '; nothing was written')
     end
   end
   return nil
 end
 """
-"""``wrong_type(types)``: an error reply if ``KEYS[i]`` exists with another type than
-``types[i]``, else nil."""
+"""``wrong_type({{key, type}, ...})``: an error reply naming the first ``key`` that exists with
+another type than its ``type``, else nil."""
 
 STATUSES_MAXLEN = 32
 """Entries kept (at least) in an invocation's status-only stream: a waiter reads only new ones."""
@@ -131,3 +132,21 @@ end
 false and nothing written) and add its status entry to the invocation's live stream and to
 its status-only stream (``keys.invocation_record_keys`` names the three keys); file it
 in the lists of invocations (:data:`LUA_INDEX_RECORD`) in the same step."""
+
+LUA_PUT_RESULT = """
+local function put_result(results, watch, call_id, result, ttl, member)
+  local existing = redis.call('HGET', results, call_id)
+  if existing then
+    local decoded = cjson.decode(existing)
+    if decoded['response'] ~= nil and decoded['response'] ~= cjson.null then return false end
+  end
+  redis.call('HSET', results, call_id, result)
+  redis.call('EXPIRE', results, ttl)
+  redis.call('ZREM', watch, member)
+  return true
+end
+"""
+"""``put_result(results, watch, call_id, result, ttl, member)``: store a call's result in the
+invocation's results hash unless a final one is there (then false, nothing written; a
+pending placeholder may be replaced), and end the watchdog's watch over the call (its
+``member`` of the job watch index ``watch``)."""

@@ -36,17 +36,17 @@ from orchestrator.backends.redis.codec import decode_hash, loads, pairs_to_dict,
 from orchestrator.backends.redis.connection import RedisClientOwner
 from orchestrator.backends.redis.session_scripts import (
     ANSWERED,
-    APPEND_LUA,
-    CREATE_LUA,
+    APPEND,
+    CREATE,
     EXISTS,
     NOT_FOUND,
     STALE,
+    AppendEvent,
     app_member,
-    create_args,
-    create_keys,
+    create_operands,
     encode_state,
-    flatten,
     score,
+    session_keys,
 )
 from orchestrator.backends.redis.session_writer import LeasedSessionWriter, Mirror, final_answers
 from orchestrator.errors import (
@@ -122,8 +122,8 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         self, redis_url: str | None = None, *, client: aioredis.Redis | None = None
     ) -> None:
         RedisClientOwner.__init__(self, redis_url, client=client)
-        self._create_script = self._client.register_script(CREATE_LUA)
-        self._append_script = self._client.register_script(APPEND_LUA)
+        self._create_script = CREATE.register(self._client)
+        self._append_script = APPEND.register(self._client)
 
     async def create_session(
         self,
@@ -140,8 +140,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         now = score(platform.get_time(), what="the creation time")
         try:
             app_raw, user_raw = await self._create_script(
-                keys=create_keys(app_name, user_id, sid),
-                args=create_args(app_name, user_id, sid, now, encoded))
+                create_operands(app_name, user_id, sid, now, encoded))
         except ResponseError as exc:
             if str(exc).startswith(EXISTS):
                 raise AlreadyExistsError(f"Session with id {sid!r} already exists.") from exc
@@ -163,13 +162,12 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         Check its reply with :func:`check_created_if_absent`.
         """
         now = score(platform.get_time(), what="the creation time")
-        pipe.evalsha(self._create_script.sha, 9, *create_keys(app_name, user_id, session_id),
-                     *create_args(app_name, user_id, session_id, now, {}))
+        self._create_script.queue(pipe, create_operands(app_name, user_id, session_id, now, {}))
 
     @property
     def create_script_source(self) -> str:
         """The Lua source :meth:`queue_create_if_absent` calls by sha (to ``SCRIPT LOAD`` it)."""
-        return str(self._create_script.script)
+        return CREATE.source
 
     async def get_session(
         self,
@@ -308,34 +306,30 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         else:  # the stored event never carries temp: keys
             actions = event.actions.model_copy(update={"state_delta": persisted})
             event_json = event.model_copy(update={"actions": actions}).to_json()
-        script_keys = [
-            *keys.session_storage_keys(session.app_name, session.user_id, session.id),
-            keys.user_sessions(session.app_name, session.user_id),
-            keys.app_sessions(session.app_name),
-            keys.app_state(session.app_name),
-            keys.user_state(session.app_name, session.user_id),
-        ]
-        meta_key = script_keys[0]
-        lease_key, token = fence if fence is not None else (meta_key, "")
-        stream_key, maxlen, stream_ttl, status = meta_key, "", 0, None
+        status = None
         if mirror is not None:
-            stream_key, maxlen, stream_ttl = mirror.stream_key, mirror.maxlen, mirror.ttl_seconds
             # Taken now: a concurrent append (a parallel branch) must not write it twice.
             status, mirror.status = mirror.status, None
-        record_key, statuses_key, record_json, status_value = status or (meta_key, meta_key, "", "")
-        answers = final_answers(event) if fence is not None else []
-        answered_key = keys.session_answered(session.app_name, session.user_id, session.id)
-        script_keys += [lease_key, stream_key, record_key, statuses_key,
-                        answered_key if fence is not None else meta_key]
-        args: list[Any] = [
-            event.id, event_json, score(event.timestamp, what="the event timestamp"),
-            session.id, app_member(session.user_id, session.id), token, maxlen, stream_ttl,
-            len(session_delta), len(app_delta), len(user_delta), record_json, status_value,
-            len(answers), *flatten(session_delta), *flatten(app_delta), *flatten(user_delta),
-            *answers,
-        ]
+        record_key, statuses_key, record_json, status_value = status or (None, None, "", "")
+        operands = AppendEvent(
+            **session_keys(session.app_name, session.user_id, session.id),
+            lease=fence[0] if fence is not None else None,
+            stream=mirror.stream_key if mirror is not None else None,
+            record_key=record_key, statuses=statuses_key,
+            answered=(keys.session_answered(session.app_name, session.user_id, session.id)
+                      if fence is not None else None),
+            event_id=event.id, event_json=event_json,
+            timestamp=score(event.timestamp, what="the event timestamp"), session_id=session.id,
+            app_member=app_member(session.user_id, session.id),
+            token=fence[1] if fence is not None else "",
+            maxlen=mirror.maxlen if mirror is not None else "",
+            stream_ttl=mirror.ttl_seconds if mirror is not None else 0,
+            record=record_json, status=status_value, state_pairs=session_delta,
+            app_state_pairs=app_delta, user_state_pairs=user_delta,
+            answers=final_answers(event) if fence is not None else [],
+        )
         try:
-            applied = await self._append_script(keys=script_keys, args=args)
+            applied = await self._append_script(operands)
         except BaseException as exc:
             if mirror is not None and status is not None and mirror.status is None:
                 mirror.status = status  # not written: the next append (or the caller) does it
