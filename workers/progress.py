@@ -39,7 +39,7 @@ class ProgressPublisher:
         with self._lock:
             if self._script is None or self._pid != os.getpid():  # not across a fork
                 client: redis.Redis = connect_sync(self._url)
-                self._script, self._pid = client.register_script(REPORT), os.getpid()
+                self._script, self._pid = REPORT.register(client), os.getpid()
             return self._script
 
     def publish(self, job: ToolJob, payload: dict[str, Any]) -> bool:
@@ -52,6 +52,6 @@ class ProgressPublisher:
             logger.warning("Progress of call %s dropped: over %d bytes (ADK_CELERY_MAX_PAYLOAD_BYTES)",
                            job.function_call_id, self._max_bytes)
             return False
-        operands, args = report_operands(job.app_name, job.invocation_id, job.function_call_id,
-                                         job.attempt, job.tool_name, time.time(), payload)
-        return bool(self._report_script()(keys=operands, args=args))
+        operands = report_operands(job.app_name, job.invocation_id, job.function_call_id,
+                                   job.attempt, job.tool_name, time.time(), payload)
+        return bool(self._report_script()(operands))

@@ -18,7 +18,7 @@ and, for each one that has no result yet:
   any worker started it does not count: that is not the tool's doing).
 
 Several orchestrators may look at one call at once: a job goes out once per attempt
-(:data:`~orchestrator.backends.redis.jobs.PUBLISH_ONCE`), and a late copy of an older
+(:data:`~orchestrator.backends.redis.jobs.PUBLISH`), and a late copy of an older
 attempt is skipped by the worker that receives it (it claims 'superseded'). Each attempt is
 journaled with the digest of its own job, so the worker that receives it runs it as one an
 orchestrator dispatched (see :data:`~orchestrator.backends.redis.jobs.CLAIM`).

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
 
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.invocation_lists import list_invocations
-from orchestrator.backends.redis.jobs import CLAIM, watch_member
-from orchestrator.backends.redis.lua_functions import LUA_SAVE_RECORD
+from orchestrator.backends.redis.jobs import CLAIM, ClaimJob, watch_member
+from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
+from orchestrator.backends.redis.lua_functions import LUA_PUT_RESULT, LUA_SAVE_RECORD
 from orchestrator.backends.redis.progress import latest_progress
 from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery
 from orchestrator.distributed.models import (
@@ -27,38 +29,79 @@ from orchestrator.distributed.models import (
 from orchestrator.distributed.stores import Loaded
 from orchestrator.distributed.streams import STREAM_MAXLEN
 
-# KEYS: results hash, job watch index. ARGV: call id, result JSON, ttl seconds, the call's
-# watch index member. An existing final result wins (0, nothing written); a pending
-# placeholder may be replaced. A stored result ends the watchdog's watch over the call.
-PUT_RESULT_SCRIPT = """
-local existing = redis.call('HGET', KEYS[1], ARGV[1])
-if existing then
-  local decoded = cjson.decode(existing)
-  if decoded['response'] ~= nil and decoded['response'] ~= cjson.null then return 0 end
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('ZREM', KEYS[2], ARGV[4])
-"""
-
-
-# KEYS: record hash, stream, status stream (keys.invocation_record_keys). ARGV: record
-# JSON, status, ttl seconds, stream maxlen. Stores a new record and publishes its status; 0
-# (and nothing written) if one exists.
-CREATE_SCRIPT = LUA_SAVE_RECORD + """
-if not save_record(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], true) then
-  return 0
-end
-"""
-
-# The same, overwriting an existing record.
-_SAVE = LUA_SAVE_RECORD + """
-save_record(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], false)
-return 1
-"""
-
 STATUS_STREAM_MAXLEN = STREAM_MAXLEN
 """Status entries share the stream with live events: trim it to the same length."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordKeys(Operands):
+    """The keys saving an invocation record writes (``keys.invocation_record_keys``)."""
+
+    record_key: str = key_field()
+    """The record's hash."""
+    stream: str = key_field()
+    """The invocation's live stream."""
+    statuses: str = key_field()
+    """Its status-only stream."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SaveRecord(RecordKeys):
+    """Operands of :data:`CREATE_RECORD` and :data:`SAVE_RECORD`."""
+
+    record: str
+    """The record's JSON."""
+    status: str
+    ttl: int
+    maxlen: int
+
+
+def save_record_operands(record: InvocationRecord, ttl: int) -> SaveRecord:
+    """The operands saving ``record`` (expiring ``ttl`` seconds after)."""
+    record_key, stream, statuses = keys.invocation_record_keys(record.app_name, record.invocation_id)
+    return SaveRecord(record_key=record_key, stream=stream, statuses=statuses,
+                      record=record.model_dump_json(), status=record.status.value, ttl=ttl,
+                      maxlen=STATUS_STREAM_MAXLEN)
+
+
+CREATE_RECORD = LuaScript(SaveRecord, """
+if not save_record(record_key, stream, statuses, record, status, ttl, maxlen, true) then
+  return 0
+end
+return 1
+""", functions=[LUA_SAVE_RECORD])
+"""Store a new record and publish its status: 1, or 0 (nothing written) if one exists."""
+
+SAVE_RECORD = LuaScript(SaveRecord, """
+save_record(record_key, stream, statuses, record, status, ttl, maxlen, false)
+return 1
+""", functions=[LUA_SAVE_RECORD])
+"""Overwrite a record and publish its status."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PutResult(Operands):
+    """Operands of :data:`PUT_RESULT`: a call's result (see ``put_result`` in :mod:`.lua_functions`)."""
+
+    results: str = key_field()
+    """The invocation's results hash."""
+    watch: str = key_field()
+    """The job watch index the call leaves."""
+    call_id: str
+    result: str
+    """The result's JSON."""
+    ttl: int
+    member: str
+    """The call's member of the watch index (:func:`~.jobs.watch_member`)."""
+
+
+PUT_RESULT = LuaScript(PutResult, """
+if not put_result(results, watch, call_id, result, ttl, member) then return 0 end
+return 1
+""", functions=[LUA_PUT_RESULT])
+"""Store a call's result: 1, or 0 (nothing written) if a final one is there already."""
+
+
 
 
 READ_RECORD = object()
@@ -122,6 +165,15 @@ class StatusWait:
         return None
 
 
+def put_result_operands(
+    app_name: str, invocation_id: str, result: ToolResult, *, watch: str, ttl: int
+) -> PutResult:
+    """The operands storing ``result`` (taking its call out of the watch index ``watch``)."""
+    return PutResult(results=keys.invocation_results(app_name, invocation_id), watch=watch,
+                     call_id=result.function_call_id, result=result.model_dump_json(), ttl=ttl,
+                     member=watch_member(app_name, invocation_id, result.function_call_id))
+
+
 def loaded_from(raw: str | None, cancelled: int, results: dict[str, str]) -> Loaded:
     """The record JSON, cancel flag and results hash of an invocation, parsed (no session)."""
     return Loaded(
@@ -141,17 +193,14 @@ class RedisInvocationStore:
         self._ttl = record_ttl_seconds
         self.job_watch_key = job_watch_key
         """The watch index of this deployment's jobs (see :mod:`.jobs`)."""
-        self._put_result = client.register_script(PUT_RESULT_SCRIPT + "return 1")
-        self._claim = client.register_script(CLAIM)
-        self._create = client.register_script(CREATE_SCRIPT + "return 1")
-        self._save = client.register_script(_SAVE)
+        self._put_result = PUT_RESULT.register(client)
+        self._claim = CLAIM.register(client)
+        self._create = CREATE_RECORD.register(client)
+        self._save = SAVE_RECORD.register(client)
 
     async def create(self, record: InvocationRecord) -> bool:
         """Store a new record unless one exists."""
-        created = await self._create(
-            keys=keys.invocation_record_keys(record.app_name, record.invocation_id),
-            args=[record.model_dump_json(), record.status.value, self._ttl, STATUS_STREAM_MAXLEN],
-        )
+        created = await self._create(save_record_operands(record, self._ttl))
         return bool(created)
 
     async def get(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
@@ -179,13 +228,13 @@ class RedisInvocationStore:
         'answered' (a result is in) or 'waiting' (the tool ran and the call waits for an
         outside answer): see :data:`~orchestrator.backends.redis.jobs.CLAIM`.
         """
-        verdict = await self._claim(
-            keys=[keys.cancel_flag(app_name, invocation_id),
-                  keys.invocation_results(app_name, invocation_id),
-                  keys.invocation_jobs(app_name, invocation_id), self.job_watch_key],
-            args=[function_call_id, attempt, worker, time.time(), "1" if branch else "",
-                  watch_member(app_name, invocation_id, function_call_id), lost_after, digest],
-        )
+        verdict = await self._claim(ClaimJob(
+            cancel=keys.cancel_flag(app_name, invocation_id),
+            results=keys.invocation_results(app_name, invocation_id),
+            jobs=keys.invocation_jobs(app_name, invocation_id), watch=self.job_watch_key,
+            call_id=function_call_id, attempt=attempt, worker=worker, now=time.time(),
+            branch="1" if branch else "", member=watch_member(app_name, invocation_id, function_call_id),
+            lost_after=lost_after, digest=digest))
         return str(verdict)
 
     async def pending_details(self, record: InvocationRecord) -> list[PendingCall]:
@@ -244,10 +293,7 @@ class RedisInvocationStore:
 
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite the record and publish its status on the invocation's stream."""
-        await self._save(
-            keys=keys.invocation_record_keys(record.app_name, record.invocation_id),
-            args=[record.model_dump_json(), record.status.value, self._ttl, STATUS_STREAM_MAXLEN],
-        )
+        await self._save(save_record_operands(record, self._ttl))
 
     async def list_invocations(self, query: InvocationQuery) -> InvocationPage:
         """A page of a session's invocations (newest first) or of an app's (latest saved first)."""
@@ -255,11 +301,8 @@ class RedisInvocationStore:
 
     async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
         """First final result wins (a pending placeholder can be replaced)."""
-        stored = await self._put_result(
-            keys=[keys.invocation_results(app_name, invocation_id), self.job_watch_key],
-            args=[result.function_call_id, result.model_dump_json(), self._ttl,
-                  watch_member(app_name, invocation_id, result.function_call_id)],
-        )
+        stored = await self._put_result(put_result_operands(
+            app_name, invocation_id, result, watch=self.job_watch_key, ttl=self._ttl))
         return bool(stored)
 
     async def results(self, app_name: str, invocation_id: str) -> dict[str, ToolResult]:

@@ -1,11 +1,12 @@
 """Lua scripts with named operands: each script whole, with a typed Python wrapper.
 
 A script's operands are a keyword-only frozen dataclass (a subclass of :class:`Operands`).
-Its fields are the script's keys (declared with :func:`key_field`), its arguments (plain fields)
-and its variable-length groups of arguments (:func:`many_field`, :func:`pairs_field`). The script's
-text starts with a prologue that binds every field to a Lua local of the same name, so the
-body reads ``redis.call('HGET', results, call_id)``, never ``KEYS[1]`` or ``ARGV[1]``; and the
-wrapper builds KEYS and ARGV from the same declaration, so the two cannot disagree::
+Its fields are the script's keys (declared with :func:`key_field`), its arguments (plain
+fields) and its variable-length groups of arguments (:func:`many_field`,
+:func:`pairs_field`). The script's text starts with a prologue binding every field to a Lua
+local of the same name, so the body reads ``redis.call('HGET', results, call_id)``, never
+``KEYS[1]`` or ``ARGV[1]``; and the wrapper builds KEYS and ARGV from the same declaration,
+so the two cannot disagree::
 
     @dataclass(frozen=True, kw_only=True)
     class Renew(Operands):
@@ -22,10 +23,11 @@ wrapper builds KEYS and ARGV from the same declaration, so the two cannot disagr
     await renew(Renew(lease=..., token=..., ttl_ms=...))
 
 KEYS are the keys in declaration order. ARGV: the arguments in declaration order, then the
-size of each group (items for :func:`many_field`, pairs for :func:`pairs_field`), then the groups' items.
-For a group ``g`` the prologue defines ``g_first`` (the ARGV index of its first item) and
-``g_count`` (its size), so a script reads it with ``unpack(ARGV, g_first, ...)``. ARGV values
-are strings in Lua, as ever: ``tonumber`` them where a number is compared.
+size of each group (items for :func:`many_field`, pairs for :func:`pairs_field`), then the
+groups' items. For a group ``g`` the prologue defines ``g_first`` (the ARGV index of its
+first item) and ``g_count`` (its size), so a script reads it with ``unpack(ARGV, g_first,
+...)``. ARGV values are strings in Lua, as ever: ``tonumber`` them where a number is
+compared.
 
 A script may start with Lua functions shared with other scripts (``functions``, see
 :mod:`.lua_functions`); they run nothing when included, and take what they touch as
@@ -35,7 +37,7 @@ parameters.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -119,6 +121,10 @@ class Operands:
             values = [values[0] if value is None else value for value in values]
         return values
 
+    def field_values(self) -> dict[str, Any]:
+        """Every operand by name (to build the operands of a script that includes these)."""
+        return {item.name: getattr(self, item.name) for item in dataclasses.fields(self)}  # type: ignore[arg-type]
+
     def args(self) -> list[Any]:
         """ARGV: the arguments, each group's size, then the groups' items."""
         layout = self.layout()
@@ -138,9 +144,10 @@ def _layout_of(cls: type) -> _Layout:
         raise TypeError(f"{cls.__name__}: script operands must be a dataclass.")
     keys, optional, args, groups = [], set(), [], []
     for item in dataclasses.fields(cls):
-        if item.name in _RESERVED or item.name.endswith(("_first", "_count")):
+        if (item.name in _RESERVED or item.name.endswith(("_first", "_count"))
+                or hasattr(Operands, item.name)):
             raise TypeError(f"{cls.__name__}.{item.name}: the name clashes with a Lua word, a "
-                            "global the scripts use or a group's size and position.")
+                            "global the scripts use, a group's size and position, or a method.")
         kind = item.metadata.get(_KIND)
         if kind in (_KEY, _OPTIONAL_KEY):
             keys.append(item.name)
@@ -164,7 +171,9 @@ class LuaScript(Generic[OperandsT]):
 
     def __init__(self, operands: type[OperandsT], body: str, *, functions: Sequence[str] = ()) -> None:
         self.operands = operands
-        self.source = "".join(functions) + operands.layout().prologue() + body.lstrip("\n")
+        self.body = body.lstrip("\n")
+        """The script's own text (what follows the functions and the prologue)."""
+        self.source = "".join(functions) + operands.layout().prologue() + self.body
         """The whole text sent to Redis."""
 
     def register(self, client: Any) -> RegisteredScript[OperandsT]:
@@ -200,8 +209,3 @@ class RegisteredScript(Generic[OperandsT]):
         """
         script_keys = operands.keys()
         pipe.evalsha(self.sha, len(script_keys), *script_keys, *operands.args())
-
-
-def flat_pairs(mapping: Mapping[str, Any]) -> list[Any]:
-    """``[k1, v1, k2, v2, ...]`` (how a :func:`pairs` group is sent)."""
-    return [item for pair in mapping.items() for item in pair]

@@ -15,35 +15,59 @@ dropped. Nothing is written once the invocation's stream is gone (expired).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.codec import dumps
+from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
 from orchestrator.distributed.streams import STREAM_MAXLEN
 
-# KEYS: jobs hash, the invocation's stream. ARGV: call id, attempt, tool name, epoch seconds,
-# payload JSON, the journal field's JSON, stream maxlen. 1 if reported, 0 if the attempt is
-# not the one out (or the invocation's stream is gone).
-REPORT = """
-if redis.call('HGET', KEYS[1], 'a:' .. ARGV[1]) ~= ARGV[2] then return 0 end
-if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'p:' .. ARGV[1], ARGV[6])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'kind', 'progress', 'call', ARGV[1],
-  'tool', ARGV[3], 'attempt', ARGV[2], 'at', ARGV[4], 'progress', ARGV[5])
+
+@dataclass(frozen=True, kw_only=True)
+class ReportProgress(Operands):
+    """Operands of :data:`REPORT`: one progress report of an attempt of a call."""
+
+    jobs: str = key_field()
+    """The invocation's jobs hash (``keys.invocation_jobs``)."""
+    stream: str = key_field()
+    """The invocation's live stream."""
+    call_id: str
+    attempt: int
+    tool: str
+    at: str
+    """When it was reported (epoch seconds)."""
+    payload: str
+    """The report's JSON."""
+    journal: str
+    """The journal field's JSON (the call's latest progress)."""
+    maxlen: int
+
+
+REPORT = LuaScript(ReportProgress, """
+if redis.call('HGET', jobs, 'a:' .. call_id) ~= attempt then return 0 end
+if redis.call('EXISTS', stream) == 0 then return 0 end
+redis.call('HSET', jobs, 'p:' .. call_id, journal)
+redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 'kind', 'progress', 'call', call_id,
+  'tool', tool, 'attempt', attempt, 'at', at, 'progress', payload)
 return 1
-"""
+""")
+"""Report progress: 1, or 0 (nothing written) if the attempt is not the one out or the
+invocation's stream is gone."""
 
 
 def report_operands(
     app_name: str, invocation_id: str, function_call_id: str, attempt: int, tool: str,
     at: float, payload: dict[str, Any],
-) -> tuple[list[str], list[Any]]:
-    """KEYS and ARGV of :data:`REPORT`; TypeError or ValueError if ``payload`` is not JSON."""
+) -> ReportProgress:
+    """The operands of :data:`REPORT`; TypeError or ValueError if ``payload`` is not JSON."""
     encoded = dumps(payload)
     journal = dumps({"attempt": attempt, "at": at, "tool": tool, "progress": payload})
-    return ([keys.invocation_jobs(app_name, invocation_id),
-             keys.invocation_stream(app_name, invocation_id)],
-            [function_call_id, attempt, tool, repr(at), encoded, journal, STREAM_MAXLEN])
+    return ReportProgress(
+        jobs=keys.invocation_jobs(app_name, invocation_id),
+        stream=keys.invocation_stream(app_name, invocation_id), call_id=function_call_id,
+        attempt=attempt, tool=tool, at=repr(at), payload=encoded, journal=journal,
+        maxlen=STREAM_MAXLEN)
 
 
 def latest_progress(raw: str | bytes | None, attempt: str | int | None) -> dict[str, Any] | None:

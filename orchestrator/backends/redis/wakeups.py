@@ -95,7 +95,7 @@ class RedisWakeups:
 
         ``invocation_id`` names the invocation expected first: the orchestrator reads it in
         the round trip that takes the session. (Pushes post their wake-up in their own script:
-        ``RedisSessionQueue``'s ``_PUSH``, with the same fields.)
+        ``push_item`` of :mod:`.session_queue`, with the same fields.)
         """
         fields = {"app": key[0], "user": key[1], "session": key[2]}
         if invocation_id:
