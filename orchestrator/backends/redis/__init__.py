@@ -1,15 +1,19 @@
 """The Redis back-end: every key, Lua script, store, queue, stream and service kept in Redis.
 
-- :mod:`.keys`: every key name; :mod:`.codec`: the JSON stored; :mod:`.connection`: clients;
-- :mod:`.lua` and :mod:`.lua_functions`: how scripts are written and called;
-- :mod:`.session_service`, :mod:`.session_scripts`, :mod:`.session_writer`: sessions;
-- :mod:`.artifact_service`: artifacts;
-- :mod:`.invocation_store`, :mod:`.invocation_lists`, :mod:`.session_queue`, :mod:`.jobs`,
-  :mod:`.progress`, :mod:`.streams`, :mod:`.wakeups`, :mod:`.stats`: the distributed
-  stores behind the interfaces of :mod:`orchestrator.distributed`.
+- :mod:`.keys`: every key name; :mod:`.codec`: the JSON stored; :mod:`.connection`: the
+  clients (:mod:`.hiredis_packing`: their commands packed in C);
+- :mod:`.lua`: how a script declares and receives its operands; :mod:`.lua_functions`: the
+  Lua functions several scripts include;
+- sessions: :mod:`.session_service`, its scripts (:mod:`.session_scripts`) and the leased
+  writer (:mod:`.session_writer`); artifacts: :mod:`.artifact_service`;
+- behind the interfaces of :mod:`orchestrator.distributed`: :mod:`.invocation_store` (and
+  :mod:`.invocation_scripts`, :mod:`.invocation_lists`), :mod:`.session_queue` (and
+  :mod:`.session_queue_scripts`), :mod:`.streams`, :mod:`.wakeups`; the job journal
+  (:mod:`.jobs`, :mod:`.progress`) and the metrics' snapshot (:mod:`.stats`).
 
-Importing any of them registers Redis's connection and timeout errors as infrastructure
-errors (never an agent's or a tool's outcome).
+Nothing outside this package (and the process entry points in ``workers/``) imports
+redis-py. Importing any of these modules registers Redis's connection and timeout errors
+as infrastructure errors (never an agent's or a tool's outcome).
 """
 
 from redis.exceptions import ConnectionError as RedisConnectionError
