@@ -34,7 +34,7 @@ import redis  # noqa: E402
 
 from bench._fairness_apps import APP, APP_SPECS  # noqa: E402
 from config import Settings  # noqa: E402
-from orchestrator import redis_keys as keys  # noqa: E402
+from orchestrator.backends.redis import keys  # noqa: E402
 from orchestrator.distributed.models import InvocationStatus  # noqa: E402
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process  # noqa: E402
 from tests.support.redis_server import find_redis_server, redis_server  # noqa: E402

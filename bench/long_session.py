@@ -134,8 +134,8 @@ def distributed(small: int, large: int, samples: int) -> tuple[float, float, flo
     from bench._long_session_apps import APP_SPECS
     from config import Settings
     from orchestrator import Event
+    from orchestrator.backends.redis.session_service import RedisSessionService
     from orchestrator.distributed.models import InvocationStatus
-    from orchestrator.sessions.redis_session_service import RedisSessionService
     from tests.support.processes import stack_env, start_celery_process
     from tests.support.redis_server import RedisServer, find_redis_server
     from workers.client import Client

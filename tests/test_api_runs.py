@@ -14,10 +14,10 @@ import pytest
 from google.genai import types
 
 from config import Settings
-from orchestrator import redis_keys as keys
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.invocation_store import RedisInvocationStore
+from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.distributed.models import InvocationStatus, ToolResult
-from orchestrator.distributed.redis_stores import RedisInvocationStore
-from orchestrator.distributed.streams import RedisEventStream
 from orchestrator.events.event import Event
 from tests.test_event_stream import APP, _call_event, _Pair, _record, _text_event
 from workers.api import runs

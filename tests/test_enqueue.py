@@ -6,7 +6,7 @@ import pytest
 import redis as sync_redis
 
 from config import Settings
-from orchestrator import redis_keys
+from orchestrator.backends.redis import keys as redis_keys
 from orchestrator.distributed.models import InvocationStatus, WorkItem
 from orchestrator.errors import SessionNotFoundError
 from workers.client import Client

@@ -18,16 +18,14 @@ from google.genai import types
 
 from config import Settings
 from orchestrator import App, LlmAgent, LongRunningFunctionTool
-from orchestrator import redis_keys as keys
+from orchestrator.backends.memory.streams import InMemoryEventStream
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.invocation_store import RedisInvocationStore
+from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
-from orchestrator.distributed.redis_stores import RedisInvocationStore
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.distributed.streams import (
-    InMemoryEventStream,
-    RedisEventStream,
-    StreamItem,
-)
+from orchestrator.distributed.streams import StreamItem
 from orchestrator.events.event import Event
 from orchestrator.models.fake import FunctionLlm
 from tests.apps_stream import APP_SPECS, STREAM_APPS, gate_key

@@ -14,7 +14,7 @@ import redis
 
 from bench._fairness_apps import APP, APP_SPECS
 from config import Settings
-from orchestrator import redis_keys as keys
+from orchestrator.backends.redis import keys
 from orchestrator.distributed.models import InvocationStatus
 from tests.support.processes import stack_env, start_celery_process
 

@@ -9,14 +9,14 @@ import time
 import pytest
 import redis.asyncio as aioredis
 
-from orchestrator import redis_keys as keys
+from orchestrator.backends.memory.stores import InMemoryInvocationStore
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.invocation_store import RedisInvocationStore
+from orchestrator.backends.redis.session_queue import RedisSessionQueue
+from orchestrator.backends.redis.session_service import RedisSessionService
 from orchestrator.distributed.invocation_lists import InvocationQuery, Position, invocation_query
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
-from orchestrator.distributed.redis_queue import RedisSessionQueue
-from orchestrator.distributed.redis_stores import RedisInvocationStore
-from orchestrator.distributed.stores import InMemoryInvocationStore
 from orchestrator.errors import RequestError
-from orchestrator.sessions.redis_session_service import RedisSessionService
 
 Q, R, P, C, F = (InvocationStatus.QUEUED, InvocationStatus.RUNNING, InvocationStatus.PAUSED,
                  InvocationStatus.COMPLETED, InvocationStatus.FAILED)

@@ -1,8 +1,11 @@
-"""The dependency rule (config <- orchestrator <- tools <- workers) and the public surface."""
+"""The dependency rule (config <- orchestrator <- tools <- workers), the back-ends, the public surface."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,18 +16,51 @@ ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
     "config": {"orchestrator", "tools", "workers", "celery", "kombu", "redis", "prometheus_client"},
     "orchestrator": {"tools", "workers", "celery", "kombu", "prometheus_client"},
-    "tools": {"workers", "celery", "kombu", "prometheus_client"},
+    "tools": {"workers", "celery", "kombu", "prometheus_client", "redis"},
 }
+BACKENDS = ROOT / "orchestrator" / "backends"
+REDIS_BACKEND = "orchestrator.backends.redis"
+
+
+def imported_modules(nodes) -> set[str]:
+    """Absolute module names imported by the import statements among ``nodes``."""
+    names = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
 
 
 def imported_roots(path: Path) -> set[str]:
-    roots = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            roots.add(node.module.split(".")[0])
-    return roots
+    return {name.split(".")[0] for name in imported_modules(ast.walk(ast.parse(path.read_text())))}
+
+
+def imported_on_load(path: Path) -> set[str]:
+    """Modules imported when ``path`` loads: its top-level imports, not the ones inside
+    functions (imported on first use) or under ``if TYPE_CHECKING:``."""
+    def top_level(body):
+        for node in body:
+            if isinstance(node, ast.If):
+                if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                    yield from top_level(node.body + node.orelse)
+            elif isinstance(node, ast.Try):
+                yield from top_level(node.body + node.orelse + node.finalbody)
+            else:
+                yield node
+    return imported_modules(top_level(ast.parse(path.read_text()).body))
+
+
+def is_redis_backend(name: str) -> bool:
+    return name == REDIS_BACKEND or name.startswith(REDIS_BACKEND + ".")
+
+
+def core_modules() -> list[Path]:
+    """Every module of orchestrator/ outside the Redis back-end."""
+    return [path for path in (ROOT / "orchestrator").rglob("*.py")
+            if not path.is_relative_to(BACKENDS / "redis")]
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
@@ -34,6 +70,50 @@ def test_package_imports_respect_the_layers(package):
         for path in (ROOT / package).rglob("*.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_only_the_redis_backend_imports_redis_py():
+    offenders = {str(path.relative_to(ROOT)) for path in core_modules() if "redis" in imported_roots(path)}
+    assert offenders == set()
+
+
+def test_the_core_imports_the_redis_backend_only_on_first_use():
+    # Lazy exports (RedisSessionService from orchestrator, ...) import it inside a function.
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(filter(is_redis_backend, imported_on_load(path)))
+        for path in core_modules()
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_memory_backend_never_imports_the_redis_one():
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(
+            name for name in imported_modules(ast.walk(ast.parse(path.read_text())))
+            if is_redis_backend(name) or name.split(".")[0] == "redis")
+        for path in (BACKENDS / "memory").rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_importing_the_core_does_not_import_redis_py():
+    # A fresh interpreter: this one has imported redis already (other tests, conftest).
+    modules = sorted(
+        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for path in core_modules())
+    script = (
+        "import importlib, sys\n"
+        "import orchestrator\n"
+        "assert 'redis' not in sys.modules, 'import orchestrator imported redis'\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "    assert 'redis' not in sys.modules, f'importing {name} imported redis'\n"
+        "from orchestrator import RedisSessionService\n"
+        "assert 'redis' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 def test_public_names_are_exported_sorted_and_importable():

@@ -21,7 +21,7 @@ from typing import Any
 import redis
 
 from config import Settings
-from orchestrator import redis_keys as keys
+from orchestrator.backends.redis import keys
 from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS, PARKED_QUEUE
 from tests.apps_extra import APP_SPECS as EXTRA_SPECS

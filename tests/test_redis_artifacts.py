@@ -10,7 +10,8 @@ import pytest
 from google.genai import types
 from redis.exceptions import ResponseError
 
-from orchestrator import RedisArtifactService, redis_keys
+from orchestrator import RedisArtifactService
+from orchestrator.backends.redis import keys as redis_keys
 
 APP, USER, SID = "app", "u1", "s1"
 

@@ -38,7 +38,7 @@ import redis
 from kombu import Connection, Exchange, Producer, Queue
 
 from config import Settings
-from orchestrator._redis_support import connect
+from orchestrator.backends.redis.connection import connect
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from tests.apps_extra import APP_SPECS, gate_key, runs_key
 from tests.support.processes import FAST_WORKER_FLAGS, ManagedProcess, stack_env, start_celery_process

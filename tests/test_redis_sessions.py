@@ -15,7 +15,9 @@ import redis.asyncio as aioredis
 from google.genai import types
 from redis.exceptions import ResponseError
 
-from orchestrator import Event, EventActions, InMemorySessionService, platform, redis_keys
+from orchestrator import Event, EventActions, InMemorySessionService, platform
+from orchestrator.backends.redis import keys as redis_keys
+from orchestrator.backends.redis.session_writer import Mirror
 from orchestrator.errors import (
     AdkCeleryError,
     AlreadyAnsweredError,
@@ -24,7 +26,6 @@ from orchestrator.errors import (
     StaleSessionError,
 )
 from orchestrator.sessions import GetSessionConfig, RedisSessionService
-from orchestrator.sessions.redis_scopes import Mirror
 
 APP, USER = "app", "u1"
 
@@ -485,11 +486,8 @@ async def test_owned_and_borrowed_clients(redis_url, redis_client, monkeypatch):
     with pytest.raises(ValueError, match="either"):
         RedisSessionService(redis_url, client=redis_client)
 
-    class NoRedis:
-        redis_url = None
-
-    monkeypatch.setattr("orchestrator._redis_support.get_settings", lambda: NoRedis())
-    with pytest.raises(ValueError, match="ADK_CELERY_REDIS_URL"):
+    monkeypatch.setenv("ADK_CELERY_REDIS_URL", redis_url)  # never read below a process role
+    with pytest.raises(ValueError, match="pass redis_url=... or client=..."):
         RedisSessionService()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.exceptions import DataError
 
-from orchestrator._redis_support import connect
+from orchestrator.backends.redis.connection import connect
 
 
 async def test_values_reach_redis_exactly_as_redis_py_would_send_them(redis_client, redis_url):

@@ -26,11 +26,11 @@ from google.genai import types
 
 from config import Settings, get_settings
 from orchestrator import App, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
-from orchestrator import redis_keys as keys
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.jobs import dispatched_job
+from orchestrator.backends.redis.session_service import RedisSessionService
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.distributed.redis_jobs import dispatched_job
 from orchestrator.models.fake import FunctionLlm
-from orchestrator.sessions.redis_session_service import RedisSessionService
 from tests.apps import PARKED_QUEUE, function_responses
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL, create_celery_app

@@ -7,13 +7,13 @@ import redis as sync_redis
 
 from config import Settings
 from orchestrator import Event, platform
+from orchestrator.backends.redis.invocation_store import RedisInvocationStore
+from orchestrator.backends.redis.session_queue import RedisSessionQueue
+from orchestrator.backends.redis.session_service import RedisSessionService
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
-from orchestrator.distributed.redis_queue import RedisSessionQueue
-from orchestrator.distributed.redis_stores import RedisInvocationStore
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService
 from orchestrator.errors import StaleSessionError
-from orchestrator.sessions.redis_session_service import RedisSessionService
 from tests.apps import ALL_APPS, APP_SPECS
 from tests.support.events import simplify_all
 from tests.support.processes import stack_env, start_celery_process
@@ -164,7 +164,7 @@ async def _queued_in(key, service, text):
 
 
 def _lease(key):
-    from orchestrator import redis_keys
+    from orchestrator.backends.redis import keys as redis_keys
 
     return redis_keys.session_lease(*key)
 

@@ -13,10 +13,10 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from orchestrator import redis_keys as keys
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.invocation_store import RedisInvocationStore
+from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.distributed.redis_stores import RedisInvocationStore
-from orchestrator.distributed.streams import RedisEventStream
 from tests.test_event_stream import APP, _call_event, _Pair, _record, _text_event
 from workers.api.stream_hub import LiveItem, StreamHub
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from orchestrator.distributed.wakeups import GROUP, RedisWakeups
+from orchestrator.backends.redis.wakeups import GROUP, RedisWakeups
 
 STREAM = "adk:wake:{test}"
 KEY = ("chat", "u", "s-1")
@@ -113,10 +113,10 @@ async def test_a_failing_drain_leaves_its_wake_up_pending(redis_client):
 
 
 async def test_a_result_is_stored_its_resume_queued_and_announced_once(redis_client):
-    from orchestrator import redis_keys
+    from orchestrator.backends.redis import keys as redis_keys
+    from orchestrator.backends.redis.invocation_store import RedisInvocationStore
+    from orchestrator.backends.redis.session_queue import RedisSessionQueue
     from orchestrator.distributed.models import ToolResult, WorkItem
-    from orchestrator.distributed.redis_queue import RedisSessionQueue
-    from orchestrator.distributed.redis_stores import RedisInvocationStore
 
     wakeups = RedisWakeups(redis_client, STREAM)
     queue = RedisSessionQueue(redis_client, wakeups=wakeups)

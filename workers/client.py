@@ -15,8 +15,10 @@ from google.genai import types
 
 from config import Settings, get_settings
 from orchestrator import platform
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import connect, connect_sync
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.connection import connect, connect_sync
+from orchestrator.backends.redis.invocation_store import READ_RECORD, StatusWait
+from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.distributed.intake import (
     check_identifier,
     check_json,
@@ -25,8 +27,7 @@ from orchestrator.distributed.intake import (
 )
 from orchestrator.distributed.invocation_lists import DEFAULT_LIMIT, InvocationPage, invocation_query
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, PendingCall
-from orchestrator.distributed.redis_stores import READ_RECORD, StatusWait
-from orchestrator.distributed.streams import RedisEventStream, StreamItem
+from orchestrator.distributed.streams import StreamItem
 from orchestrator.errors import PayloadError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session

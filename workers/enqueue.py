@@ -17,6 +17,9 @@ from pydantic import ValidationError
 from redis.exceptions import NoScriptError
 
 from orchestrator import platform
+from orchestrator.backends.redis.session_queue import RedisSessionQueue
+from orchestrator.backends.redis.session_scripts import check_created_if_absent
+from orchestrator.backends.redis.session_service import RedisSessionService
 from orchestrator.distributed.intake import (
     Limits,
     check_custom_metadata,
@@ -29,10 +32,7 @@ from orchestrator.distributed.intake import (
     preview,
 )
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
-from orchestrator.distributed.redis_queue import RedisSessionQueue
 from orchestrator.errors import PayloadError, RequestError, SessionNotFoundError
-from orchestrator.sessions.redis_session_scripts import check_created_if_absent
-from orchestrator.sessions.redis_session_service import RedisSessionService
 
 _KNOWN_FIELDS = frozenset({"app_name", "user_id", "session_id", "invocation_id", "new_message",
                            "state_delta", "create_session", "streaming", "custom_metadata"})

@@ -3,7 +3,7 @@
 One daemon thread per process, with its own synchronous Redis client (a tool that blocks its
 thread, or its event loop, must not stop the beats), writes every running job's beat into
 the job journal every ``job_heartbeat_seconds`` (see
-:mod:`orchestrator.distributed.redis_jobs`). A job that stops beating, because its worker
+:mod:`orchestrator.backends.redis.jobs`). A job that stops beating, because its worker
 died, is dispatched again by an orchestrator's watchdog once ``3 x job_heartbeat_seconds``
 have passed. Jobs shorter than one interval never beat: claiming a job counts as its first.
 A beat that finds the invocation cancelled, or the call answered already (past its deadline),
@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator
 
 import redis
 
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import connect_sync
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.connection import connect_sync
+from orchestrator.backends.redis.jobs import BEAT, Beat, silence_limit, watch_member
 from orchestrator.distributed.models import AgentJob, ToolJob
-from orchestrator.distributed.redis_jobs import BEAT, silence_limit, watch_member
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class Heartbeats:
 
     def _beat_forever(self) -> None:
         client = connect_sync(self._url, socket_timeout=max(5.0, self.interval))
-        beat = client.register_script(BEAT)
+        beat = BEAT.register(client)
         while True:
             time.sleep(self.interval)
             with self._lock:
@@ -79,13 +79,15 @@ class Heartbeats:
             try:
                 with client.pipeline(transaction=False) as pipe:
                     for _, (job, _) in running:
-                        beat(keys=[keys.invocation_jobs(job.app_name, job.invocation_id),
-                                   self._watch_key, keys.cancel_flag(job.app_name, job.invocation_id),
-                                   keys.invocation_results(job.app_name, job.invocation_id)],
-                             args=[job.function_call_id, job.attempt, self._worker, now,
-                                   watch_member(job.app_name, job.invocation_id,
-                                                job.function_call_id), self.lost_after],
-                             client=pipe)
+                        beat(Beat(
+                            jobs=keys.invocation_jobs(job.app_name, job.invocation_id),
+                            watch=self._watch_key,
+                            cancel=keys.cancel_flag(job.app_name, job.invocation_id),
+                            results=keys.invocation_results(job.app_name, job.invocation_id),
+                            call_id=job.function_call_id, attempt=job.attempt, worker=self._worker,
+                            now=now, member=watch_member(job.app_name, job.invocation_id,
+                                                         job.function_call_id),
+                            lost_after=self.lost_after), client=pipe)
                     replies = pipe.execute()
             except redis.RedisError as error:  # Redis away: the next beat tries again
                 logger.warning("Job heartbeats failed (%s); retrying", error)

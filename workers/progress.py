@@ -2,7 +2,7 @@
 
 ``tool_context.report_progress`` is synchronous and may be called from a tool's thread or
 from the event loop an async tool runs on; this writes with a synchronous client of its own
-(one script, one round trip per report; see :mod:`orchestrator.distributed.progress`).
+(one script, one round trip per report; see :mod:`orchestrator.backends.redis.progress`).
 Flower's ``PROGRESS`` state is written beside it, by ``workers.tasks``.
 """
 
@@ -17,9 +17,10 @@ from typing import Any
 import redis
 
 from config import Settings
-from orchestrator._redis_support import connect_sync, dumps
+from orchestrator.backends.redis.codec import dumps
+from orchestrator.backends.redis.connection import connect_sync
+from orchestrator.backends.redis.progress import REPORT, report_operands
 from orchestrator.distributed.models import ToolJob
-from orchestrator.distributed.progress import REPORT, report_operands
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class ProgressPublisher:
         with self._lock:
             if self._script is None or self._pid != os.getpid():  # not across a fork
                 client: redis.Redis = connect_sync(self._url)
-                self._script, self._pid = client.register_script(REPORT), os.getpid()
+                self._script, self._pid = REPORT.register(client), os.getpid()
             return self._script
 
     def publish(self, job: ToolJob, payload: dict[str, Any]) -> bool:
@@ -51,6 +52,6 @@ class ProgressPublisher:
             logger.warning("Progress of call %s dropped: over %d bytes (ADK_CELERY_MAX_PAYLOAD_BYTES)",
                            job.function_call_id, self._max_bytes)
             return False
-        operands, args = report_operands(job.app_name, job.invocation_id, job.function_call_id,
-                                         job.attempt, job.tool_name, time.time(), payload)
-        return bool(self._report_script()(keys=operands, args=args))
+        operands = report_operands(job.app_name, job.invocation_id, job.function_call_id,
+                                   job.attempt, job.tool_name, time.time(), payload)
+        return bool(self._report_script()(operands))

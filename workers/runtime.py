@@ -16,23 +16,23 @@ from celery import Celery
 
 from config import Settings
 from orchestrator import failpoints
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import connect
-from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.artifact_service import RedisArtifactService
+from orchestrator.backends.redis.connection import connect
+from orchestrator.backends.redis.invocation_store import RedisInvocationStore
+from orchestrator.backends.redis.session_queue import RedisSessionQueue
+from orchestrator.backends.redis.session_service import LeasedSessionWriter, RedisSessionService
+from orchestrator.backends.redis.streams import RedisEventStream
+from orchestrator.backends.redis.wakeups import RedisWakeups, WakeConsumer
 from orchestrator.distributed.executor import WORKER_ID
 from orchestrator.distributed.intake import Limits
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
-from orchestrator.distributed.redis_queue import RedisSessionQueue
-from orchestrator.distributed.redis_stores import RedisInvocationStore
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService, session_key
 from orchestrator.distributed.stores import SessionKey
-from orchestrator.distributed.streams import RedisEventStream
-from orchestrator.distributed.wakeups import RedisWakeups, WakeConsumer
 from orchestrator.errors import SessionNotFoundError, register_infrastructure_errors
 from orchestrator.plugins import PluginManager
 from orchestrator.process_setup import configure_core
-from orchestrator.sessions.redis_session_service import LeasedSessionWriter, RedisSessionService
 from orchestrator.tools.function_tool import sync_calls_inline
 from workers.celery_app import app as default_celery_app
 from workers.celery_app import app_settings

@@ -17,6 +17,7 @@ from kombu.utils.json import JSONEncoder
 from pydantic import ValidationError
 
 from orchestrator import failpoints
+from orchestrator.backends.redis.jobs import job_digest
 from orchestrator.distributed.executor import (
     WORKER_ID,
     execute_agent_job,
@@ -26,7 +27,6 @@ from orchestrator.distributed.executor import (
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import check_identifier
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
-from orchestrator.distributed.redis_jobs import job_digest
 from orchestrator.distributed.stores import SessionKey
 from orchestrator.errors import AnswerRejectedError, PayloadError, RequestError, is_infrastructure_error
 from workers.celery_app import (

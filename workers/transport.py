@@ -11,16 +11,16 @@ import redis.asyncio as aioredis
 from celery import Celery
 
 from config import Settings
-from orchestrator import redis_keys as keys
 from orchestrator.agents.base_agent import BaseAgent
-from orchestrator.distributed.models import AgentJob, ToolJob
-from orchestrator.distributed.redis_jobs import (
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.jobs import (
     PUBLISH_ONCE,
     job_digest,
     publish_args,
     queued_look_after,
     watch_member,
 )
+from orchestrator.distributed.models import AgentJob, ToolJob
 from orchestrator.distributed.transport import default_route
 from orchestrator.tools.base_tool import BaseTool
 from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL, kwargs_repr
@@ -85,7 +85,7 @@ class CeleryTransport:
         """Send ``job`` as ``task`` on ``queue``, journaled with its digest.
 
         The digest of the exact keyword arguments sent is what a worker checks the job it
-        receives against (see :func:`~orchestrator.distributed.redis_jobs.job_digest`).
+        receives against (see :func:`~orchestrator.backends.redis.jobs.job_digest`).
         """
         kwargs = job.model_dump(mode="json")
         options: dict[str, Any] = {
@@ -125,7 +125,7 @@ class CeleryTransport:
         """Journal the job and send ``commands`` (its message) in one script; True if sent.
 
         A job is published if and only if its journal entry is written, and only once per
-        attempt (see :mod:`orchestrator.distributed.redis_jobs`). Without ``commands`` (a
+        attempt (see :mod:`orchestrator.backends.redis.jobs`). Without ``commands`` (a
         broker this transport cannot send on itself) only the journal is written, and the
         caller sends the message when this returns True. ``kwargs``: the job as sent.
         """

@@ -4,7 +4,7 @@ Celery over Redis loses a job in two ways nothing else notices: the worker runni
 (its message comes back only after the broker's visibility timeout, an hour by default), or
 a worker dies between kombu popping the message and recording it as unacknowledged (the
 message is gone). Every orchestrator runs this watchdog on its event loop. It reads the
-calls that are due in the job watch index (see :mod:`orchestrator.distributed.redis_jobs`)
+calls that are due in the job watch index (see :mod:`orchestrator.backends.redis.jobs`)
 and, for each one that has no result yet:
 
 - running, with a beat younger than ``3 x job_heartbeat_seconds``: alive, look again later;
@@ -18,10 +18,10 @@ and, for each one that has no result yet:
   any worker started it does not count: that is not the tool's doing).
 
 Several orchestrators may look at one call at once: a job goes out once per attempt
-(:data:`~orchestrator.distributed.redis_jobs.PUBLISH_ONCE`), and a late copy of an older
+(:data:`~orchestrator.backends.redis.jobs.PUBLISH`), and a late copy of an older
 attempt is skipped by the worker that receives it (it claims 'superseded'). Each attempt is
 journaled with the digest of its own job, so the worker that receives it runs it as one an
-orchestrator dispatched (see :data:`~orchestrator.distributed.redis_jobs.CLAIM`).
+orchestrator dispatched (see :data:`~orchestrator.backends.redis.jobs.CLAIM`).
 """
 
 from __future__ import annotations
@@ -33,15 +33,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from config import Settings
-from orchestrator import redis_keys as keys
-from orchestrator.distributed.hand_back import deliver_result
-from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
-from orchestrator.distributed.redis_jobs import (
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.jobs import (
     dispatched_job,
     parse_member,
     queued_look_after,
     silence_limit,
 )
+from orchestrator.distributed.hand_back import deliver_result
+from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.errors import is_infrastructure_error
 from orchestrator.flows.contents import RUN_BRANCH
 from workers import metrics

@@ -1,8 +1,12 @@
 """Artifact services: versioned files saved by agents and tools, per session or per user."""
 
+from typing import TYPE_CHECKING, Any
+
 from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
-from orchestrator.artifacts.redis_artifact_service import RedisArtifactService
+
+if TYPE_CHECKING:
+    from orchestrator.backends.redis.artifact_service import RedisArtifactService
 
 __all__ = [
     "ArtifactVersion",
@@ -10,3 +14,13 @@ __all__ = [
     "InMemoryArtifactService",
     "RedisArtifactService",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``RedisArtifactService``, imported on first use (``import orchestrator`` skips redis-py)."""
+    if name != "RedisArtifactService":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from orchestrator.backends.redis.artifact_service import RedisArtifactService
+
+    globals()[name] = RedisArtifactService
+    return RedisArtifactService

@@ -16,6 +16,8 @@ from google.genai import types
 from orchestrator import platform
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
+from orchestrator.backends.memory.stores import InMemoryInvocationStore, InMemorySessionQueue
+from orchestrator.backends.memory.streams import InMemoryEventStream
 from orchestrator.distributed.executor import execute_agent_job, execute_tool_job
 from orchestrator.distributed.intake import (
     check_custom_metadata,
@@ -33,12 +35,8 @@ from orchestrator.distributed.models import (
 )
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService
-from orchestrator.distributed.stores import (
-    InMemoryInvocationStore,
-    InMemorySessionQueue,
-    SessionKey,
-)
-from orchestrator.distributed.streams import InMemoryEventStream, StreamItem
+from orchestrator.distributed.stores import SessionKey
+from orchestrator.distributed.streams import StreamItem
 from orchestrator.distributed.transport import default_route
 from orchestrator.events.event import Event
 from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService

@@ -1,16 +1,16 @@
-"""Where invocation records, results and per-session work queues live (protocols + in-memory)."""
+"""Where invocation records, results and per-session work queues live: the interfaces.
+
+Implemented in memory (:mod:`orchestrator.backends.memory.stores`, the embedded mode) and
+in Redis (:mod:`orchestrator.backends.redis.invocation_store` and
+:mod:`orchestrator.backends.redis.session_queue`).
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import itertools
-from collections import deque
 from typing import NamedTuple, Protocol
 
-from orchestrator import platform
-from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery, Position, page_of
-from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
+from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery
+from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
 from orchestrator.errors import AnswerRejectedError as AnswerRejectedError  # its former home
 from orchestrator.sessions.session import Session
 
@@ -127,171 +127,3 @@ class SessionQueue(Protocol):
     async def release(self, key: SessionKey, token: str) -> None:
         """Give the lease up (only if still held with ``token``)."""
         ...
-
-
-class InMemoryInvocationStore:
-    """Invocation records in this process (embedded mode)."""
-
-    def __init__(self) -> None:
-        self._records: dict[tuple[str, str], InvocationRecord] = {}
-        self._results: dict[tuple[str, str], dict[str, ToolResult]] = {}
-        self._cancelled: set[tuple[str, str]] = set()
-        self._changed: dict[tuple[str, str], asyncio.Condition] = {}
-        self._saved_at: dict[tuple[str, str], float] = {}
-        """When each record was last saved (the order of the app's lists)."""
-
-    async def create(self, record: InvocationRecord) -> bool:
-        """Store a new record unless one exists."""
-        key = (record.app_name, record.invocation_id)
-        if key in self._records:
-            return False
-        self._records[key] = record.model_copy(deep=True)
-        self._saved_at[key] = platform.get_time()
-        return True
-
-    async def get(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
-        """A copy of the record."""
-        record = self._records.get((app_name, invocation_id))
-        return record.model_copy(deep=True) if record else None
-
-    async def load(self, app_name: str, invocation_id: str) -> Loaded:
-        """The record, the cancel flag and the results."""
-        return Loaded(await self.get(app_name, invocation_id),
-                      await self.is_cancelled(app_name, invocation_id),
-                      await self.results(app_name, invocation_id))
-
-    async def save(self, record: InvocationRecord) -> None:
-        """Overwrite and wake watchers."""
-        key = (record.app_name, record.invocation_id)
-        self._records[key] = record.model_copy(deep=True)
-        self._saved_at[key] = platform.get_time()
-        condition = self._changed.get(key)
-        if condition is not None:
-            async with condition:
-                condition.notify_all()
-
-    async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
-        """First final result wins."""
-        results = self._results.setdefault((app_name, invocation_id), {})
-        existing = results.get(result.function_call_id)
-        if existing is not None and existing.response is not None:
-            return False
-        results[result.function_call_id] = result
-        return True
-
-    async def results(self, app_name: str, invocation_id: str) -> dict[str, ToolResult]:
-        """Results by call id."""
-        return dict(self._results.get((app_name, invocation_id), {}))
-
-    async def request_cancel(self, app_name: str, invocation_id: str) -> None:
-        """Flag for cancellation."""
-        self._cancelled.add((app_name, invocation_id))
-
-    async def is_cancelled(self, app_name: str, invocation_id: str) -> bool:
-        """True once flagged."""
-        return (app_name, invocation_id) in self._cancelled
-
-    async def list_invocations(self, query: InvocationQuery) -> InvocationPage:
-        """A page of a session's invocations (newest first) or of an app's (latest saved first)."""
-        entries = []
-        for key, record in self._records.items():
-            if key[0] != query.app_name:
-                continue
-            if query.of_session:
-                if (record.user_id, record.session_id) != (query.user_id, query.session_id):
-                    continue
-                position = Position(record.created_at, record.invocation_id)
-            else:
-                position = Position(self._saved_at[key], record.invocation_id)
-            entries.append((position, record))
-        page = page_of(query, entries)
-        return InvocationPage([record.model_copy(deep=True) for record in page.records],
-                              page.next_cursor)
-
-    async def wait_for(
-        self, app_name: str, invocation_id: str, statuses: set[InvocationStatus]
-    ) -> InvocationRecord:
-        """Wait until the record reaches one of ``statuses``."""
-        key = (app_name, invocation_id)
-        condition = self._changed.setdefault(key, asyncio.Condition())
-        async with condition:
-            while True:
-                record = self._records.get(key)
-                if record is not None and record.status in statuses:
-                    return record.model_copy(deep=True)
-                await condition.wait()
-
-
-class InMemorySessionQueue:
-    """Work queues and leases in this process (embedded mode); no expiry is needed."""
-
-    def __init__(self, store: InvocationStore | None = None) -> None:
-        self._store = store
-        self._queues: dict[SessionKey, deque[WorkItem]] = {}
-        self._in_progress: dict[SessionKey, list[WorkItem]] = {}
-        self._leases: dict[SessionKey, str] = {}
-        self._tokens = itertools.count(1)
-
-    async def push(self, key: SessionKey, item: WorkItem, result: ToolResult | None = None) -> bool:
-        """Append an item (after storing ``result``, if it is the first final one)."""
-        if result is not None:
-            if self._store is None:
-                raise ValueError("This queue has no invocation store to put results in.")
-            if not await self._store.put_result(key[0], item.invocation_id, result):
-                return False
-        self._queues.setdefault(key, deque()).append(item)
-        return True
-
-    async def take(
-        self, key: SessionKey, hint: str | None = None, known: Session | None = None
-    ) -> Taken | None:
-        """Take the lease if free, then claim the first item (or release at once if none).
-
-        A previous holder's leftovers go back to the head of the queue first.
-        """
-        if key in self._leases:
-            return None
-        token = str(next(self._tokens))
-        self._leases[key] = token
-        leftovers = self._in_progress.pop(key, [])
-        if leftovers:
-            self._queues.setdefault(key, deque()).extendleft(reversed(leftovers))
-        return Taken(token, await self.claim_or_release(key, token), None)
-
-    async def renew(self, key: SessionKey, token: str) -> bool:
-        """Leases here never expire."""
-        return self._leases.get(key) == token
-
-    async def release(self, key: SessionKey, token: str) -> None:
-        """Free the lease."""
-        if self._leases.get(key) == token:
-            del self._leases[key]
-
-    async def claim_or_release(
-        self,
-        key: SessionKey,
-        token: str,
-        finished: WorkItem | None = None,
-        save: InvocationRecord | None = None,
-    ) -> WorkItem | None:
-        """Save ``save`` in the store, then the next item, or release the lease when empty."""
-        if save is not None:
-            if self._store is None:
-                raise RuntimeError("This queue was built without a store to save records in.")
-            await self._store.save(save)
-        item = self._claim(key, finished)
-        if item is None:
-            await self.release(key, token)
-        return item
-
-    def _claim(self, key: SessionKey, finished: WorkItem | None) -> WorkItem | None:
-        """Forget ``finished``; pop the oldest item into the in-progress list."""
-        if finished is not None:
-            with contextlib.suppress(ValueError):
-                self._in_progress.get(key, []).remove(finished)
-        queue = self._queues.get(key)
-        if not queue:
-            return None
-        item = queue.popleft()
-        self._in_progress.setdefault(key, []).append(item)
-        return item

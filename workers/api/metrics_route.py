@@ -4,7 +4,7 @@ Invocations by status (queued, running, paused) and how many of them look stuck,
 that finished by status, sessions taken over from a dead orchestrator, the Celery queues'
 depths, the invocation queue (wake-ups waiting for an orchestrator, and being worked on),
 and remote calls out (and stuck). One Redis round trip per scrape
-(:func:`~orchestrator.distributed.redis_stats.read_cluster_stats`); no API process keeps any
+(:func:`~orchestrator.backends.redis.stats.read_cluster_stats`); no API process keeps any
 of it, so every API process answers the same. Per-process durations and counters (model and
 tool calls, redeliveries) are served by each orchestrator and worker (``workers.metrics``).
 
@@ -24,8 +24,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from config import Settings
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.llm_agent import LlmAgent
+from orchestrator.backends.redis.stats import ClusterStats, read_cluster_stats
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.distributed.redis_stats import ClusterStats, read_cluster_stats
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.transport import QUEUE_METADATA_KEY
 from orchestrator.tools.base_tool import BaseTool

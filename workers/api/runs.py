@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from orchestrator import redis_keys as keys
+from orchestrator.backends.redis import keys
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from workers.api.backend import Backend
 from workers.api.stream_hub import LiveItem

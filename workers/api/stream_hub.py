@@ -33,10 +33,11 @@ from typing import Any, Literal
 
 import redis.asyncio as aioredis
 
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import connect
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.connection import connect
+from orchestrator.backends.redis.streams import parse_entry
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
-from orchestrator.distributed.streams import Progress, ends_follow, parse_entry
+from orchestrator.distributed.streams import Progress, ends_follow
 from orchestrator.events.event import Event
 
 logger = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
-"""Reading the lists of invocations from Redis (see :mod:`.invocation_lists`).
+"""Reading the lists of invocations from Redis (see :mod:`orchestrator.distributed.invocation_lists`).
 
 The lists are sorted sets written in the same script that saves an invocation's record
-(``_redis_support.LUA_SAVE_RECORD``): one per session (``redis_keys.session_invocations``,
-scored by creation) and one per app and status (``redis_keys.app_invocations``, scored by the
+(``lua_functions.LUA_SAVE_RECORD``): one per session (``keys.session_invocations``,
+scored by creation) and one per app and status (``keys.app_invocations``, scored by the
 last save). A page reads the sets' entries after the cursor, then their records, and keeps
 the records that still exist and still match (a record may change between the two reads;
 it is then in the list of its new status).
@@ -14,7 +14,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from orchestrator import redis_keys as keys
+from orchestrator.backends.redis import keys
 from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery, Position
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 

@@ -161,7 +161,7 @@ def fence_counter(app: str, user: str, session_id: str) -> str:
 def session_invocations(app: str, user: str, session_id: str) -> str:
     """Sorted set of a session's invocation ids, scored by creation time.
 
-    Written with the record (``_redis_support.LUA_SAVE_RECORD`` builds the same name in Lua).
+    Written with the record (``lua_functions.LUA_SAVE_RECORD`` builds the same name in Lua).
     """
     return f"{session(app, user, session_id)}:invocations"
 
@@ -169,7 +169,7 @@ def session_invocations(app: str, user: str, session_id: str) -> str:
 def app_invocations(app: str, status: str) -> str:
     """Sorted set of an app's invocation ids in ``status``, scored by their last save.
 
-    Written with the record (``_redis_support.LUA_SAVE_RECORD`` builds the same name in Lua).
+    Written with the record (``lua_functions.LUA_SAVE_RECORD`` builds the same name in Lua).
     """
     return f"{PREFIX}app:{_tag(app)}:invocations:{escape(status)}"
 

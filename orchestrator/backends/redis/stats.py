@@ -2,7 +2,7 @@
 
 Everything here is kept up to date by the scripts that do the work, at no extra round trip:
 the index of live invocations by status and the ``finished:<status>`` and ``takeovers``
-counters (``redis_keys.invocations_in``, ``redis_keys.stats``, written by the record-saving
+counters (``keys.invocations_in``, ``keys.stats``, written by the record-saving
 and lease-taking scripts), the job watch index, the wake stream and the Celery queues. A
 reader (the HTTP API's ``/metrics``) calls :func:`read_cluster_stats` when it is scraped.
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from orchestrator import redis_keys as keys
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.wakeups import GROUP
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.distributed.wakeups import GROUP
 
 PRIORITY_SEPARATOR = "\x06\x16"
 """kombu's Redis transport keeps a queue's messages of priority ``p`` > 0 in ``name + SEP + p``."""

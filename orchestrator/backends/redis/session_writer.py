@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from orchestrator.events.event import Event
 
 if TYPE_CHECKING:
-    from orchestrator.sessions.redis_session_service import RedisSessionService
+    from orchestrator.backends.redis.session_service import RedisSessionService
     from orchestrator.sessions.session import Session
 
 

@@ -4,7 +4,7 @@ Semantics are those of :class:`InMemorySessionService` (adk-reference §4); what
 that several orchestrator processes see the same sessions, and that an append is one atomic
 Lua script whose cost depends on the size of the event, never on the length of the history.
 
-Storage (key names in :mod:`orchestrator.redis_keys`):
+Storage (key names in :mod:`orchestrator.backends.redis.keys`):
 
 * session metadata: a hash (id, app/user, create and last-update time, creation sequence);
 * session state: a hash with one field per state key, the value JSON-encoded, so an append
@@ -15,10 +15,10 @@ Storage (key names in :mod:`orchestrator.redis_keys`):
   last update time, which ``list_sessions`` reads oldest first.
 
 The create and append scripts, with their operands, are in
-:mod:`orchestrator.sessions.redis_session_scripts`. An orchestrator appends through a
+:mod:`orchestrator.backends.redis.session_scripts`. An orchestrator appends through a
 :class:`LeasedSessionWriter` (:meth:`RedisSessionService.leased_writer`): its appends are
 fenced by the session's lease and mirrored to the invocation's live stream (see
-:mod:`orchestrator.sessions.redis_scopes`). A fenced append whose lease is no longer held with
+:mod:`orchestrator.backends.redis.session_writer`). A fenced append whose lease is no longer held with
 its token writes nothing and raises :class:`~orchestrator.errors.StaleSessionError`.
 """
 
@@ -31,14 +31,24 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from orchestrator import platform
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import (
-    RedisClientOwner,
-    decode_hash,
-    loads,
-    pairs_to_dict,
-    text,
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.codec import decode_hash, loads, pairs_to_dict, text
+from orchestrator.backends.redis.connection import RedisClientOwner
+from orchestrator.backends.redis.session_scripts import (
+    ANSWERED,
+    APPEND,
+    CREATE,
+    EXISTS,
+    NOT_FOUND,
+    STALE,
+    AppendEvent,
+    app_member,
+    create_operands,
+    encode_state,
+    score,
+    session_keys,
 )
+from orchestrator.backends.redis.session_writer import LeasedSessionWriter, Mirror, final_answers
 from orchestrator.errors import (
     AlreadyAnsweredError,
     AlreadyExistsError,
@@ -50,21 +60,6 @@ from orchestrator.sessions.base_session_service import (
     BaseSessionService,
     merge_state,
     split_state_delta,
-)
-from orchestrator.sessions.redis_scopes import LeasedSessionWriter, Mirror, final_answers
-from orchestrator.sessions.redis_session_scripts import (
-    ANSWERED,
-    APPEND_LUA,
-    CREATE_LUA,
-    EXISTS,
-    NOT_FOUND,
-    STALE,
-    app_member,
-    create_args,
-    create_keys,
-    encode_state,
-    flatten,
-    score,
 )
 from orchestrator.sessions.session import GetSessionConfig, ListSessionsResponse, Session
 from orchestrator.sessions.state import State
@@ -127,8 +122,8 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         self, redis_url: str | None = None, *, client: aioredis.Redis | None = None
     ) -> None:
         RedisClientOwner.__init__(self, redis_url, client=client)
-        self._create_script = self._client.register_script(CREATE_LUA)
-        self._append_script = self._client.register_script(APPEND_LUA)
+        self._create_script = CREATE.register(self._client)
+        self._append_script = APPEND.register(self._client)
 
     async def create_session(
         self,
@@ -145,8 +140,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         now = score(platform.get_time(), what="the creation time")
         try:
             app_raw, user_raw = await self._create_script(
-                keys=create_keys(app_name, user_id, sid),
-                args=create_args(app_name, user_id, sid, now, encoded))
+                create_operands(app_name, user_id, sid, now, encoded))
         except ResponseError as exc:
             if str(exc).startswith(EXISTS):
                 raise AlreadyExistsError(f"Session with id {sid!r} already exists.") from exc
@@ -168,13 +162,12 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         Check its reply with :func:`check_created_if_absent`.
         """
         now = score(platform.get_time(), what="the creation time")
-        pipe.evalsha(self._create_script.sha, 9, *create_keys(app_name, user_id, session_id),
-                     *create_args(app_name, user_id, session_id, now, {}))
+        self._create_script.queue(pipe, create_operands(app_name, user_id, session_id, now, {}))
 
     @property
     def create_script_source(self) -> str:
         """The Lua source :meth:`queue_create_if_absent` calls by sha (to ``SCRIPT LOAD`` it)."""
-        return str(self._create_script.script)
+        return CREATE.source
 
     async def get_session(
         self,
@@ -282,7 +275,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         """A writer whose appends require the lease ``lease_key`` held with ``token``.
 
         With ``mirror``, each append also adds its event to that live stream (see
-        :mod:`orchestrator.sessions.redis_scopes`).
+        :mod:`orchestrator.backends.redis.session_writer`).
         """
         return LeasedSessionWriter(self, (lease_key, str(token)), mirror)
 
@@ -313,34 +306,30 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         else:  # the stored event never carries temp: keys
             actions = event.actions.model_copy(update={"state_delta": persisted})
             event_json = event.model_copy(update={"actions": actions}).to_json()
-        script_keys = [
-            *keys.session_storage_keys(session.app_name, session.user_id, session.id),
-            keys.user_sessions(session.app_name, session.user_id),
-            keys.app_sessions(session.app_name),
-            keys.app_state(session.app_name),
-            keys.user_state(session.app_name, session.user_id),
-        ]
-        meta_key = script_keys[0]
-        lease_key, token = fence if fence is not None else (meta_key, "")
-        stream_key, maxlen, stream_ttl, status = meta_key, "", 0, None
+        status = None
         if mirror is not None:
-            stream_key, maxlen, stream_ttl = mirror.stream_key, mirror.maxlen, mirror.ttl_seconds
             # Taken now: a concurrent append (a parallel branch) must not write it twice.
             status, mirror.status = mirror.status, None
-        record_key, statuses_key, record_json, status_value = status or (meta_key, meta_key, "", "")
-        answers = final_answers(event) if fence is not None else []
-        answered_key = keys.session_answered(session.app_name, session.user_id, session.id)
-        script_keys += [lease_key, stream_key, record_key, statuses_key,
-                        answered_key if fence is not None else meta_key]
-        args: list[Any] = [
-            event.id, event_json, score(event.timestamp, what="the event timestamp"),
-            session.id, app_member(session.user_id, session.id), token, maxlen, stream_ttl,
-            len(session_delta), len(app_delta), len(user_delta), record_json, status_value,
-            len(answers), *flatten(session_delta), *flatten(app_delta), *flatten(user_delta),
-            *answers,
-        ]
+        record_key, statuses_key, record_json, status_value = status or (None, None, "", "")
+        operands = AppendEvent(
+            **session_keys(session.app_name, session.user_id, session.id),
+            lease=fence[0] if fence is not None else None,
+            stream=mirror.stream_key if mirror is not None else None,
+            record_key=record_key, statuses=statuses_key,
+            answered=(keys.session_answered(session.app_name, session.user_id, session.id)
+                      if fence is not None else None),
+            event_id=event.id, event_json=event_json,
+            timestamp=score(event.timestamp, what="the event timestamp"), session_id=session.id,
+            app_member=app_member(session.user_id, session.id),
+            token=fence[1] if fence is not None else "",
+            maxlen=mirror.maxlen if mirror is not None else "",
+            stream_ttl=mirror.ttl_seconds if mirror is not None else 0,
+            record=record_json, status=status_value, state_pairs=session_delta,
+            app_state_pairs=app_delta, user_state_pairs=user_delta,
+            answers=final_answers(event) if fence is not None else [],
+        )
         try:
-            applied = await self._append_script(keys=script_keys, args=args)
+            applied = await self._append_script(operands)
         except BaseException as exc:
             if mirror is not None and status is not None and mirror.status is None:
                 mirror.status = status  # not written: the next append (or the caller) does it

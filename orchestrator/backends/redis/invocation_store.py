@@ -1,7 +1,7 @@
 """RedisInvocationStore: invocation records, call results and cancel flags in Redis.
 
-The per-session queues and leases are in :mod:`orchestrator.distributed.redis_queue`; the
-scripts and reads both need are shared from here.
+Its scripts are in :mod:`.invocation_scripts`; the per-session queues and leases in
+:mod:`.session_queue`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,17 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import LUA_SAVE_RECORD
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.invocation_lists import list_invocations
+from orchestrator.backends.redis.invocation_scripts import (
+    CREATE_RECORD,
+    PUT_RESULT,
+    SAVE_RECORD,
+    put_result_operands,
+    save_record_operands,
+)
+from orchestrator.backends.redis.jobs import CLAIM, ClaimJob, watch_member
+from orchestrator.backends.redis.progress import latest_progress
 from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery
 from orchestrator.distributed.models import (
     InvocationRecord,
@@ -21,45 +30,7 @@ from orchestrator.distributed.models import (
     PendingCall,
     ToolResult,
 )
-from orchestrator.distributed.progress import latest_progress
-from orchestrator.distributed.redis_invocation_lists import list_invocations
-from orchestrator.distributed.redis_jobs import CLAIM, watch_member
 from orchestrator.distributed.stores import Loaded
-from orchestrator.distributed.streams import STREAM_MAXLEN
-
-# KEYS: results hash, job watch index. ARGV: call id, result JSON, ttl seconds, the call's
-# watch index member. An existing final result wins (0, nothing written); a pending
-# placeholder may be replaced. A stored result ends the watchdog's watch over the call.
-PUT_RESULT_SCRIPT = """
-local existing = redis.call('HGET', KEYS[1], ARGV[1])
-if existing then
-  local decoded = cjson.decode(existing)
-  if decoded['response'] ~= nil and decoded['response'] ~= cjson.null then return 0 end
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('ZREM', KEYS[2], ARGV[4])
-"""
-
-
-# KEYS: record hash, stream, status stream (redis_keys.invocation_record_keys). ARGV: record
-# JSON, status, ttl seconds, stream maxlen. Stores a new record and publishes its status; 0
-# (and nothing written) if one exists.
-CREATE_SCRIPT = LUA_SAVE_RECORD + """
-if not save_record(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], true) then
-  return 0
-end
-"""
-
-# The same, overwriting an existing record.
-_SAVE = LUA_SAVE_RECORD + """
-save_record(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], false)
-return 1
-"""
-
-STATUS_STREAM_MAXLEN = STREAM_MAXLEN
-"""Status entries share the stream with live events: trim it to the same length."""
-
 
 READ_RECORD = object()
 """What :meth:`StatusWait.feed` returns for a status entry without its record: read it."""
@@ -140,18 +111,15 @@ class RedisInvocationStore:
         self._redis = client
         self._ttl = record_ttl_seconds
         self.job_watch_key = job_watch_key
-        """The watch index of this deployment's jobs (see :mod:`.redis_jobs`)."""
-        self._put_result = client.register_script(PUT_RESULT_SCRIPT + "return 1")
-        self._claim = client.register_script(CLAIM)
-        self._create = client.register_script(CREATE_SCRIPT + "return 1")
-        self._save = client.register_script(_SAVE)
+        """The watch index of this deployment's jobs (see :mod:`.jobs`)."""
+        self._put_result = PUT_RESULT.register(client)
+        self._claim = CLAIM.register(client)
+        self._create = CREATE_RECORD.register(client)
+        self._save = SAVE_RECORD.register(client)
 
     async def create(self, record: InvocationRecord) -> bool:
         """Store a new record unless one exists."""
-        created = await self._create(
-            keys=keys.invocation_record_keys(record.app_name, record.invocation_id),
-            args=[record.model_dump_json(), record.status.value, self._ttl, STATUS_STREAM_MAXLEN],
-        )
+        created = await self._create(save_record_operands(record, self._ttl))
         return bool(created)
 
     async def get(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
@@ -173,19 +141,19 @@ class RedisInvocationStore:
     ) -> str:
         """Before a worker runs a job: 'run' (now marked running on ``worker``), or why not.
 
-        ``digest``: :func:`~orchestrator.distributed.redis_jobs.job_digest` of the job as the
+        ``digest``: :func:`~orchestrator.backends.redis.jobs.job_digest` of the job as the
         worker received it. 'forged' (no such job was published: another call, attempt or
         content), 'superseded' (a later attempt of the call was dispatched), 'cancelled',
         'answered' (a result is in) or 'waiting' (the tool ran and the call waits for an
-        outside answer): see :data:`~orchestrator.distributed.redis_jobs.CLAIM`.
+        outside answer): see :data:`~orchestrator.backends.redis.jobs.CLAIM`.
         """
-        verdict = await self._claim(
-            keys=[keys.cancel_flag(app_name, invocation_id),
-                  keys.invocation_results(app_name, invocation_id),
-                  keys.invocation_jobs(app_name, invocation_id), self.job_watch_key],
-            args=[function_call_id, attempt, worker, time.time(), "1" if branch else "",
-                  watch_member(app_name, invocation_id, function_call_id), lost_after, digest],
-        )
+        verdict = await self._claim(ClaimJob(
+            cancel=keys.cancel_flag(app_name, invocation_id),
+            results=keys.invocation_results(app_name, invocation_id),
+            jobs=keys.invocation_jobs(app_name, invocation_id), watch=self.job_watch_key,
+            call_id=function_call_id, attempt=attempt, worker=worker, now=time.time(),
+            branch="1" if branch else "", member=watch_member(app_name, invocation_id, function_call_id),
+            lost_after=lost_after, digest=digest))
         return str(verdict)
 
     async def pending_details(self, record: InvocationRecord) -> list[PendingCall]:
@@ -244,10 +212,7 @@ class RedisInvocationStore:
 
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite the record and publish its status on the invocation's stream."""
-        await self._save(
-            keys=keys.invocation_record_keys(record.app_name, record.invocation_id),
-            args=[record.model_dump_json(), record.status.value, self._ttl, STATUS_STREAM_MAXLEN],
-        )
+        await self._save(save_record_operands(record, self._ttl))
 
     async def list_invocations(self, query: InvocationQuery) -> InvocationPage:
         """A page of a session's invocations (newest first) or of an app's (latest saved first)."""
@@ -255,11 +220,8 @@ class RedisInvocationStore:
 
     async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
         """First final result wins (a pending placeholder can be replaced)."""
-        stored = await self._put_result(
-            keys=[keys.invocation_results(app_name, invocation_id), self.job_watch_key],
-            args=[result.function_call_id, result.model_dump_json(), self._ttl,
-                  watch_member(app_name, invocation_id, result.function_call_id)],
-        )
+        stored = await self._put_result(put_result_operands(
+            app_name, invocation_id, result, watch=self.job_watch_key, ttl=self._ttl))
         return bool(stored)
 
     async def results(self, app_name: str, invocation_id: str) -> dict[str, ToolResult]:

@@ -2,7 +2,7 @@
 
 Semantics are those of :class:`InMemoryArtifactService`; scoping, validation and reference
 rules come from ``_scoping``. Per artifact location there are two Redis lists (key names in
-:mod:`orchestrator.redis_keys`) whose index is the version number:
+:mod:`orchestrator.backends.redis.keys`) whose index is the version number:
 
 * ``...:parts`` — the payload of each version as ``types.Part`` JSON (bytes in URL-safe
   base64, as google-genai serialises them);
@@ -20,40 +20,53 @@ They name the artifact version, not a Redis server (the host part is always ``ap
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
 from google.genai import types
 
 from orchestrator import platform
-from orchestrator import redis_keys as keys
-from orchestrator._redis_support import (
-    LUA_WRONG_TYPE,
-    RedisClientOwner,
-    dumps,
-    encode_value,
-    loads,
-    text,
-)
 from orchestrator.artifacts import _scoping
 from orchestrator.artifacts._scoping import ArtifactLocation
 from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.codec import dumps, encode_value, loads, text
+from orchestrator.backends.redis.connection import RedisClientOwner
+from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
+from orchestrator.backends.redis.lua_functions import LUA_WRONG_TYPE
 from orchestrator.errors import InputValidationError
 
 URI_SCHEME = "redis"
 """Scheme of the canonical URIs of artifacts stored by :class:`RedisArtifactService`."""
 
-_SAVE_LUA = LUA_WRONG_TYPE + """
--- KEYS: 1 parts list, 2 meta list, 3 names set;  ARGV: 1 part JSON, 2 meta JSON, 3 filename
--- Returns the new version. Type checks run before the first write (no partial saves).
-local bad = wrong_type({'list', 'list', 'set'})
+
+@dataclass(frozen=True, kw_only=True)
+class SaveVersion(Operands):
+    """Operands of :data:`SAVE`: one new version of an artifact."""
+
+    parts: str = key_field()
+    """The artifact's list of payloads (``keys.artifact_parts``)."""
+    meta: str = key_field()
+    """Its list of version metadata (``keys.artifact_meta``)."""
+    names: str = key_field()
+    """The file names of its scope (``keys.artifact_names``)."""
+    part_json: str
+    meta_json: str
+    filename: str
+
+
+SAVE = LuaScript(SaveVersion, """
+local bad = wrong_type({{parts, 'list'}, {meta, 'list'}, {names, 'set'}})
 if bad then return bad end
-local version = redis.call('LLEN', KEYS[2])
-redis.call('RPUSH', KEYS[1], ARGV[1])
-redis.call('RPUSH', KEYS[2], ARGV[2])
-redis.call('SADD', KEYS[3], ARGV[3])
+local version = redis.call('LLEN', meta)
+redis.call('RPUSH', parts, part_json)
+redis.call('RPUSH', meta, meta_json)
+redis.call('SADD', names, filename)
 return version
-"""
+""", functions=[LUA_WRONG_TYPE])
+"""Save a version; reply: its number. Type checks run before the first write (no partial
+saves)."""
 
 
 def _parts_key(location: ArtifactLocation) -> str:
@@ -98,7 +111,7 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
         self, redis_url: str | None = None, *, client: aioredis.Redis | None = None
     ) -> None:
         RedisClientOwner.__init__(self, redis_url, client=client)
-        self._save_script = self._client.register_script(_SAVE_LUA)
+        self._save_script = SAVE.register(self._client)
 
     async def save_artifact(
         self,
@@ -123,10 +136,10 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
             "createTime": platform.get_time(),
             "mimeType": _scoping.detect_mime_type(part),
         }
-        version = await self._save_script(
-            keys=[_parts_key(location), _meta_key(location), _names_key(location)],
-            args=[part.model_dump_json(exclude_none=True), dumps(meta), location.filename],
-        )
+        version = await self._save_script(SaveVersion(
+            parts=_parts_key(location), meta=_meta_key(location), names=_names_key(location),
+            part_json=part.model_dump_json(exclude_none=True), meta_json=dumps(meta),
+            filename=location.filename))
         return int(version)
 
     async def load_artifact(

@@ -1,0 +1,97 @@
+"""The Lua scripts saving invocation records and storing call results, with their operands.
+
+Used by :class:`~.invocation_store.RedisInvocationStore`, and (the same operands, in the
+scripts that also push a work item) by :mod:`.session_queue_scripts`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.jobs import watch_member
+from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
+from orchestrator.backends.redis.lua_functions import LUA_PUT_RESULT, LUA_SAVE_RECORD
+from orchestrator.distributed.models import InvocationRecord, ToolResult
+from orchestrator.distributed.streams import STREAM_MAXLEN
+
+STATUS_STREAM_MAXLEN = STREAM_MAXLEN
+"""Status entries share the stream with live events: trim it to the same length."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordKeys(Operands):
+    """The keys saving an invocation record writes (``keys.invocation_record_keys``)."""
+
+    record_key: str = key_field()
+    """The record's hash."""
+    stream: str = key_field()
+    """The invocation's live stream."""
+    statuses: str = key_field()
+    """Its status-only stream."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SaveRecord(RecordKeys):
+    """Operands of :data:`CREATE_RECORD` and :data:`SAVE_RECORD`."""
+
+    record: str
+    """The record's JSON."""
+    status: str
+    ttl: int
+    maxlen: int
+
+
+def save_record_operands(record: InvocationRecord, ttl: int) -> SaveRecord:
+    """The operands saving ``record`` (expiring ``ttl`` seconds after)."""
+    record_key, stream, statuses = keys.invocation_record_keys(record.app_name, record.invocation_id)
+    return SaveRecord(record_key=record_key, stream=stream, statuses=statuses,
+                      record=record.model_dump_json(), status=record.status.value, ttl=ttl,
+                      maxlen=STATUS_STREAM_MAXLEN)
+
+
+CREATE_RECORD = LuaScript(SaveRecord, """
+if not save_record(record_key, stream, statuses, record, status, ttl, maxlen, true) then
+  return 0
+end
+return 1
+""", functions=[LUA_SAVE_RECORD])
+"""Store a new record and publish its status: 1, or 0 (nothing written) if one exists."""
+
+SAVE_RECORD = LuaScript(SaveRecord, """
+save_record(record_key, stream, statuses, record, status, ttl, maxlen, false)
+return 1
+""", functions=[LUA_SAVE_RECORD])
+"""Overwrite a record and publish its status."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PutResult(Operands):
+    """Operands of :data:`PUT_RESULT`: a call's result (see ``put_result`` in :mod:`.lua_functions`)."""
+
+    results: str = key_field()
+    """The invocation's results hash."""
+    watch: str = key_field()
+    """The job watch index the call leaves."""
+    call_id: str
+    result: str
+    """The result's JSON."""
+    ttl: int
+    member: str
+    """The call's member of the watch index (:func:`~.jobs.watch_member`)."""
+
+
+PUT_RESULT = LuaScript(PutResult, """
+if not put_result(results, watch, call_id, result, ttl, member) then return 0 end
+return 1
+""", functions=[LUA_PUT_RESULT])
+"""Store a call's result: 1, or 0 (nothing written) if a final one is there already."""
+
+
+def put_result_operands(
+    app_name: str, invocation_id: str, result: ToolResult, *, watch: str, ttl: int
+) -> PutResult:
+    """The operands storing ``result`` (taking its call out of the watch index ``watch``)."""
+    return PutResult(results=keys.invocation_results(app_name, invocation_id), watch=watch,
+                     call_id=result.function_call_id, result=result.model_dump_json(), ttl=ttl,
+                     member=watch_member(app_name, invocation_id, result.function_call_id))

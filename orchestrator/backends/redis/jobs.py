@@ -1,0 +1,272 @@
+"""The job journal in Redis: every remote call's job, from publication to its result.
+
+Each invocation has a jobs hash (``keys.invocation_jobs``) with these fields per call:
+
+- ``a:<call id>``: the attempt now out (1 at the first dispatch);
+- ``c:<call id>``: the dispatch, JSON: its queue and its broker message (the exact list
+  element kombu pushed, to find it in the queue; the job is read back from it), or the job
+  itself when the message was sent by other means;
+- ``d:<call id>``: its deadline (epoch seconds), if it has one;
+- ``h:<call id>``: the digest of the attempt now out (:func:`job_digest` of its keyword
+  arguments): a worker runs a job only if its own digest of what it received is this one;
+- ``k:<call id>``: how many times its worker died while running it (the watchdog counts,
+  once per attempt: ``x:<call id>:<attempt>`` marks an attempt counted);
+- ``r:<call id>``: where the job is, JSON: ``{"state": "queued", "at": t}``, then
+  ``{"state": "running", "worker": w, "beat": t, "attempt": n}`` once a worker claims it.
+
+A watch index (a sorted set per invocations queue, ``keys.job_watch``) holds every
+call whose job is out and unanswered, scored by when an orchestrator's watchdog should look
+at it next. Publishing a job writes its journal fields, its index entry and its broker
+message in one script (:data:`PUBLISH`); storing any result for the call removes the
+index entry (``put_result`` in :mod:`.lua_functions`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.backends.redis.lua import LuaScript, Operands, key_field, many_field
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishOnce(Operands):
+    """Operands of :data:`PUBLISH`: one attempt of a call's job, and the commands sending it."""
+
+    jobs: str = key_field()
+    """The invocation's jobs hash (``keys.invocation_jobs``)."""
+    watch: str = key_field()
+    """The job watch index (``keys.job_watch``)."""
+    call_id: str
+    attempt: int
+    dispatch: str
+    """The dispatch entry's JSON (field ``c:<call id>``)."""
+    ttl: int
+    member: str
+    """The call's member of the watch index (:func:`watch_member`)."""
+    score: float
+    """When the watchdog should look at the call first."""
+    now: float
+    deadline: str
+    """The call's deadline (epoch seconds), or ''."""
+    digest: str
+    """:func:`job_digest` of the job published."""
+    commands: list[Any] = many_field()
+    """The commands sending the job (its message and its task-sent event, as kombu would
+    send them: LPUSH, PUBLISH), each as its name, its number of arguments, its arguments."""
+
+
+PUBLISH = LuaScript(PublishOnce, """
+local current = redis.call('HGET', jobs, 'a:' .. call_id)
+if (current or '0') ~= tostring(tonumber(attempt) - 1) then return 0 end
+redis.call('HSET', jobs, 'a:' .. call_id, attempt, 'c:' .. call_id, dispatch,
+  'h:' .. call_id, digest, 'r:' .. call_id, cjson.encode({state = 'queued', at = tonumber(now)}))
+if deadline ~= '' then redis.call('HSET', jobs, 'd:' .. call_id, deadline) end
+redis.call('EXPIRE', jobs, ttl)
+redis.call('ZADD', watch, score, member)
+local i, last = commands_first, commands_first + commands_count - 1
+while i <= last do
+  local name, count = ARGV[i], tonumber(ARGV[i + 1])
+  redis.call(name, unpack(ARGV, i + 2, i + 1 + count))
+  i = i + 2 + count
+end
+return 1
+""")
+"""Journal a job and send it, only if the call's current attempt is the one before
+``attempt`` (none for 1): a job goes out once per attempt, whoever submits it. 1 if
+published, else 0."""
+
+PUBLISH_ONCE = PUBLISH.source
+"""The text of :data:`PUBLISH`, for callers that register it themselves."""
+
+# When the watchdog should look at a running job next: when it would be silent too long,
+# or at its deadline (field d:<call id>) if that comes first.
+_NEXT_LOOK = """
+local function next_look(jobs, id, beat, lost_after)
+  local at = tonumber(beat) + tonumber(lost_after)
+  local deadline = redis.call('HGET', jobs, 'd:' .. id)
+  if deadline and tonumber(deadline) < at then return deadline end
+  return at
+end
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimJob(Operands):
+    """Operands of :data:`CLAIM`: a worker about to run an attempt of a call's job."""
+
+    cancel: str = key_field()
+    """The invocation's cancel flag."""
+    results: str = key_field()
+    jobs: str = key_field()
+    watch: str = key_field()
+    call_id: str
+    attempt: int
+    worker: str
+    now: float
+    branch: str
+    """'1' for a branch job, else ''."""
+    member: str
+    lost_after: float
+    """Seconds a running job may stay silent (:func:`silence_limit`)."""
+    digest: str
+    """:func:`job_digest` of the job as the worker received it."""
+
+
+CLAIM = LuaScript(ClaimJob, """
+local current = redis.call('HGET', jobs, 'a:' .. call_id)
+if not current then return 'forged' end
+if tonumber(current) > tonumber(attempt) then return 'superseded' end
+if tonumber(current) ~= tonumber(attempt) or redis.call('HGET', jobs, 'h:' .. call_id) ~= digest
+then
+  return 'forged'
+end
+if redis.call('EXISTS', cancel) == 1 then return 'cancelled' end
+local done = redis.call('HGET', results, call_id)
+if done then
+  local result = cjson.decode(done)
+  if result['response'] ~= nil and result['response'] ~= cjson.null then return 'answered' end
+  if branch ~= '1' then return 'waiting' end
+  if type(result['events']) == 'table' and #result['events'] > 0 then return 'answered' end
+end
+redis.call('HSET', jobs, 'r:' .. call_id, cjson.encode({state = 'running',
+  worker = worker, beat = tonumber(now), attempt = tonumber(attempt)}))
+redis.call('ZADD', watch, next_look(jobs, call_id, now, lost_after), member)
+return 'run'
+""", functions=[_NEXT_LOOK])
+"""What a worker does before running a job:
+
+- 'forged': no job was published for the call, or not this one (another attempt number,
+  or its digest is not the one published for that attempt: another tool, agent, user,
+  arguments or state snapshot than the orchestrator dispatched);
+- 'superseded': a later attempt of the call was dispatched (a stale copy, or a replay);
+- 'cancelled': the invocation was cancelled;
+- 'answered': a final result is stored (for a branch, also a paused one with its events);
+- 'waiting': the tool already ran and left the call waiting for an answer from outside
+  (its pending placeholder is stored): running it again would only repeat its effects;
+- else 'run', having marked the job running on this worker.
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Beat(Operands):
+    """Operands of :data:`BEAT`: a running job's sign of life."""
+
+    jobs: str = key_field()
+    watch: str = key_field()
+    cancel: str = key_field()
+    results: str = key_field()
+    call_id: str
+    attempt: int
+    worker: str
+    now: float
+    member: str
+    lost_after: float
+
+
+BEAT = LuaScript(Beat, """
+if redis.call('EXISTS', cancel) == 1 or redis.call('HEXISTS', results, call_id) == 1 then
+  return 2
+end
+local current = redis.call('HGET', jobs, 'a:' .. call_id)
+if current ~= attempt then return 0 end
+redis.call('HSET', jobs, 'r:' .. call_id, cjson.encode({state = 'running',
+  worker = worker, beat = tonumber(now), attempt = tonumber(attempt)}))
+if redis.call('ZSCORE', watch, member) then
+  redis.call('ZADD', watch, next_look(jobs, call_id, now, lost_after), member)
+end
+return 1
+""", functions=[_NEXT_LOOK])
+"""A running job's sign of life, only while it is still this attempt's (1; else 0); its next
+look never goes past its deadline. 2 (and no beat) once the invocation was cancelled or the
+call answered (past its deadline, or by another attempt): the worker stops the job if it
+can."""
+
+
+SILENT_BEATS = 3
+"""A running job that missed this many heartbeats is taken for lost (its worker died)."""
+
+
+def silence_limit(heartbeat_seconds: float) -> float:
+    """How long a running job may go without a sign of life before it counts as lost."""
+    return SILENT_BEATS * max(0.05, heartbeat_seconds)
+
+
+def queued_look_after(lost_after_seconds: float) -> float:
+    """How often the watchdog looks at a queued job.
+
+    Twice per lost-after period, so one whose message vanished is dispatched again within
+    about that period.
+    """
+    return lost_after_seconds / 2
+
+
+def watch_member(app_name: str, invocation_id: str, function_call_id: str) -> str:
+    """The watch index member of one call."""
+    return json.dumps([app_name, invocation_id, function_call_id], separators=(",", ":"))
+
+
+def parse_member(member: str) -> tuple[str, str, str]:
+    """(app, invocation, call) of a watch index member."""
+    app_name, invocation_id, call_id = json.loads(member)
+    return str(app_name), str(invocation_id), str(call_id)
+
+
+def job_digest(kwargs: dict[str, Any], encoder: type[json.JSONEncoder] | None = None) -> str:
+    """The digest of a job's keyword arguments: sha256 of their canonical JSON (keys sorted).
+
+    Every field counts (app, user, session, invocation, call, tool or agent, arguments, state
+    snapshot, attempt, ...), so a job differing in any of them from the one published is
+    told apart. ``encoder``: for values the broker's JSON decoder may have turned into
+    objects (kombu's ``{"__type__": ..., "__value__": ...}`` envelopes); encoding them back
+    the same way gives the digest the publisher computed from plain JSON.
+    """
+    text = json.dumps(kwargs, cls=encoder, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def publish_args(
+    call_id: str, attempt: int, dispatch: dict[str, Any], ttl: int, member: str, score: float,
+    now: float, deadline: float | None, digest: str, commands: list[tuple[str, tuple[Any, ...]]],
+) -> list[Any]:
+    """ARGV of :data:`PUBLISH`, for a caller that passes its KEYS (jobs hash, watch index).
+
+    ``digest``: :func:`job_digest` of the job published. :func:`publish_operands` builds
+    both.
+    """
+    return publish_operands(
+        jobs="", watch="", call_id=call_id, attempt=attempt, dispatch=dispatch, ttl=ttl,
+        member=member, score=score, now=now, deadline=deadline, digest=digest,
+        commands=commands).args()
+
+
+def publish_operands(
+    *, jobs: str, watch: str, call_id: str, attempt: int, dispatch: dict[str, Any], ttl: int,
+    member: str, score: float, now: float, deadline: float | None, digest: str,
+    commands: list[tuple[str, tuple[Any, ...]]],
+) -> PublishOnce:
+    """The operands of :data:`PUBLISH` (``digest``: :func:`job_digest` of the job published)."""
+    return PublishOnce(
+        jobs=jobs, watch=watch, call_id=call_id, attempt=attempt,
+        dispatch=json.dumps(dispatch, separators=(",", ":")), ttl=ttl, member=member,
+        score=score, now=now, deadline="" if deadline is None else repr(deadline), digest=digest,
+        commands=[part for name, args in commands for part in (name, len(args), *args)])
+
+
+def dispatched_job(dispatch: dict[str, Any]) -> dict[str, Any]:
+    """The job's keyword arguments (ToolJob or AgentJob JSON) from a dispatch entry.
+
+    Read back from the broker message (Celery's task protocol 2: a JSON body, base64 encoded,
+    of ``[args, kwargs, embed]``) when the entry keeps the message instead of the job.
+    """
+    if "job" in dispatch:
+        return dict(dispatch["job"])
+    message = json.loads(dispatch["message"])
+    body = message["body"]
+    if message.get("properties", {}).get("body_encoding") == "base64":
+        body = base64.b64decode(body)
+    _, kwargs, _ = json.loads(body)
+    return dict(kwargs)

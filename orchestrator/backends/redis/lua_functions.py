@@ -1,0 +1,152 @@
+"""Lua functions several scripts include: type checks, saving a record, storing a result.
+
+Each fragment defines one or more local functions (nothing runs at its inclusion); a script
+lists the fragments it uses (see :mod:`.lua`). Every check runs before the first write:
+Redis does not roll a script back.
+"""
+
+from __future__ import annotations
+
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.keys import PREFIX
+from orchestrator.distributed.models import InvocationStatus
+
+LUA_WRONG_TYPE = """
+local function wrong_type(expected)
+  for _, pair in ipairs(expected) do
+    local name, want = pair[1], pair[2]
+    local have = redis.call('TYPE', name).ok
+    if have ~= 'none' and have ~= want then
+      return redis.error_reply('ADK_WRONGTYPE key ' .. name .. ' holds a ' .. have ..
+        ', expected a ' .. want .. '; nothing was written')
+    end
+  end
+  return nil
+end
+"""
+"""``wrong_type({{key, type}, ...})``: an error reply naming the first ``key`` that exists with
+another type than its ``type``, else nil."""
+
+STATUSES_MAXLEN = 32
+"""Entries kept (at least) in an invocation's status-only stream: a waiter reads only new ones."""
+
+# In the enum's order: the script's text (hence its SHA) must be the same in every process.
+_LIVE_STATUSES = ", ".join(f"['{status.value}'] = '{keys.invocations_in(status.value)}'"
+                           for status in InvocationStatus if status in InvocationStatus.LIVE)
+
+# For metrics: the index of live invocations by status, and a count of the ones that ended
+# (a record leaving a live status for a finished one, or created in one). Keys not passed in
+# KEYS: the metrics need one instance (standalone Redis, or these keys' shard).
+LUA_INDEX_STATUS = f"""
+local function index_status(record_key, status, previous, created, clock)
+  local live = {{{_LIVE_STATUSES}}}
+  if previous and previous ~= status and live[previous] then
+    redis.call('ZREM', live[previous], record_key)
+  end
+  if live[status] then
+    redis.call('ZADD', live[status], clock[1], record_key)
+  elseif created or (previous and live[previous]) then
+    redis.call('HINCRBY', '{keys.stats()}', 'finished:' .. status, 1)
+  end
+end
+"""
+"""``index_status(record_key, status, previous, created, clock)``: keep
+``keys.invocations_in`` and the ``finished:<status>`` counters of ``keys.stats`` up
+to date for a record saved in ``status`` that was in ``previous`` (nil: new, or unknown);
+``clock``: Redis ``TIME``."""
+
+INDEX_SWEEP = 2
+"""How many of a session's oldest listed invocations each new one checks for expiry."""
+
+LUA_INDEX_RECORD = f"""
+local function key_part(value)
+  return (string.gsub(value, '[%%{{}}:]', {{['%'] = '%25', ['{{'] = '%7B', ['}}'] = '%7D', [':'] = '%3A'}}))
+end
+local function index_record(decoded, status, previous, ttl, clock)
+  for _, field in ipairs({{'app_name', 'invocation_id', 'user_id', 'session_id'}}) do
+    if type(decoded[field]) ~= 'string' then return end  -- not a record: nothing to list
+  end
+  local app = key_part(decoded['app_name'])
+  local id = decoded['invocation_id']
+  local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+  local by_status = '{PREFIX}app:{{' .. app .. '}}:invocations:'
+  if previous and previous ~= status then
+    redis.call('ZREM', by_status .. key_part(previous), id)
+  end
+  local listed = by_status .. key_part(status)
+  redis.call('ZADD', listed, now, id)
+  redis.call('ZREMRANGEBYSCORE', listed, '-inf', string.format('(%.6f', now - tonumber(ttl)))
+  redis.call('EXPIRE', listed, ttl)
+  local session = '{PREFIX}session:{{' .. app .. ':' .. key_part(decoded['user_id']) .. ':' ..
+    key_part(decoded['session_id']) .. '}}:invocations'
+  local created = tonumber(decoded['created_at']) or now
+  if redis.call('ZADD', session, 'NX', created, id) == 1 then
+    for _, oldest in ipairs(redis.call('ZRANGE', session, 0, {INDEX_SWEEP - 1})) do
+      if redis.call('EXISTS', '{PREFIX}invocation:{{' .. app .. ':' .. key_part(oldest) .. '}}') == 0 then
+        redis.call('ZREM', session, oldest)
+      end
+    end
+  end
+  redis.call('EXPIRE', session, ttl)
+end
+"""
+"""``index_record(decoded, status, previous, ttl, clock)``: file a saved record in the lists of
+invocations (``keys.app_invocations``, ``keys.session_invocations``, whose names
+it builds the same way): out of ``previous``'s status set, into ``status``'s scored by now,
+into its session's set scored by creation. Entries whose record has expired are dropped:
+those of a status set older than ``ttl`` at each save into it (a record expires ``ttl`` after
+its last save), the oldest :data:`INDEX_SWEEP` of a session's set when it gains one; each
+set expires ``ttl`` after its last write."""
+
+LUA_SAVE_RECORD = LUA_INDEX_STATUS + LUA_INDEX_RECORD + f"""
+local function save_record(record_key, stream_key, statuses_key, record, status, ttl, maxlen,
+                           only_if_new)
+  local decoded = cjson.decode(record)
+  local previous = nil
+  if only_if_new then
+    if redis.call('HSETNX', record_key, 'record', record) == 0 then return false end
+  else
+    previous = redis.call('HGET', record_key, 'status')
+    if not previous then  -- a record saved before statuses were kept beside it
+      local old = redis.call('HGET', record_key, 'record')
+      if old then previous = cjson.decode(old)['status'] end
+    end
+    redis.call('HSET', record_key, 'record', record)
+  end
+  redis.call('HSET', record_key, 'status', status)
+  redis.call('EXPIRE', record_key, ttl)
+  redis.call('XADD', stream_key, 'MAXLEN', '~', maxlen, '*',
+    'kind', 'status', 'status', status, 'record', record)
+  redis.call('EXPIRE', stream_key, ttl)
+  redis.call('XADD', statuses_key, 'MAXLEN', '~', {STATUSES_MAXLEN}, '*',
+    'kind', 'status', 'status', status, 'record', record)
+  redis.call('EXPIRE', statuses_key, ttl)
+  -- Both indexes move the record from the status it had (read once, above) to its new one.
+  local clock = redis.call('TIME')
+  index_status(record_key, status, previous, only_if_new, clock)
+  index_record(decoded, status, previous, ttl, clock)
+  return true
+end
+"""
+"""``save_record(...)``: store an invocation record (``only_if_new``: unless one exists, then
+false and nothing written) and add its status entry to the invocation's live stream and to
+its status-only stream (``keys.invocation_record_keys`` names the three keys); file it
+in the lists of invocations (:data:`LUA_INDEX_RECORD`) in the same step."""
+
+LUA_PUT_RESULT = """
+local function put_result(results, watch, call_id, result, ttl, member)
+  local existing = redis.call('HGET', results, call_id)
+  if existing then
+    local decoded = cjson.decode(existing)
+    if decoded['response'] ~= nil and decoded['response'] ~= cjson.null then return false end
+  end
+  redis.call('HSET', results, call_id, result)
+  redis.call('EXPIRE', results, ttl)
+  redis.call('ZREM', watch, member)
+  return true
+end
+"""
+"""``put_result(results, watch, call_id, result, ttl, member)``: store a call's result in the
+invocation's results hash unless a final one is there (then false, nothing written; a
+pending placeholder may be replaced), and end the watchdog's watch over the call (its
+``member`` of the job watch index ``watch``)."""

@@ -1,0 +1,211 @@
+"""The Lua scripts of the per-session queues and leases, with their operands.
+
+Every push also posts the item's wake-up on the orchestrators' wake stream, in the same
+script (``push_item``); a call's result and a new invocation's record are stored by the
+script that pushes the item they go with, so the item is queued if and only if they are
+stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.invocation_scripts import PutResult, SaveRecord
+from orchestrator.backends.redis.lua import LuaScript, Operands, key_field, optional_key_field
+from orchestrator.backends.redis.lua_functions import LUA_PUT_RESULT, LUA_SAVE_RECORD
+
+_LUA_PUSH_ITEM = """
+local function push_item(queue, wake, item, app, user, session, invocation)
+  redis.call('RPUSH', queue, item)
+  if app ~= '' then
+    redis.call('XADD', wake, '*', 'app', app, 'user', user, 'session', session, 'inv', invocation)
+  end
+  return 1
+end
+"""
+"""``push_item(queue, wake, item, app, user, session, invocation)``: push a work item on a
+session's queue and post its wake-up (``app`` '': none); 1."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PushItem(Operands):
+    """Operands of :data:`PUSH`: a work item for a session's queue, and its wake-up."""
+
+    queue: str = key_field()
+    """The session's queue (``keys.session_queue``)."""
+    wake: str | None = optional_key_field()
+    """The orchestrators' wake stream (None: no wake-up, the caller drains)."""
+    item: str
+    """The work item's JSON."""
+    app: str = ""
+    """The wake-up's fields (with ``wake``): the session and the item's invocation."""
+    user: str = ""
+    session: str = ""
+    invocation: str = ""
+
+
+PUSH = LuaScript(PushItem, """
+return push_item(queue, wake, item, app, user, session, invocation)
+""", functions=[_LUA_PUSH_ITEM])
+"""Push a work item and post its wake-up: 1."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PutResultAndPush(PushItem, PutResult):
+    """Operands of :data:`PUT_RESULT_AND_PUSH`: a call's result, and the item resuming it."""
+
+
+PUT_RESULT_AND_PUSH = LuaScript(PutResultAndPush, """
+if not put_result(results, watch, call_id, result, ttl, member) then return 0 end
+return push_item(queue, wake, item, app, user, session, invocation)
+""", functions=[LUA_PUT_RESULT, _LUA_PUSH_ITEM])
+"""Store a call's result (as :data:`~.invocation_store.PUT_RESULT`) and, if it was stored,
+push the item: 1, else 0 and nothing written."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateAndPush(PushItem, SaveRecord):
+    """Operands of :data:`CREATE_AND_PUSH`: a new invocation's record, and its first item."""
+
+
+CREATE_AND_PUSH = LuaScript(CreateAndPush, """
+if not save_record(record_key, stream, statuses, record, status, ttl, maxlen, true) then
+  return 0
+end
+return push_item(queue, wake, item, app, user, session, invocation)
+""", functions=[LUA_SAVE_RECORD, _LUA_PUSH_ITEM])
+"""Store a new record (as :data:`~.invocation_store.CREATE_RECORD`) and, if it was new,
+push the item: 1, else 0 and nothing written."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateAndPushIfSession(CreateAndPush):
+    """Operands of :data:`CREATE_AND_PUSH_IF_SESSION`: :class:`CreateAndPush`'s, and more."""
+
+    session_meta: str = key_field()
+    """The session's hash (``keys.session``): the item is queued only if it exists."""
+
+
+CREATE_AND_PUSH_IF_SESSION = LuaScript(CreateAndPushIfSession, """
+if redis.call('EXISTS', session_meta) == 0 then return -1 end
+if not save_record(record_key, stream, statuses, record, status, ttl, maxlen, true) then
+  return 0
+end
+return push_item(queue, wake, item, app, user, session, invocation)
+""", functions=[LUA_SAVE_RECORD, _LUA_PUSH_ITEM])
+""":data:`CREATE_AND_PUSH` for an existing session only: -1 (and nothing written) unless the
+session exists. A door that must refuse an unknown session (the HTTP API's 404) learns it
+in the enqueue's own round trip."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TakeSession(Operands):
+    """Operands of :data:`TAKE`: a session's lease and queue; with ``hint``, what to read."""
+
+    lease: str = key_field()
+    fence: str = key_field()
+    """The counter issuing fencing tokens."""
+    processing: str = key_field()
+    queue: str = key_field()
+    record_key: str | None = optional_key_field()
+    """With ``hint``: the hinted invocation's record hash, cancel flag and results..."""
+    cancel: str | None = optional_key_field()
+    results: str | None = optional_key_field()
+    meta: str | None = optional_key_field()
+    """... and the session's reads (:func:`~.session_service.session_read_keys`)."""
+    state: str | None = optional_key_field()
+    app_state: str | None = optional_key_field()
+    user_state: str | None = optional_key_field()
+    events: str | None = optional_key_field()
+    ttl_ms: int
+    hint: str = ""
+    """The invocation the wake-up announced ('': none)."""
+    first_event: int = 0
+    """The index to read the session's events from."""
+
+
+TAKE = LuaScript(TakeSession, f"""
+if redis.call('EXISTS', lease) == 1 then return false end
+local left = 0
+while redis.call('LMOVE', processing, queue, 'RIGHT', 'LEFT') do left = left + 1 end
+if left > 0 then redis.call('HINCRBY', '{keys.stats()}', 'takeovers', 1) end
+local token = redis.call('INCR', fence)
+local item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
+if not item then return {{token}} end
+redis.call('SET', lease, token, 'PX', ttl_ms)
+local ok, decoded = pcall(cjson.decode, item)  -- a malformed item is the caller's to report
+if hint == '' or not ok or type(decoded) ~= 'table' or decoded['invocation_id'] ~= hint then
+  return {{token, item}}
+end
+return {{token, item, redis.call('HGET', record_key, 'record'), redis.call('EXISTS', cancel),
+  redis.call('HGETALL', results), redis.call('HGETALL', meta), redis.call('HGETALL', state),
+  redis.call('HGETALL', app_state), redis.call('HGETALL', user_state),
+  redis.call('LRANGE', events, tonumber(first_event), -1)}}
+""")
+"""Take a session: false while its lease is held. Else the next fencing token, after a
+previous holder's in-progress items went back to the head of the queue (which counts as a
+takeover in ``keys.stats``, for metrics); then ``{token}`` (nothing queued: the lease is not
+set) or ``{token, first item}`` with the lease set, followed, when the item is the hinted
+invocation's, by its record, cancel flag and results and the session's hashes and events
+from ``first_event`` on, in the same step (HGETALLs as flat field/value lists)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeaseToken(Operands):
+    """Operands of :data:`RENEW` and :data:`RELEASE`."""
+
+    lease: str = key_field()
+    token: str
+    ttl_ms: int = 0
+    """How long a renewed lease lasts (:data:`RENEW`)."""
+
+
+RENEW = LuaScript(LeaseToken, """
+if redis.call('GET', lease) == token then
+  return redis.call('PEXPIRE', lease, ttl_ms)
+end
+return 0
+""")
+"""Extend the lease if it is still held with ``token``: 1, else 0."""
+
+RELEASE = LuaScript(LeaseToken, """
+if redis.call('GET', lease) == token then redis.call('DEL', lease) end
+""")
+"""Delete the lease if it is still held with ``token``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimOrRelease(Operands):
+    """Operands of :data:`CLAIM_OR_RELEASE`: the session's lists and lease, and a record."""
+
+    processing: str = key_field()
+    queue: str = key_field()
+    lease: str = key_field()
+    record_key: str | None = optional_key_field()
+    """With ``record``: its keys (``keys.invocation_record_keys``)."""
+    stream: str | None = optional_key_field()
+    statuses: str | None = optional_key_field()
+    finished: str
+    """The finished item's JSON ('': none)."""
+    token: str
+    record: str = ""
+    """A record's JSON to save first ('': none), with its status, TTL and stream cap."""
+    status: str = ""
+    ttl: int = 0
+    maxlen: int = 0
+
+
+CLAIM_OR_RELEASE = LuaScript(ClaimOrRelease, """
+if record ~= '' then
+  save_record(record_key, stream, statuses, record, status, ttl, maxlen, false)
+end
+if finished ~= '' then redis.call('LREM', processing, 1, finished) end
+local item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
+if item then return item end
+if redis.call('GET', lease) == token then redis.call('DEL', lease) end
+return false
+""", functions=[LUA_SAVE_RECORD])
+"""Save the record (as ``RedisInvocationStore.save`` does), drop the finished item, then
+return the next item, or release the lease (if still held with ``token``) when the queue
+is empty and return false."""

@@ -1,0 +1,247 @@
+"""What a Redis session write runs: the create and append Lua scripts, and their operands.
+
+Both scripts check everything before their first write (Redis does not roll a script back),
+and reply with one of the error codes below when they refuse.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.codec import dumps, encode_value
+from orchestrator.backends.redis.lua import (
+    LuaScript,
+    Operands,
+    key_field,
+    many_field,
+    optional_key_field,
+    pairs_field,
+)
+from orchestrator.backends.redis.lua_functions import LUA_SAVE_RECORD, LUA_WRONG_TYPE
+from orchestrator.sessions.base_session_service import split_state_delta
+from orchestrator.sessions.state import State
+
+# Error codes the scripts reply with (the rest of the message is for humans).
+NOT_FOUND = "ADK_SESSION_NOT_FOUND"
+EXISTS = "ADK_SESSION_EXISTS"
+STALE = "ADK_STALE_SESSION"
+ANSWERED = "ADK_ALREADY_ANSWERED"
+
+HSET_CHUNK = 256
+"""Field/value pairs per HSET inside the scripts (keeps ``unpack`` far below Lua's limits)."""
+
+# Every check runs before the first write: Redis does not roll a script back, so a script
+# that fails must fail before it has written anything.
+_LUA_HSET_PAIRS = f"""
+local function hset_pairs(key, first, count)
+  local done = 0
+  while done < count do
+    local n = math.min(count - done, {HSET_CHUNK})
+    local args = {{}}
+    for j = 1, 2 * n do
+      args[j] = ARGV[first + 2 * done + j - 1]
+    end
+    redis.call('HSET', key, unpack(args))
+    done = done + n
+  end
+end
+"""
+"""``hset_pairs(key, first, count)``: HSET the ``count`` field/value pairs of ARGV from index
+``first`` (a :func:`~.lua.pairs_field` group's ``_first`` and ``_count``) into ``key``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionKeys(Operands):
+    """The keys of a session both scripts write, in the order they check their types."""
+
+    meta: str = key_field()
+    state: str = key_field()
+    events: str = key_field()
+    event_ids: str = key_field()
+    user_sessions: str = key_field()
+    app_sessions: str = key_field()
+    app_state: str = key_field()
+    user_state: str = key_field()
+
+
+def session_keys(app_name: str, user_id: str, session_id: str) -> dict[str, str]:
+    """The fields of :class:`SessionKeys` for one session."""
+    meta, state, events, event_ids = keys.session_storage_keys(app_name, user_id, session_id)
+    return {"meta": meta, "state": state, "events": events, "event_ids": event_ids,
+            "user_sessions": keys.user_sessions(app_name, user_id),
+            "app_sessions": keys.app_sessions(app_name), "app_state": keys.app_state(app_name),
+            "user_state": keys.user_state(app_name, user_id)}
+
+
+_LUA_SESSION_TYPES = """{meta, 'hash'}, {state, 'hash'}, {events, 'list'}, {event_ids, 'set'},
+  {user_sessions, 'zset'}, {app_sessions, 'zset'}, {app_state, 'hash'}, {user_state, 'hash'}"""
+"""The :class:`SessionKeys` and their types, as ``wrong_type`` takes them."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateSession(SessionKeys):
+    """Operands of :data:`CREATE`: a new session, its creation time and its initial state."""
+
+    session_seq: str = key_field()
+    """The app's counter of sessions (orders sessions created at the same time)."""
+    session_id: str
+    app_name: str
+    user_id: str
+    now: str
+    app_member: str
+    """The session's member of the app's session index (:func:`app_member`)."""
+    state_pairs: dict[str, str] = pairs_field()
+    """Session-scoped state (JSON values), then the ``app:`` and ``user:`` state, prefixes
+    stripped."""
+    app_state_pairs: dict[str, str] = pairs_field()
+    user_state_pairs: dict[str, str] = pairs_field()
+
+
+CREATE = LuaScript(CreateSession, f"""
+if redis.call('EXISTS', meta) == 1 then
+  return redis.error_reply('{EXISTS}')
+end
+local bad = wrong_type({{{_LUA_SESSION_TYPES}, {{session_seq, 'string'}}}})
+if bad then return bad end
+local seq = redis.call('INCR', session_seq)
+redis.call('DEL', state, events, event_ids)
+redis.call('HSET', meta, 'id', session_id, 'app_name', app_name, 'user_id', user_id,
+  'create_time', now, 'last_update_time', now, 'seq', seq)
+hset_pairs(state, state_pairs_first, state_pairs_count)
+hset_pairs(app_state, app_state_pairs_first, app_state_pairs_count)
+hset_pairs(user_state, user_state_pairs_first, user_state_pairs_count)
+redis.call('ZADD', user_sessions, now, session_id)
+redis.call('ZADD', app_sessions, now, app_member)
+return {{redis.call('HGETALL', app_state), redis.call('HGETALL', user_state)}}
+""", functions=[LUA_WRONG_TYPE, _LUA_HSET_PAIRS])
+"""Create a session unless it exists (an ``EXISTS`` error, nothing written); reply: the
+app's and the user's state hashes (flat field/value lists)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppendEvent(SessionKeys):
+    """Operands of :data:`APPEND`: one event, its state delta, and what else the append does.
+
+    Each optional key goes with an argument: ``lease`` with ``token`` (fenced by a lease),
+    ``stream`` with ``maxlen`` (mirrored to a live stream), ``record_key`` and ``statuses``
+    with ``record`` (a record to save first), ``answered`` with ``answers`` (the call ids the
+    event answers, each answered at most once).
+    """
+
+    lease: str | None = optional_key_field()
+    stream: str | None = optional_key_field()
+    record_key: str | None = optional_key_field()
+    statuses: str | None = optional_key_field()
+    answered: str | None = optional_key_field()
+    event_id: str
+    event_json: str
+    timestamp: str
+    session_id: str
+    app_member: str
+    token: str = ""
+    """The lease's fencing token ('': not fenced)."""
+    maxlen: int | str = ""
+    """The live stream's approximate cap ('': not mirrored)."""
+    stream_ttl: int = 0
+    record: str = ""
+    """An invocation record's JSON to save with its status before the event ('': none)."""
+    status: str = ""
+    state_pairs: dict[str, str] = pairs_field()
+    app_state_pairs: dict[str, str] = pairs_field()
+    user_state_pairs: dict[str, str] = pairs_field()
+    answers: list[str] = many_field()
+
+
+APPEND = LuaScript(AppendEvent, f"""
+if redis.call('EXISTS', meta) == 0 then
+  return redis.error_reply('{NOT_FOUND}')
+end
+if token ~= '' then
+  local holder = redis.call('GET', lease)
+  if not holder then
+    return redis.error_reply('{STALE} the lease ' .. lease .. ' has expired or was released')
+  end
+  if holder ~= token then
+    return redis.error_reply('{STALE} the lease ' .. lease .. ' is held by another owner')
+  end
+end
+if record ~= '' then
+  save_record(record_key, stream, statuses, record, status, stream_ttl, maxlen, false)
+end
+if redis.call('SISMEMBER', event_ids, event_id) == 1 then
+  return 0
+end
+for i = answers_first, answers_first + answers_count - 1 do
+  if redis.call('SISMEMBER', answered, ARGV[i]) == 1 then
+    return redis.error_reply('{ANSWERED} ' .. ARGV[i])
+  end
+end
+local bad = wrong_type({{{_LUA_SESSION_TYPES}}})
+if bad then return bad end
+redis.call('ZADD', user_sessions, timestamp, session_id)
+redis.call('ZADD', app_sessions, timestamp, app_member)
+redis.call('RPUSH', events, event_json)
+redis.call('SADD', event_ids, event_id)
+redis.call('HSET', meta, 'last_update_time', timestamp)
+hset_pairs(state, state_pairs_first, state_pairs_count)
+hset_pairs(app_state, app_state_pairs_first, app_state_pairs_count)
+hset_pairs(user_state, user_state_pairs_first, user_state_pairs_count)
+if answers_count > 0 then
+  redis.call('SADD', answered, unpack(ARGV, answers_first, answers_first + answers_count - 1))
+end
+if maxlen ~= '' then
+  redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*',
+    'kind', 'event', 'event', event_json, 'partial', '0')
+  redis.call('EXPIRE', stream, stream_ttl)
+end
+return 1
+""", functions=[LUA_WRONG_TYPE, _LUA_HSET_PAIRS, LUA_SAVE_RECORD])
+"""Append an event: 1 when appended, 0 when its id was already appended (the record, if
+any, is saved either way). Refused (an error reply, nothing written) when the session is
+gone, the lease is not held with the token, or the event answers a call already answered."""
+
+
+def create_operands(
+    app_name: str, user_id: str, session_id: str, now: str, encoded: dict[str, str]
+) -> CreateSession:
+    """The operands of :data:`CREATE`: the session's identity, creation time and state."""
+    app_delta, user_delta, session_state = split_state_delta(encoded)
+    return CreateSession(
+        **session_keys(app_name, user_id, session_id),
+        session_seq=keys.app_session_seq(app_name), session_id=session_id, app_name=app_name,
+        user_id=user_id, now=now, app_member=app_member(user_id, session_id),
+        state_pairs=session_state, app_state_pairs=app_delta, user_state_pairs=user_delta)
+
+
+def check_created_if_absent(reply: Any) -> None:
+    """Raise the error a queued create-if-absent replied with (an existing session is none)."""
+    if isinstance(reply, Exception) and not str(reply).startswith(EXISTS):
+        raise reply
+
+
+def encode_state(state: dict[str, Any]) -> dict[str, str]:
+    """JSON-encode every value of a (non-temp) state mapping, naming the key on failure."""
+    encoded: dict[str, str] = {}
+    for key, value in state.items():
+        if not isinstance(key, str):
+            raise TypeError(f"State keys must be strings, got {key!r} ({type(key).__name__}).")
+        if key.startswith(State.TEMP_PREFIX):
+            continue
+        encoded[key] = encode_value(value, what=f"state key {key!r}")
+    return encoded
+
+
+def app_member(user_id: str, session_id: str) -> str:
+    """Member of the per-app session index for one session."""
+    return dumps([user_id, session_id])
+
+
+def score(timestamp: float, *, what: str) -> str:
+    """Return a timestamp as an exact decimal string for Redis (sorted-set score, hash field)."""
+    value = float(timestamp)
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, got {timestamp!r}.")
+    return repr(value)

@@ -1,0 +1,180 @@
+"""RedisEventStream: an invocation's live stream in a Redis Stream (:mod:`~orchestrator.distributed.streams`).
+
+Committed events are added by the session append that stores them (see
+:meth:`RedisEventStream.mirror_for`), chunks by :meth:`RedisEventStream.publish`; status
+entries by ``RedisInvocationStore.save``, progress by the worker running a call
+(:mod:`.progress`). :meth:`RedisEventStream.follow` reads the stream with ``XREAD BLOCK``.
+In Redis the stream is capped at about ``STREAM_MAXLEN`` entries (approximate trimming)
+and expires with the invocation record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Callable, Collection
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.session_writer import Mirror
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.streams import (
+    STREAM_MAXLEN,
+    FollowDeadline,
+    Progress,
+    StreamItem,
+    ends_follow,
+)
+from orchestrator.events.event import Event
+
+_READ_COUNT = 500
+"""Entries read per XREAD."""
+_BLOCK_MS = 1000
+"""Longest single XREAD BLOCK; ``follow`` loops, so this only bounds one round trip. Kept
+well under redis-py's default socket timeout (5 s), which would otherwise cut the read."""
+
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def parse_entry(fields: dict[Any, Any]) -> StreamItem | None:
+    """A stream entry as an item; None for kinds this version does not know."""
+    data = {_text(k): v for k, v in fields.items()}
+    kind = _text(data.get("kind", ""))
+    if kind == "event" and "event" in data:
+        return StreamItem.of_event(Event.from_wire(data["event"]))
+    if kind == "status" and "status" in data:
+        try:
+            return StreamItem.of_status(InvocationStatus(_text(data["status"])))
+        except ValueError:
+            return None
+    if kind == "progress":
+        try:
+            payload = json.loads(data["progress"])
+            return StreamItem(kind="progress", progress=Progress(
+                function_call_id=_text(data["call"]), tool=_text(data.get("tool", "")),
+                attempt=int(data.get("attempt", 0)), at=float(data.get("at", 0.0)),
+                payload=payload if isinstance(payload, dict) else {"value": payload}))
+        except (KeyError, ValueError, TypeError):
+            return None
+    return None
+
+
+def _entries(reply: Any) -> list[tuple[str, dict[Any, Any]]]:
+    """The entries of a one-stream XREAD reply (RESP2 list or RESP3 map)."""
+    if not reply:
+        return []
+    streams = reply.values() if isinstance(reply, dict) else [entries for _, entries in reply]
+    out: list[tuple[str, dict[Any, Any]]] = []
+    for entries in streams:
+        if entries and isinstance(entries[0], list):
+            entries = entries[0]  # RESP3 wraps the entries once more
+        out += [(_text(entry_id), fields) for entry_id, fields in entries]
+    return out
+
+
+class RedisEventStream:
+    """An invocation's live events in a Redis Stream (``keys.invocation_stream``).
+
+    ``publish`` is the InvocationService ``event_sink`` of orchestrators; ``follow`` is for
+    anyone, on any machine, who wants to watch an invocation.
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        ttl_seconds: int = 7 * 24 * 3600,
+        maxlen: int = STREAM_MAXLEN,
+    ) -> None:
+        self._redis = client
+        self._ttl = ttl_seconds
+        """The stream expires with the invocation record (its TTL is renewed on each write)."""
+        self._maxlen = maxlen
+
+    async def publish(self, record: InvocationRecord, event: Event) -> None:
+        """XADD the event (wire JSON) to the invocation's stream and renew its expiry."""
+        stream = keys.invocation_stream(record.app_name, record.invocation_id)
+        entry = {"kind": "event", "event": event.to_json(), "partial": "1" if event.partial else "0"}
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.xadd(stream, entry, maxlen=self._maxlen, approximate=True)  # type: ignore[arg-type]
+            pipe.expire(stream, self._ttl)
+            await pipe.execute()
+
+    async def publish_partial(self, record: InvocationRecord, event: Event) -> None:
+        """The event sink to use with :meth:`mirror_for`: only partial chunks here."""
+        if event.partial:
+            await self.publish(record, event)
+
+    def mirror_for(self, record: InvocationRecord) -> Mirror:
+        """The live stream of ``record``'s invocation, for a leased writer to mirror to.
+
+        Each append adds its event in its own script: a follower sees an event exactly when
+        it is committed.
+        """
+        return Mirror(keys.invocation_stream(record.app_name, record.invocation_id),
+                      self._maxlen, self._ttl)
+
+    @staticmethod
+    def saver(mirror: Mirror) -> Callable[[InvocationRecord], None]:
+        """A function saving a record (and its status) in ``mirror``'s next append."""
+
+        def save_with_next_append(changed: InvocationRecord) -> None:
+            mirror.with_next_append(
+                keys.invocation(changed.app_name, changed.invocation_id),
+                keys.invocation_statuses(changed.app_name, changed.invocation_id),
+                changed.model_dump_json(), changed.status.value,
+            )
+
+        return save_with_next_append
+
+    async def follow(
+        self,
+        app_name: str,
+        invocation_id: str,
+        *,
+        from_start: bool = True,
+        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
+        timeout: float | None = None,
+        after: str | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        """Yield the invocation's events and status changes in order, as they are published.
+
+        ``from_start``: replay from the first entry (default), else only what comes next
+        (but a stream that already ends with a status that would stop the follow yields just
+        that status). ``after``: resume after that entry (a :attr:`StreamItem.entry_id`).
+        Stops after a finished status, and after a status in ``until`` (default:
+        ``paused``) that is the latest entry when read, i.e. the invocation's current
+        status. Raises TimeoutError when ``timeout`` seconds pass first. Entries of unknown
+        kinds are skipped. Each item carries its ``entry_id``.
+        """
+        stream = keys.invocation_stream(app_name, invocation_id)
+        deadline = FollowDeadline(timeout, f"Invocation {invocation_id!r}")
+        last_id = after or "0-0"
+        if not from_start and after is None:
+            latest = await self._redis.xrevrange(stream, count=1)
+            if latest:
+                last_id = _text(latest[0][0])
+                item = parse_entry(latest[0][1])
+                if item is not None and ends_follow(item.status, until) is not False:
+                    yield item
+                    return
+        while True:
+            remaining = deadline.remaining()
+            block = _BLOCK_MS if remaining is None else max(1, min(_BLOCK_MS, int(remaining * 1000)))
+            entries = _entries(await self._redis.xread({stream: last_id}, count=_READ_COUNT, block=block))
+            for position, (entry_id, fields) in enumerate(entries):
+                last_id = entry_id
+                item = parse_entry(fields)
+                if item is None:
+                    continue
+                item = dataclasses.replace(item, entry_id=_text(entry_id))
+                yield item
+                ends = ends_follow(item.status, until)
+                if ends or (ends is None and position == len(entries) - 1
+                            and not await self._redis.xread({stream: last_id}, count=1)):
+                    return
