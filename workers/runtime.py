@@ -227,7 +227,7 @@ class Runtime:
 
     def _build_services(self) -> Services:
         settings = self.settings
-        client = connect(settings.redis_url or "")
+        client = connect(settings.redis_url or "", hiredis_packing=settings.redis_hiredis_packing)
         registry = self.apps()
         sessions = RedisSessionService(client=client)
         artifacts = RedisArtifactService(client=client)

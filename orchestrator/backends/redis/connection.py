@@ -93,16 +93,18 @@ def client_options(*, asynchronous: bool = True) -> dict[str, Any]:
     }
 
 
-def connect(url: str) -> aioredis.Redis:
+def connect(url: str, *, hiredis_packing: bool = True) -> aioredis.Redis:
     """An asyncio Redis client for ``url`` (replies decoded), packing commands with hiredis.
 
     It reconnects and retries a command after a connection error, with bounded exponential
     backoff (see :func:`client_options`), so a Redis restart is ridden out.
 
-    Its commands are packed by hiredis (see :mod:`.hiredis_packing`).
+    Its commands are packed by hiredis (see :mod:`.hiredis_packing`) unless
+    ``hiredis_packing`` is False (the setting ``redis_hiredis_packing``).
     """
     client = aioredis.Redis.from_url(url, decode_responses=True, **client_options())
-    pack_with_hiredis(client)
+    if hiredis_packing:
+        pack_with_hiredis(client)
     return client
 
 
