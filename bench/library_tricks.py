@@ -9,7 +9,7 @@ The tricks (each in one module, each switched off by a setting; see the README's
   a tool job's message sent inside the script that journals it, from the event loop;
 - ``broker_client_reuse`` (workers/broker.py, kombu's private ``_create_client``): one
   redis-py client per broker channel instead of one per operation;
-- ``inline_sync_tools`` (``Runtime.run_here``): a plain sync tool's job run on the pool
+- ``inline_sync_tools`` (workers/inline_jobs.py): a plain sync tool's job run on the pool
   thread that took it instead of on the worker's shared loop thread;
 - ``redis_hiredis_packing`` (redis-py's connection class swapped to pack commands with
   hiredis);

@@ -96,7 +96,7 @@ class Settings(BaseSettings):
     """Latency trick (orchestrator/backends/redis/hiredis_packing.py, redis-py internals): the
     asyncio Redis clients pack commands with hiredis, in C. False: in Python, as redis-py."""
     inline_sync_tools: bool = True
-    """Latency trick (``Runtime.run_here``): a worker runs a plain sync tool's job on the pool
+    """Latency trick (workers/inline_jobs.py): a worker runs a plain sync tool's job on the pool
     thread that took it, on that thread's own event loop. False: every job runs on the
     worker's shared event loop thread."""
     flower_basic_auth: SecretStr | None = None

@@ -33,7 +33,6 @@ from orchestrator.distributed.stores import SessionKey
 from orchestrator.errors import SessionNotFoundError, register_infrastructure_errors
 from orchestrator.plugins import PluginManager
 from orchestrator.process_setup import configure_core
-from orchestrator.tools.function_tool import sync_calls_inline
 from workers.celery_app import app as default_celery_app
 from workers.celery_app import app_settings
 from workers.enqueue import (
@@ -45,6 +44,7 @@ from workers.enqueue import (
     was_queued,
 )
 from workers.heartbeat import Heartbeats
+from workers.inline_jobs import ThreadLoops
 from workers.loop import LoopThread
 from workers.transport import CeleryTransport
 from workers.watchdog import JobWatchdog
@@ -122,8 +122,8 @@ class Runtime:
         self._services: Services | None = None
         self._registry: AppRegistry | None = None
         self._registry_lock = threading.Lock()
-        self._here = threading.local()
-        self._thread_loops: list[tuple[asyncio.AbstractEventLoop, Services]] = []
+        self._inline: ThreadLoops[Services] = ThreadLoops(self._build_services)
+        """The pool threads' own loops and services (:mod:`workers.inline_jobs`)."""
         self.heartbeats = Heartbeats(
             self.settings.redis_url, keys.job_watch(self.settings.invocations_queue),
             self.settings.job_heartbeat_seconds, WORKER_ID,
@@ -137,18 +137,10 @@ class Runtime:
     def run_here(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the calling thread's own loop, with services of its own.
 
-        For the worker pool's threads (or a prefork child, or the solo pool's main thread),
-        for jobs whose tool is a plain sync function: the job then runs where Celery handed
-        it over, instead of being passed to the shared loop thread and back, and the function
-        runs inline, since the thread waits for this job anyway (see
-        :func:`~orchestrator.tools.function_tool.sync_calls_inline`). Anything that may keep
-        loop-bound clients (async tools, toolsets, models) belongs on the shared loop: ``run``.
+        For jobs that :func:`~workers.inline_jobs.runs_inline` (plain sync tools); anything
+        that may keep loop-bound clients belongs on the shared loop: :meth:`run`.
         """
-        loop = getattr(self._here, "loop", None)
-        if loop is None:
-            loop = self._here.loop = asyncio.new_event_loop()
-        with sync_calls_inline():
-            return loop.run_until_complete(coro)
+        return self._inline.run(coro)
 
     def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
         """Start a coroutine on this process's loop; cancelling the future cancels it.
@@ -172,10 +164,7 @@ class Runtime:
             self.run(self._services.redis.aclose())
             self._services = None
         self._loop.stop()
-        for loop, services in self._thread_loops:  # idle: their threads run no job now
-            if not loop.is_running() and not loop.is_closed():
-                loop.run_until_complete(services.redis.aclose())
-        self._thread_loops.clear()
+        self._inline.close(_close_services)
 
     def close_plugins(self, timeout: float = 10.0) -> None:
         """Close the plugins of the apps this process loaded (at shutdown); failures are logged.
@@ -211,11 +200,7 @@ class Runtime:
             if self._services is None:
                 self._services = self._build_services()
             return self._services
-        cached: tuple[asyncio.AbstractEventLoop, Services] | None = getattr(self._here, "services", None)
-        if cached is None or cached[0] is not loop:
-            cached = self._here.services = (loop, self._build_services())
-            self._thread_loops.append(cached)
-        return cached[1]
+        return self._inline.services(loop)
 
     def apps(self) -> AppRegistry:
         """The apps this process serves, loaded once (from any thread)."""
@@ -341,6 +326,10 @@ def _leased_writer(
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
+
+
+async def _close_services(services: Services) -> None:
+    await services.redis.aclose()
 
 
 def get_runtime() -> Runtime:

@@ -22,7 +22,6 @@ from orchestrator.distributed.executor import (
     WORKER_ID,
     execute_agent_job,
     execute_tool_job,
-    is_plain_sync_tool,
 )
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import check_identifier
@@ -39,6 +38,7 @@ from workers.celery_app import (
 )
 from workers.celery_app import app as celery_app
 from workers.enqueue import check_size
+from workers.inline_jobs import runs_inline
 from workers.lifecycle import refused_here
 from workers.progress import ProgressPublisher
 from workers.runtime import Services, get_runtime
@@ -138,7 +138,7 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     runtime = get_runtime()
     # Celery's request context is thread-local: read it here, not on the loop thread.
     reporter = _progress_reporter(self, self.request.id, self.request.hostname, job)
-    if runtime.settings.inline_sync_tools and is_plain_sync_tool(job, runtime.apps()):
+    if runs_inline(runtime.settings, job, runtime.apps()):
         return runtime.run_here(_run_tool(reporter, job, digest))
     return runtime.run(_run_tool(reporter, job, digest))
 
