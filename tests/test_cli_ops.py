@@ -92,25 +92,10 @@ def test_bad_input_and_setup_errors_are_one_line(env):
 def test_app_options_serve_apps_the_environment_does_not_name(redis_url):
     # --app reaches the processes as settings (never through the environment): the
     # orchestrator runs the agent and the worker its remote tool, with ADK_CELERY_APPS empty.
-    import redis
+    from tests.support.backends import running_stack
 
-    from config import Settings
-    from tests.support.processes import start_celery_process
-    from workers.client import Client
-
-    url = redis_url.rsplit("/", 1)[0] + "/14"
-    redis.Redis.from_url(url).flushdb()
-    env = stack_env(url, "", lease_retry_seconds="0.2")
-    orchestrator = start_celery_process("orchestrator", "orch-app-option", env,
-                                        "--app", "tests.apps:lookup_app")
-    worker = start_celery_process("worker", "work-app-option", env,
-                                  "--app", "tests.apps:lookup_app")
-    client = Client(Settings(redis_url=url, apps="tests.apps:lookup_app"))
-    try:
+    with running_stack(redis_url, 14, "--app", "tests.apps:lookup_app", apps="") as stack:
+        client = stack["client"]
         inv = client.enqueue("lookup", "u", "look up Oslo")
         record = client.wait("lookup", inv, timeout=30, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
-    finally:
-        client.close()
-        orchestrator.stop()
-        worker.stop()

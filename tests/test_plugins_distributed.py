@@ -10,14 +10,9 @@ from __future__ import annotations
 
 import os
 
-import redis
-
-from config import Settings
 from orchestrator.distributed.models import InvocationStatus, ToolResult
 from orchestrator.errors import RemoteToolError
-from tests.apps import APP_SPECS
-from tests.support.backends import CeleryBackend, EmbeddedBackend
-from tests.support.processes import stack_env, start_celery_process
+from tests.support.backends import CeleryBackend, EmbeddedBackend, running_stack
 
 
 def _state(events) -> dict:
@@ -164,21 +159,10 @@ async def test_an_error_made_outside_the_tool_goes_to_the_plugin_on_the_orchestr
 
 
 def test_each_process_closes_its_plugins_when_it_stops(redis_url, tmp_path):
-    url = redis_url.rsplit("/", 1)[0] + "/3"
-    redis.Redis.from_url(url).flushdb()
-    env = {**stack_env(url, APP_SPECS, lease_retry_seconds="0.2"), "PLUGIN_CLOSED_DIR": str(tmp_path)}
-    orchestrator = start_celery_process("orchestrator", "orch-plugins", env)
-    worker = start_celery_process("worker", "work-plugins", env)
-    from workers.client import Client
-
-    client = Client(Settings(redis_url=url, apps=APP_SPECS))
-    try:
+    with running_stack(redis_url, 3, env={"PLUGIN_CLOSED_DIR": str(tmp_path)}) as stack:
+        client, orchestrator, worker = stack["client"], stack["orchestrator"], stack["worker"]
         inv = client.enqueue("where", "u", "look up Oslo")
         record = client.wait("where", inv, timeout=30, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
-    finally:
-        client.close()
-        orchestrator.stop()
-        worker.stop()
     closed = {p.name for p in tmp_path.iterdir()}
     assert {f"where-{orchestrator.pid}", f"where-{worker.pid}"} <= closed, closed

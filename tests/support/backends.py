@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -79,12 +81,19 @@ LIBRARY_TRICKS_OFF = {
 internals"): the contract suite runs with them on and off."""
 
 
-def _stack(redis_url: str, db: int, **settings: str) -> Any:
+@contextlib.contextmanager
+def running_stack(redis_url: str, db: int, *args: str, apps: str = APP_SPECS,
+                  env: dict[str, str] | None = None, **settings: str) -> Iterator[dict[str, Any]]:
+    """One orchestrator and one worker process on Redis db ``db`` (flushed), and a Client.
+
+    ``args``: more command-line arguments of both processes; ``env``: more environment;
+    ``settings``: ``ADK_CELERY_*`` settings of both.
+    """
     url = redis_url.rsplit("/", 1)[0] + f"/{db}"
     redis.Redis.from_url(url).flushdb()
-    env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2", **settings)
-    orchestrator = start_celery_process("orchestrator", "orch1", env)
-    worker = start_celery_process("worker", "work1", env)
+    env = {**stack_env(url, apps, lease_retry_seconds="0.2", **settings), **(env or {})}
+    orchestrator = start_celery_process("orchestrator", f"orch-{db}", env, *args)
+    worker = start_celery_process("worker", f"work-{db}", env, *args)
     from workers.client import Client
 
     client = Client(Settings(redis_url=url, apps=APP_SPECS, lease_retry_seconds=0.2))
@@ -99,13 +108,15 @@ def _stack(redis_url: str, db: int, **settings: str) -> Any:
 @pytest.fixture(scope="module")
 def celery_stack(redis_url):
     """Redis db 2, one orchestrator process and one worker process."""
-    yield from _stack(redis_url, 2)
+    with running_stack(redis_url, 2) as stack:
+        yield stack
 
 
 @pytest.fixture(scope="module")
 def celery_stack_plain(redis_url):
     """As ``celery_stack`` (db 15), with every trick on a library's internals switched off."""
-    yield from _stack(redis_url, 15, **LIBRARY_TRICKS_OFF)
+    with running_stack(redis_url, 15, **LIBRARY_TRICKS_OFF) as stack:
+        yield stack
 
 
 @pytest.fixture(params=["embedded", "celery", "celery-plain"])
