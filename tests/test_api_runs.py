@@ -8,6 +8,7 @@ the way the orchestrator and the workers write them, so each case is exact.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -154,3 +155,14 @@ async def test_chunks_only_when_streaming_and_a_failure_says_why(backend, pair, 
         items = await _run(backend, live, partial=partial)
         assert items[:-1] == [event.to_wire() for event in expected]
         assert isinstance(items[-1], RuntimeError) and str(items[-1]) == "ValueError: the tool broke"
+
+
+async def test_the_body_of_run_is_the_events_json_and_a_failure_says_why(backend, pair):
+    shown = await _start_and_pause(pair, job_out=False)
+    body = await asyncio.wait_for(runs.run_body(backend, _record()), GUARD)
+    assert json.loads(body) == [event.to_wire() for event in shown]
+    record = _record()
+    record.error = "ValueError: the tool broke"
+    await pair.status(record, S.FAILED)
+    with pytest.raises(runs.RunFailedError, match="ValueError: the tool broke"):
+        await asyncio.wait_for(runs.run_body(backend, _record()), GUARD)

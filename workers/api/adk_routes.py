@@ -13,7 +13,7 @@ from importlib import metadata
 from typing import Any
 
 from fastapi import APIRouter, Body, HTTPException, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
@@ -23,7 +23,7 @@ from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from workers.api import answer_messages, app_info, run_frames
 from workers.api.backend import Backend, session_json, sse
-from workers.api.runs import run_events
+from workers.api.runs import RunFailedError, run_body, run_events
 
 router = APIRouter()
 
@@ -225,16 +225,16 @@ async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, 
     return backend, record, None
 
 
-@router.post("/run")
-async def run(request: Request, body: RunAgentRequest) -> list[dict[str, Any]]:
+@router.post("/run", response_model=list[dict[str, Any]])
+async def run(request: Request, body: RunAgentRequest) -> Response:
     """Run to the end (or the pause) and return the events, as ADK's ``/run``."""
     backend, record, after = await _start_run(request, body)
-    events: list[dict[str, Any]] = []
-    async for item in run_events(backend, record, partial=False, after=after, live=False):
-        if isinstance(item, Exception):
-            raise HTTPException(500, str(item))
-        events.append(item)
-    return events
+    try:
+        # The events' JSON as the stream holds it: no model to validate and encode again.
+        content = await run_body(backend, record, after=after)
+    except RunFailedError as error:
+        raise HTTPException(500, str(error)) from None
+    return Response(content, media_type="application/json")
 
 
 @router.post("/run_sse")

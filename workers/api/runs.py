@@ -8,9 +8,10 @@ keeps following meanwhile, and looks again each :data:`_RECHECK_SECONDS` that no
 happens: a tool on a worker may finish and leave its call to an outside answer.
 
 The events go out as the live stream holds them (ADK's wire JSON), with no parse into an
-``Event`` and back. ``/run``, which answers once the run is over, follows only the status
-changes (the status stream) and reads the events once at the end; ``/run_sse`` follows
-every event as it comes.
+``Event`` and back: ``/run``'s body is their JSON joined as it is, never encoded again (each
+is decoded only to leave the user's message out). ``/run``, which answers once the run is
+over, follows only the status changes (the status stream) and reads the events once at the
+end; ``/run_sse`` follows every event as it comes.
 """
 
 from __future__ import annotations
@@ -28,10 +29,35 @@ _RECHECK_SECONDS = 1.0
 invocation now waits for an answer from outside (a tool that returned nothing)."""
 
 
+class RunFailedError(Exception):
+    """The invocation of a ``/run`` failed; the message says why."""
+
+
 async def run_events(backend: Backend, record: InvocationRecord, *, partial: bool,
                      after: str | None = None,
                      live: bool = True) -> AsyncIterator[dict[str, Any] | Exception]:
-    """The run's events (wire JSON, without the user's message, as ADK's runner), then its end.
+    """The run's events (wire JSON, without the user's message), then its end; see :func:`run_items`."""
+    async for item in run_items(backend, record, partial=partial, after=after, live=live):
+        yield item if isinstance(item, Exception) else item.wire or {}
+
+
+async def run_body(backend: Backend, record: InvocationRecord, *, after: str | None = None) -> bytes:
+    """``/run``'s answer: the JSON array of the run's events, joined as the stream holds them.
+
+    RunFailedError saying why if the invocation failed.
+    """
+    shown: list[str] = []
+    async for item in run_items(backend, record, partial=False, after=after, live=False):
+        if isinstance(item, Exception):
+            raise RunFailedError(str(item))
+        shown.append(item.json or "{}")
+    return f"[{','.join(shown)}]".encode()
+
+
+async def run_items(backend: Backend, record: InvocationRecord, *, partial: bool,
+                    after: str | None = None,
+                    live: bool = True) -> AsyncIterator[LiveItem | Exception]:
+    """The run's event entries (without the user's message, as ADK's runner), then its end.
 
     ``partial``: streaming chunks too. ``after``: follow after that stream entry (a resumed
     run). ``live``: hand each event out as it is committed (``/run_sse``); else (``/run``)
@@ -56,7 +82,7 @@ async def run_events(backend: Backend, record: InvocationRecord, *, partial: boo
                 pause = None
                 if item.kind == "event":
                     if _shown(item, partial):
-                        yield item.wire
+                        yield item
                 elif item.status is not None and item.status.is_finished:
                     ended = item
                     break
@@ -67,7 +93,7 @@ async def run_events(backend: Backend, record: InvocationRecord, *, partial: boo
     if at_the_end:
         for item in await _committed(backend, record):
             if _shown(item, partial):
-                yield item.wire
+                yield item
     if ended is not None and ended.status is InvocationStatus.FAILED:
         final = ended.record or await backend.record(record.app_name, record.invocation_id)
         yield RuntimeError(final.error or "the invocation failed")

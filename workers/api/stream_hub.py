@@ -13,8 +13,8 @@ with the last id it saw (not ``$``): a wake-up that reaches Redis before the rea
 ends it at once.
 
 Events stay the wire JSON the stream holds (:class:`LiveItem`): ``/run`` sends that JSON on
-after one :func:`json.loads`; an :class:`~orchestrator.events.event.Event` is parsed only for
-a follower that asks for one.
+as it is; an :class:`~orchestrator.events.event.Event` is parsed only for a follower that
+asks for one.
 
 One ``XREAD`` names many keys, so the followed streams must live on one Redis server, as
 everything else this project keeps does (it does not speak Redis Cluster).
@@ -103,6 +103,11 @@ class LiveItem:
             return None
         return cls(entry_id, item.kind, status=item.status, progress=item.progress,
                    record_json=fields.get("record") if item.kind == "status" else None)
+
+    @property
+    def json(self) -> str | None:
+        """The event's wire JSON as the stream holds it; None if no event."""
+        return self._event_json
 
     @property
     def wire(self) -> dict[str, Any] | None:
