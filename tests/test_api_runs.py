@@ -48,16 +48,15 @@ async def pair(backend):
 @pytest.fixture
 async def checks(backend, monkeypatch):
     """An event set each time a run has looked whether a pause waits for outside."""
-    store = (await backend.services()).store
     looked = asyncio.Event()
-    real = store.waits_for_outside
+    real = runs._waits_for_outside
 
-    async def spy(record):
-        answer = await real(record)
+    async def spy(backend, record):
+        answer = await real(backend, record)
         looked.set()
         return answer
 
-    monkeypatch.setattr(store, "waits_for_outside", spy)
+    monkeypatch.setattr(runs, "_waits_for_outside", spy)
     return looked
 
 

@@ -22,6 +22,7 @@ from orchestrator.distributed.stores import AnswerRejectedError
 from orchestrator.errors import SessionNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
+from workers.api.batching import TurnBatcher
 from workers.api.security import Access
 from workers.api.stream_hub import LiveItem, StreamHub
 from workers.runtime import Runtime, Services
@@ -41,6 +42,8 @@ class Backend:
         self.registry = AppRegistry.from_specs(settings.app_specs())
         self.runtime = Runtime(settings, load_apps=False)
         self._hub: StreamHub | None = None
+        self._batcher: TurnBatcher | None = None
+        self._enqueuer: TurnBatcher | None = None
 
     async def services(self) -> Services:
         """The Redis services of the server's event loop."""
@@ -57,11 +60,29 @@ class Backend:
             self._hub = StreamHub(self.settings.redis_url or "", services.redis)
         return self._hub
 
+    async def batcher(self) -> TurnBatcher:
+        """The server's loop's :class:`TurnBatcher` (commands of many requests, one pipeline)."""
+        if self._batcher is None or self._batcher.loop is not asyncio.get_running_loop():
+            services = await self.services()
+            self._batcher = TurnBatcher(services.redis)
+        return self._batcher
+
+    async def _enqueue_batcher(self) -> TurnBatcher:
+        """As :meth:`batcher`, for the enqueue transactions (one MULTI/EXEC per turn)."""
+        if self._enqueuer is None or self._enqueuer.loop is not asyncio.get_running_loop():
+            services = await self.services()
+            self._enqueuer = TurnBatcher(services.redis, transaction=True)
+        return self._enqueuer
+
     async def aclose(self) -> None:
         """Stop the stream reader (on the server's loop, as it shuts down)."""
         if self._hub is not None:
             hub, self._hub = self._hub, None
             await hub.aclose()
+        for batcher in (self._batcher, self._enqueuer):
+            if batcher is not None:
+                await batcher.aclose()
+        self._batcher = self._enqueuer = None
 
     def close(self) -> None:
         """Close the Redis connections."""
@@ -74,10 +95,12 @@ class Backend:
         ``session_must_exist``: 404 ``Session not found`` (nothing queued) for a session that
         does not exist, checked in the enqueue's own round trip.
         """
-        await self.services()  # the services with this server's connection cap
+        # The services with this server's connection cap; the transaction goes with those
+        # of the other requests of this turn of the loop.
+        batcher = await self._enqueue_batcher()
         try:
             record, _ = await self.runtime.submit_invocation(
-                fields, session_must_exist=session_must_exist)
+                fields, session_must_exist=session_must_exist, send=batcher.replies)
         except RequestError as error:
             raise HTTPException(422, str(error)) from None
         except SessionNotFoundError:  # ADK's detail names the session

@@ -21,6 +21,7 @@ from typing import Any
 
 from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.redis_stores import queue_waits_for_outside, waits_for_outside_in
 from workers.api.backend import Backend
 from workers.api.stream_hub import LiveItem
 
@@ -106,13 +107,16 @@ def _shown(item: LiveItem, partial: bool) -> bool:
 
 
 async def _committed(backend: Backend, record: InvocationRecord) -> list[LiveItem]:
-    """Every event of the invocation's live stream so far (one read)."""
-    services = await backend.services()
-    entries = await services.redis.xrange(keys.invocation_stream(record.app_name, record.invocation_id))
+    """Every event of the invocation's live stream so far (one read, batched with others)."""
+    key = keys.invocation_stream(record.app_name, record.invocation_id)
+    entries, = await (await backend.batcher()).run(lambda pipe: pipe.xrange(key))
     return [item for entry_id, fields in entries if fields.get("kind") == "event"
             and (item := LiveItem.parse(entry_id, fields)) is not None]
 
 
 async def _waits_for_outside(backend: Backend, pause: InvocationRecord) -> bool:
-    services = await backend.services()
-    return await services.store.waits_for_outside(pause)
+    """Whether the pause waits for an answer from outside (one read, batched with others)."""
+    if not pause.pending_calls:
+        return False
+    replies = await (await backend.batcher()).run(lambda pipe: queue_waits_for_outside(pipe, pause))
+    return waits_for_outside_in(replies)
