@@ -85,6 +85,62 @@ def checked(request: Request, app_name: str, *ids: tuple[str, str]) -> Backend:
     return backend
 
 
+# The run routes come first: a request is matched against the routes in order, and these
+# are the ones under load (about 20 us less per request than behind the session routes).
+
+
+async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, Any, str | None]:
+    """The run's invocation and where to follow it from (None: its start).
+
+    A message of function responses answers paused calls (:mod:`answer_messages`).
+    """
+    backend = checked(request, body.app_name, ("user_id", body.user_id),
+                      ("session_id", body.session_id))
+    # A session that does not exist is a 404, as in ADK: the answer path reads the session,
+    # the enqueue checks it in its own round trip.
+    responses = answer_messages.function_responses(body.new_message)
+    if responses is not None and not body.state_delta:
+        record, after = await answer_messages.answer(
+            backend, body.app_name, body.user_id, body.session_id, responses, body.invocation_id)
+        return backend, record, after
+    record = await backend.enqueue({
+        "app_name": body.app_name, "user_id": body.user_id, "session_id": body.session_id,
+        "new_message": body.new_message, "state_delta": body.state_delta,
+        "streaming": body.streaming, "invocation_id": body.invocation_id,
+    }, session_must_exist=True)
+    if record.status is InvocationStatus.FAILED:  # refused at intake: nothing ran
+        raise HTTPException(422, record.error or "the request was refused")
+    return backend, record, None
+
+
+@router.post("/run", response_model=list[dict[str, Any]])
+async def run(request: Request, body: RunAgentRequest) -> Response:
+    """Run to the end (or the pause) and return the events, as ADK's ``/run``."""
+    backend, record, after = await _start_run(request, body)
+    try:
+        # The events' JSON as the stream holds it: no model to validate and encode again.
+        content = await run_body(backend, record, after=after)
+    except RunFailedError as error:
+        raise HTTPException(500, str(error)) from None
+    return Response(content, media_type="application/json")
+
+
+@router.post("/run_sse")
+async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
+    """The run's events as Server-Sent Events (partial chunks with ``streaming``)."""
+    backend, record, after = await _start_run(request, body)
+
+    async def frames() -> AsyncIterator[str]:
+        async for item in run_events(backend, record, partial=body.streaming, after=after):
+            if isinstance(item, Exception):
+                yield sse(run_frames.error_frame(str(item)))
+            else:
+                for shown in run_frames.frames_of(item, split=not body.function_call_event_id):
+                    yield sse(shown)
+
+    return StreamingResponse(frames(), media_type="text/event-stream")
+
+
 @router.get("/health")
 async def health() -> dict[str, str]:
     """Liveness (no authentication, as ADK's)."""
@@ -199,55 +255,3 @@ async def delete_session(request: Request, app_name: str, user_id: str, session_
     services = await backend.services()
     await services.sessions.delete_session(app_name=app_name, user_id=user_id,
                                            session_id=session_id)
-
-
-async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, Any, str | None]:
-    """The run's invocation and where to follow it from (None: its start).
-
-    A message of function responses answers paused calls (:mod:`answer_messages`).
-    """
-    backend = checked(request, body.app_name, ("user_id", body.user_id),
-                      ("session_id", body.session_id))
-    # A session that does not exist is a 404, as in ADK: the answer path reads the session,
-    # the enqueue checks it in its own round trip.
-    responses = answer_messages.function_responses(body.new_message)
-    if responses is not None and not body.state_delta:
-        record, after = await answer_messages.answer(
-            backend, body.app_name, body.user_id, body.session_id, responses, body.invocation_id)
-        return backend, record, after
-    record = await backend.enqueue({
-        "app_name": body.app_name, "user_id": body.user_id, "session_id": body.session_id,
-        "new_message": body.new_message, "state_delta": body.state_delta,
-        "streaming": body.streaming, "invocation_id": body.invocation_id,
-    }, session_must_exist=True)
-    if record.status is InvocationStatus.FAILED:  # refused at intake: nothing ran
-        raise HTTPException(422, record.error or "the request was refused")
-    return backend, record, None
-
-
-@router.post("/run", response_model=list[dict[str, Any]])
-async def run(request: Request, body: RunAgentRequest) -> Response:
-    """Run to the end (or the pause) and return the events, as ADK's ``/run``."""
-    backend, record, after = await _start_run(request, body)
-    try:
-        # The events' JSON as the stream holds it: no model to validate and encode again.
-        content = await run_body(backend, record, after=after)
-    except RunFailedError as error:
-        raise HTTPException(500, str(error)) from None
-    return Response(content, media_type="application/json")
-
-
-@router.post("/run_sse")
-async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
-    """The run's events as Server-Sent Events (partial chunks with ``streaming``)."""
-    backend, record, after = await _start_run(request, body)
-
-    async def frames() -> AsyncIterator[str]:
-        async for item in run_events(backend, record, partial=body.streaming, after=after):
-            if isinstance(item, Exception):
-                yield sse(run_frames.error_frame(str(item)))
-            else:
-                for shown in run_frames.frames_of(item, split=not body.function_call_event_id):
-                    yield sse(shown)
-
-    return StreamingResponse(frames(), media_type="text/event-stream")
