@@ -99,6 +99,9 @@ async def test_a_follower_that_starts_while_the_read_is_blocked_is_served_at_onc
     assert _shape(await later) == [S.QUEUED, S.COMPLETED]
     await pair.status(first, S.FAILED)
     assert [item.status async for item in waiting] == [S.FAILED]
+    # The process's wake stream does not outlive it for long.
+    [wake] = [key async for key in pair.store._redis.scan_iter(match=keys.api_wake("*"))]
+    assert 0 < await pair.store._redis.ttl(wake) <= 3600
 
 
 async def test_followers_of_one_stream_at_different_places_each_get_their_part(hub, pair):

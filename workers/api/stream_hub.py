@@ -47,6 +47,8 @@ _BLOCK_MS = 1000
 """Longest single XREAD BLOCK: the loop reads again after it, so it only bounds one call."""
 _WAKE_TTL_SECONDS = 3600
 """The wake stream outlives its process by at most this long."""
+_WAKE_RENEW_SECONDS = 60.0
+"""How often a wake-up also renews the wake stream's lifetime (else it is one XADD)."""
 _RETRY_SECONDS = 0.5
 """Pause before reading again after a read failed (its followers were told)."""
 
@@ -199,6 +201,8 @@ class StreamHub:
         self._nudger = nudger
         self._wake_key = keys.api_wake(uuid.uuid4().hex)
         self._wake_last = "0-0"
+        self._wake_renewed = -_WAKE_RENEW_SECONDS
+        """When a wake-up last renewed the wake stream's lifetime (monotonic seconds)."""
         self._watches: dict[str, set[Watch]] = {}
         self._task: asyncio.Task[None] | None = None
         self._blocked = False
@@ -281,6 +285,11 @@ class StreamHub:
 
     async def _nudge(self) -> None:
         try:
+            # One command: the wake stream's lifetime is renewed only now and then.
+            if time.monotonic() < self._wake_renewed + _WAKE_RENEW_SECONDS:
+                await self._nudger.xadd(self._wake_key, {"w": "1"}, maxlen=16, approximate=True)
+                return
+            self._wake_renewed = time.monotonic()
             async with self._nudger.pipeline(transaction=False) as pipe:
                 pipe.xadd(self._wake_key, {"w": "1"}, maxlen=16, approximate=True)
                 pipe.expire(self._wake_key, _WAKE_TTL_SECONDS)
