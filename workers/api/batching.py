@@ -55,16 +55,14 @@ class TurnBatcher:
         future: asyncio.Future[list[Any]] = self.loop.create_future()
         self._held.append((queue, future))
         if len(self._held) == 1:
-            self.loop.call_soon(self._send_held)
+            # The task starts at the loop's next turn and takes what this turn asked for.
+            task = self.loop.create_task(self._send())
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
         return await future
 
-    def _send_held(self) -> None:
+    async def _send(self) -> None:
         held, self._held = self._held, []
-        task = self.loop.create_task(self._send(held))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
-
-    async def _send(self, held: list[tuple[Queue, asyncio.Future[list[Any]]]]) -> None:
         try:
             async with self._client.pipeline(transaction=self._transaction) as pipe:
                 bounds = []
