@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
 
 from fastapi import HTTPException
 
@@ -31,6 +31,16 @@ _CONNECTIONS = 10_000
 """Redis connections one server process may open (redis-py's asyncio pool allows 100, and
 refuses a command past that instead of waiting): each request in flight holds one during a
 command. Followers hold none: the stream reader has its own."""
+
+
+class Rider(Protocol):
+    """Commands that go in an enqueue's transaction, after its own (:meth:`Backend.enqueue`)."""
+
+    def queue(self, pipe: Any) -> None:
+        """Add the commands to ``pipe`` (a transaction)."""
+
+    def took(self, replies: list[Any]) -> None:
+        """Their replies (errors in place)."""
 
 
 class Backend:
@@ -88,19 +98,37 @@ class Backend:
         """Close the Redis connections."""
         self.runtime.close()
 
-    async def enqueue(self, fields: dict[str, Any], *, session_must_exist: bool = False
-                      ) -> InvocationRecord:
+    async def enqueue(self, fields: dict[str, Any], *, session_must_exist: bool = False,
+                      rider: Rider | None = None) -> InvocationRecord:
         """Record and queue an invocation (the checks of every door); 422 if refused.
 
         ``session_must_exist``: 404 ``Session not found`` (nothing queued) for a session that
-        does not exist, checked in the enqueue's own round trip.
+        does not exist, checked in the enqueue's own round trip. ``rider``: commands sent in
+        the enqueue's transaction after its own (none if the request is refused at intake).
         """
         # The services with this server's connection cap; the transaction goes with those
         # of the other requests of this turn of the loop.
         batcher = await self._enqueue_batcher()
+
+        async def send(queue: Callable[[Any], object]) -> list[Any]:
+            if rider is None:
+                return await batcher.replies(queue)
+            own = 0
+
+            def queue_both(pipe: Any) -> None:
+                nonlocal own
+                start = len(pipe)
+                queue(pipe)
+                own = len(pipe) - start
+                rider.queue(pipe)
+
+            replies = await batcher.replies(queue_both)
+            rider.took(replies[own:])
+            return replies[:own]
+
         try:
             record, _ = await self.runtime.submit_invocation(
-                fields, session_must_exist=session_must_exist, send=batcher.replies)
+                fields, session_must_exist=session_must_exist, send=send)
         except RequestError as error:
             raise HTTPException(422, str(error)) from None
         except SessionNotFoundError:  # ADK's detail names the session

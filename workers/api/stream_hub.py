@@ -162,6 +162,13 @@ class Watch:
         if self._items or (at_end and not self._end_seen):
             self._ready.set()
 
+    def skip_to(self, entry_id: str) -> None:
+        """Follow on after entry ``entry_id`` (what came before it is dropped)."""
+        position = _position(entry_id)
+        if position > self.position:
+            self.last_id, self.position = entry_id, position
+            self._items = [item for item in self._items if item.position > position]
+
     def fail(self, error: BaseException) -> None:
         """The reader could not read: the next :meth:`read` raises ``error``."""
         self._error = error
@@ -215,18 +222,20 @@ class StreamHub:
 
     @contextlib.asynccontextmanager
     async def watch(self, app_name: str, invocation_id: str, after: str | None = None, *,
-                    statuses: bool = False) -> AsyncIterator[Watch]:
+                    statuses: bool = False, wake: bool = True) -> AsyncIterator[Watch]:
         """Follow an invocation's live stream from its start, or after entry ``after``.
 
         ``statuses``: its status stream instead (``redis_keys.invocation_statuses``: the
-        status entries only).
+        status entries only). ``wake=False``: the caller sends the wake-up the reader may
+        need to see the new watch itself, with :meth:`queue_wake` in a transaction of its
+        own (the enqueue that starts the invocation), instead of a command of its own.
         """
         key = (keys.invocation_statuses if statuses else keys.invocation_stream)(app_name, invocation_id)
         watch = Watch(key, after or "0-0")
         self._watches.setdefault(watch.key, set()).add(watch)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._read_loop(), name="adk-celery stream hub")
-        elif self._blocked and not self._nudged:
+        elif wake and self._blocked and not self._nudged:
             self._nudged = True
             nudge = asyncio.create_task(self._nudge())
             self._nudges.add(nudge)
@@ -282,6 +291,20 @@ class StreamHub:
                 await asyncio.wait({task}, timeout=0.1)
         self._fail_all(RuntimeError("The server is shutting down."))
         await self._reader.aclose()
+
+    def queue_wake(self, pipe: Any) -> None:
+        """Add to ``pipe`` the wake-up a watch that joined needs (none if no read is out).
+
+        The read that is out names only the streams followed when it was sent: the XADD
+        to the wake stream ends it, and the next one names the new watch's stream too.
+        """
+        if not (self._blocked and not self._nudged):
+            return
+        self._nudged = True
+        pipe.xadd(self._wake_key, {"w": "1"}, maxlen=16, approximate=True)
+        if time.monotonic() >= self._wake_renewed + _WAKE_RENEW_SECONDS:
+            self._wake_renewed = time.monotonic()
+            pipe.expire(self._wake_key, _WAKE_TTL_SECONDS)
 
     async def _nudge(self) -> None:
         try:
