@@ -49,6 +49,8 @@ _WAKE_TTL_SECONDS = 3600
 """The wake stream outlives its process by at most this long."""
 _WAKE_RENEW_SECONDS = 60.0
 """How often a wake-up also renews the wake stream's lifetime (else it is one XADD)."""
+_READ_MARGIN_SECONDS = 5.0
+"""How much longer than its block a read may take before it counts as failed."""
 _RETRY_SECONDS = 0.5
 """Pause before reading again after a read failed (its followers were told)."""
 
@@ -204,7 +206,13 @@ class StreamHub:
         self.loop = asyncio.get_running_loop()
         self._block_ms = block_ms
         self._read_count = read_count
-        self._reader = connect(redis_url)  # its one connection blocks in XREAD
+        self._reader = connect(redis_url)
+        # The connection that blocks in XREAD, used without redis-py's per-command machinery
+        # (a pooled connection taken and given back, metrics hooks, the reply reshaped): that
+        # is about as much CPU again as the read. Sending has no timeout of its own (redis-py
+        # would send through asyncio.wait_for, a task per command); each read has one.
+        self._connection = self._reader.connection_pool.make_connection()
+        self._connection.socket_timeout = None
         self._nudger = nudger
         self._wake_key = keys.api_wake(uuid.uuid4().hex)
         self._wake_last = "0-0"
@@ -290,6 +298,7 @@ class StreamHub:
                 task.cancel()
                 await asyncio.wait({task}, timeout=0.1)
         self._fail_all(RuntimeError("The server is shutting down."))
+        await self._connection.disconnect()
         await self._reader.aclose()
 
     def queue_wake(self, pipe: Any) -> None:
@@ -332,7 +341,7 @@ class StreamHub:
             self._nudged = False
             self._blocked = block is not None
             try:
-                reply = await self._reader.xread(starts, count=self._read_count, block=block)
+                reply = await self._xread(starts, block)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # Redis gone past the client's retries
@@ -342,6 +351,24 @@ class StreamHub:
                 continue
             self._blocked = False
             self._hand_out(_by_stream(reply), starts, asked_more)
+
+    async def _xread(self, starts: dict[str, str], block: int | None) -> Any:
+        """One XREAD on the reader's connection, retried (and reconnected) as the client's are."""
+        args: list[Any] = ["XREAD", "COUNT", self._read_count]
+        if block is not None:
+            args += ["BLOCK", block]
+        args += ["STREAMS", *starts, *starts.values()]
+        connection = self._connection
+        timeout = (block or 0) / 1000 + _READ_MARGIN_SECONDS
+
+        async def read() -> Any:
+            await connection.send_command(*args)
+            return await connection.read_response(timeout=timeout)
+
+        async def reconnect(_: Exception) -> None:
+            await connection.disconnect()
+
+        return await connection.retry.call_with_retry(read, reconnect)
 
     def _hand_out(self, read: dict[str, list[tuple[str, dict[str, str]]]],
                   starts: dict[str, str], asked_more: set[str]) -> None:
@@ -381,8 +408,10 @@ def _by_stream(reply: Any) -> dict[str, list[tuple[str, dict[str, str]]]]:
     pairs = reply.items() if isinstance(reply, dict) else reply
     read: dict[str, list[tuple[str, dict[str, str]]]] = {}
     for key, entries in pairs:
-        if entries and isinstance(entries[0], list):
+        if entries and isinstance(entries[0], list) and entries[0] and isinstance(entries[0][0], list):
             entries = entries[0]  # RESP3 wraps the entries once more
         if entries:
-            read[key] = [(entry_id, fields) for entry_id, fields in entries]
+            # As Redis sends them: each entry's fields a flat list of names and values.
+            read[key] = [(entry_id, fields if isinstance(fields, dict) else dict(zip(
+                fields[::2], fields[1::2], strict=True))) for entry_id, fields in entries]
     return read
