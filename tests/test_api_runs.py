@@ -246,3 +246,24 @@ async def test_a_repeated_id_of_a_finished_run_answers_with_its_events_at_once(b
         gated_hub.gate.set()
         assert json.loads(await asyncio.wait_for(runs.run_body(backend, again, watch=watch), GUARD)) == [
             final.to_wire()]
+
+
+async def test_a_finished_run_gets_its_events_along_with_its_last_status(backend, pair, monkeypatch):
+    async def read_again(*_):
+        raise AssertionError("the events were read in a round trip of their own")
+
+    monkeypatch.setattr(runs, "_committed", read_again)
+    shown = await _start_and_pause(pair, job_out=True)
+    rest = await _resume_and_complete(pair)
+    assert await _run(backend, False) == [event.to_wire() for event in [*shown, *rest]]
+
+
+async def test_events_that_cannot_be_read_fail_the_run_and_say_why(backend, pair):
+    redis = pair.stream._redis
+    await redis.set(keys.invocation_stream(APP, "e-1"), "not a stream")
+    record = _record()
+    record.status = S.COMPLETED
+    await redis.xadd(keys.invocation_statuses(APP, "e-1"), {
+        "kind": "status", "status": "completed", "record": record.model_dump_json()})
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        await _run(backend, False)

@@ -18,7 +18,8 @@ from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.redis_stores import RedisInvocationStore
 from orchestrator.distributed.streams import RedisEventStream
 from tests.test_event_stream import APP, _call_event, _Pair, _record, _text_event
-from workers.api.stream_hub import LiveItem, StreamHub
+from workers.api.stream_hub import StreamHub
+from workers.api.watches import LiveItem
 
 S = InvocationStatus
 GUARD = 10.0

@@ -24,7 +24,8 @@ from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.api.batching import TurnBatcher
 from workers.api.security import Access
-from workers.api.stream_hub import LiveItem, StreamHub
+from workers.api.stream_hub import StreamHub
+from workers.api.watches import LiveItem
 from workers.runtime import Runtime, Services
 
 _CONNECTIONS = 10_000

@@ -25,7 +25,8 @@ from orchestrator import redis_keys as keys
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.redis_stores import queue_waits_for_outside, waits_for_outside_in
 from workers.api.backend import Backend
-from workers.api.stream_hub import LiveItem, StreamHub, Watch
+from workers.api.stream_hub import StreamHub
+from workers.api.watches import LiveItem, Watch
 
 _RECHECK_SECONDS = 1.0
 """While paused on calls that workers run, how often a run looks again whether the
@@ -137,7 +138,9 @@ async def run_items(backend: Backend, record: InvocationRecord, *, partial: bool
             if pause is not None and at_end and await _waits_for_outside(backend, pause):
                 break
     if at_the_end:
-        for item in await _committed(backend, record):
+        # Read by the stream reader along with the finished status (else, after a pause for
+        # an outside answer, once here).
+        for item in watch.events if watch.events is not None else await _committed(backend, record):
             if _shown(item, partial):
                 yield item
     if ended is not None and ended.status is InvocationStatus.FAILED:
