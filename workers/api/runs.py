@@ -10,8 +10,10 @@ happens: a tool on a worker may finish and leave its call to an outside answer.
 The events go out as the live stream holds them (ADK's wire JSON), with no parse into an
 ``Event`` and back: ``/run``'s body is their JSON joined as it is, never encoded again (each
 is decoded only to leave the user's message out). ``/run``, which answers once the run is
-over, follows only the status changes (the status stream) and reads the events once at the
-end; ``/run_sse`` follows every event as it comes.
+over, follows only the status changes (the status stream) and gets the events along with
+the finished status (the stream reader reads them in the same exchange with Redis), or
+reads them once after a pause for an outside answer; ``/run_sse`` follows every event as it
+comes.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ async def run_items(backend: Backend, record: InvocationRecord, *, partial: bool
 
     ``partial``: streaming chunks too. ``after``: follow after that stream entry (a resumed
     run). ``live``: hand each event out as it is committed (``/run_sse``); else (``/run``)
-    only the invocation's status changes are followed, and its events are read once when
+    only the invocation's status changes are followed, and its events are had once when
     the run ends (fewer wake-ups: a run has about twice as many events as status changes).
     ``watch``: the status stream watched already (:func:`enqueued`). A failed invocation
     ends with a RuntimeError (yielded) saying why.
