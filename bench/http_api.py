@@ -1,6 +1,7 @@
 """What the HTTP hop costs: ``POST /run`` of ``adk-celery api`` beside ``Client`` in one run.
 
     .venv/bin/python bench/http_api.py [--invocations 200] [--burst 200] [--bursts 5]
+        [--load raw|httpx] [--latency-load httpx|raw]
 
 Starts a fresh ``redis-server``, one orchestrator and one worker (``adk-celery`` CLI
 defaults) and one ``adk-celery api`` on loopback. The app is ``_latency_apps.py``'s: one
@@ -10,7 +11,11 @@ remote long-running tool that a worker answers at once, then a final text.
   ``Client.enqueue`` then ``Client.wait`` until completed; ``http``: one ``POST /run`` that
   returns when the run is over (httpx, one kept-alive connection). p50 of each, the two
   alternating one invocation at a time (a machine whose load drifts during the run weighs
-  on both alike). Target: http p50 - client p50 <= 1.5 ms.
+  on both alike). Target: http p50 - client p50 <= 1.5 ms. httpx's own work (about 0.3 ms
+  of CPU per request here) is part of that hop; ``--latency-load raw`` sends the requests
+  with ``_raw_http.py``'s minimal blocking client instead, to see the server's part. The
+  CPU time the api process spent per ``/run`` is printed beside (on a machine this busy,
+  a process woken for each request spends about twice what it does in a burst).
 - throughput: ``--burst`` invocations at once. ``client``: enqueue all, then wait for each;
   ``http``: that many concurrent ``POST /run``, one per connection, the connections opened
   before the clock starts (as the ``Client``'s Redis connection is). Target: http >= 80% of
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import sys
@@ -36,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from bench._raw_http import RawConnection  # noqa: E402
+from bench._raw_http import RawConnection, RawSyncConnection  # noqa: E402
 from config import Settings  # noqa: E402
 from orchestrator.distributed.models import InvocationStatus  # noqa: E402
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process  # noqa: E402
@@ -90,7 +96,13 @@ def ended_with_text(events: list[dict[str, object]]) -> bool:
     return bool(parts) and isinstance(parts[0], dict) and "text" in parts[0]
 
 
-def http_once(http: httpx.Client, base: str, session_id: str) -> float:
+def http_once(http: httpx.Client | RawSyncConnection, base: str, session_id: str) -> float:
+    if isinstance(http, RawSyncConnection):
+        start = time.perf_counter()
+        status, body = http.request("POST", "/run", run_body(session_id))
+        elapsed = time.perf_counter() - start
+        assert status == 200 and ended_with_text(json.loads(body)), body
+        return elapsed
     start = time.perf_counter()
     reply = http.post(f"{base}/run", json=run_body(session_id), timeout=30)
     elapsed = time.perf_counter() - start
@@ -145,26 +157,36 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure_latency(client: Client, base: str, invocations: int) -> None:
+def measure_latency(client: Client, api: ManagedProcess, base: str, invocations: int,
+                    load: str) -> None:
     """Sequential invocations, client and http alternating one by one."""
     times: dict[str, list[float]] = {"client": [], "http": []}
-    with httpx.Client() as http:
+    host, port = base.removeprefix("http://").split(":")
+    http = httpx.Client() if load == "httpx" else RawSyncConnection(host, int(port))
+    try:
         for _ in range(20):  # warm-up both paths
             client_once(client, client.create_session(APP, USER).id)
             http_once(http, base, client.create_session(APP, USER).id)
         pairs = [(client.create_session(APP, USER).id, client.create_session(APP, USER).id)
                  for _ in range(invocations)]
+        before = cpu_seconds(api.pid)
         for for_client, for_http in pairs:
             times["client"].append(client_once(client, for_client))
             times["http"].append(http_once(http, base, for_http))
+        after = cpu_seconds(api.pid)
+    finally:
+        http.close()
     client_p50, http_p50 = (statistics.median(times[k]) for k in ("client", "http"))
     halves = [statistics.median(times[k][h * invocations // 2:(h + 1) * invocations // 2])
               for h in (0, 1) for k in ("http", "client")]
-    print(f"\n== latency: one invocation with one remote tool, {invocations} each, alternating ==")
+    print(f"\n== latency: one invocation with one remote tool, {invocations} each, alternating "
+          f"({load} client) ==")
     print(f"  client p50 {ms(client_p50)}, http /run p50 {ms(http_p50)}: the HTTP hop adds "
           f"{ms(http_p50 - client_p50)} (target <= 1.50 ms) "
           f"{'OK' if http_p50 - client_p50 <= 0.0015 else 'MISSED'}")
     print(f"  (first half adds {ms(halves[0] - halves[1])}, second half {ms(halves[2] - halves[3])})")
+    if before is not None and after is not None:
+        print(f"  the api process spent {ms((after - before) / invocations)} of CPU per /run")
 
 
 def measure_throughput(client: Client, api: ManagedProcess, base: str, burst_size: int,
@@ -204,6 +226,8 @@ def main() -> None:
     parser.add_argument("--bursts", type=int, default=5)
     parser.add_argument("--load", choices=("raw", "httpx"), default="raw",
                         help="the bursts' HTTP client (default: the minimal one)")
+    parser.add_argument("--latency-load", choices=("httpx", "raw"), default="httpx",
+                        help="the sequential requests' HTTP client (default: httpx)")
     args = parser.parse_args()
     with redis_server() as url:
         env = stack_env(url, APP_SPECS)
@@ -212,7 +236,7 @@ def main() -> None:
         api, base = start_api(env)
         client = Client(Settings(redis_url=url, apps=APP_SPECS))
         try:
-            measure_latency(client, base, args.invocations)
+            measure_latency(client, api, base, args.invocations, args.latency_load)
             measure_throughput(client, api, base, args.burst, args.bursts, args.load)
         finally:
             client.close()

@@ -8,6 +8,7 @@ the way the orchestrator and the workers write them, so each case is exact.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -47,16 +48,15 @@ async def pair(backend):
 @pytest.fixture
 async def checks(backend, monkeypatch):
     """An event set each time a run has looked whether a pause waits for outside."""
-    store = (await backend.services()).store
     looked = asyncio.Event()
-    real = store.waits_for_outside
+    real = runs._waits_for_outside
 
-    async def spy(record):
-        answer = await real(record)
+    async def spy(backend, record):
+        answer = await real(backend, record)
         looked.set()
         return answer
 
-    monkeypatch.setattr(store, "waits_for_outside", spy)
+    monkeypatch.setattr(runs, "_waits_for_outside", spy)
     return looked
 
 
@@ -154,3 +154,116 @@ async def test_chunks_only_when_streaming_and_a_failure_says_why(backend, pair, 
         items = await _run(backend, live, partial=partial)
         assert items[:-1] == [event.to_wire() for event in expected]
         assert isinstance(items[-1], RuntimeError) and str(items[-1]) == "ValueError: the tool broke"
+
+
+async def test_the_body_of_run_is_the_events_json_and_a_failure_says_why(backend, pair):
+    shown = await _start_and_pause(pair, job_out=False)
+    body = await asyncio.wait_for(runs.run_body(backend, _record()), GUARD)
+    assert json.loads(body) == [event.to_wire() for event in shown]
+    record = _record()
+    record.error = "ValueError: the tool broke"
+    await pair.status(record, S.FAILED)
+    with pytest.raises(runs.RunFailedError, match="ValueError: the tool broke"):
+        await asyncio.wait_for(runs.run_body(backend, _record()), GUARD)
+
+
+@pytest.fixture
+async def blocked_hub(backend, redis_url, monkeypatch):
+    """The backend's stream reader, blocked on a read that names only another stream; no
+    wake-up of its own may be sent (the enqueue's transaction must carry it)."""
+    from workers.api.stream_hub import StreamHub
+
+    services = await backend.services()
+    backend._hub = hub = StreamHub(redis_url, services.redis, block_ms=60_000)  # a read that stays out
+
+    async def no_nudge():
+        raise AssertionError("a wake-up of its own was sent")
+
+    monkeypatch.setattr(hub, "_nudge", no_nudge)
+    async with hub.watch(APP, "e-other", statuses=True):  # puts a read out
+        while not hub._blocked:
+            await asyncio.sleep(0.01)
+        yield hub
+
+
+async def _session(backend: Backend) -> None:
+    services = await backend.services()
+    await services.sessions.create_session(app_name=APP, user_id="u", session_id="s")
+
+
+async def test_a_new_run_is_followed_from_its_enqueue_on_woken_by_its_transaction(backend, pair, blocked_hub):
+    await _session(backend)
+    fields = {"app_name": APP, "user_id": "u", "session_id": "s", "new_message": "go", "invocation_id": "e-1"}
+    async with runs.enqueued(backend, fields) as (record, watch):
+        assert record.status is S.QUEUED
+        body = asyncio.create_task(asyncio.wait_for(runs.run_body(backend, record, watch=watch), GUARD))
+        await pair.status(_record(), S.RUNNING)
+        final = _text_event("done")
+        await pair.stream.publish(_record(), final)
+        await pair.status(_record(), S.COMPLETED)
+        assert json.loads(await body) == [final.to_wire()]
+
+
+@pytest.fixture
+async def gated_hub(backend, redis_url, monkeypatch):
+    """The backend's stream reader, whose first read waits until ``hub.gate`` is set: what a
+    run decides on entering cannot depend on how fast the reader is."""
+    from workers.api.stream_hub import StreamHub
+
+    services = await backend.services()
+    backend._hub = hub = StreamHub(redis_url, services.redis, block_ms=60_000)
+    hub.gate = asyncio.Event()
+    real = hub._read_loop
+
+    async def gated():
+        await hub.gate.wait()
+        await real()
+
+    monkeypatch.setattr(hub, "_read_loop", gated)
+    return hub
+
+
+async def test_a_new_run_is_followed_after_the_queued_status_its_enqueue_wrote(backend, pair, gated_hub):
+    await _session(backend)
+    fields = {"app_name": APP, "user_id": "u", "session_id": "s", "new_message": "go", "invocation_id": "e-1"}
+    async with runs.enqueued(backend, fields) as (record, watch):
+        await pair.status(_record(), S.RUNNING)
+        gated_hub.gate.set()
+        items, _ = await asyncio.wait_for(watch.read(), GUARD)
+        assert [item.status for item in items] == [S.RUNNING]  # not the queued one before it
+
+
+async def test_a_repeated_id_of_a_finished_run_answers_with_its_events_at_once(backend, pair, gated_hub):
+    await _session(backend)
+    fields = {"app_name": APP, "user_id": "u", "session_id": "s", "new_message": "go", "invocation_id": "e-1"}
+    await backend.enqueue(fields, session_must_exist=True)
+    final = _text_event("done")
+    await pair.stream.publish(_record(), final)
+    await pair.status(_record(), S.COMPLETED)
+    # Sent again: nothing is queued, and the run it names is over (followed from its start).
+    async with runs.enqueued(backend, fields) as (again, watch):
+        assert again.status is S.COMPLETED
+        gated_hub.gate.set()
+        assert json.loads(await asyncio.wait_for(runs.run_body(backend, again, watch=watch), GUARD)) == [
+            final.to_wire()]
+
+
+async def test_a_finished_run_gets_its_events_along_with_its_last_status(backend, pair, monkeypatch):
+    async def read_again(*_):
+        raise AssertionError("the events were read in a round trip of their own")
+
+    monkeypatch.setattr(runs, "_committed", read_again)
+    shown = await _start_and_pause(pair, job_out=True)
+    rest = await _resume_and_complete(pair)
+    assert await _run(backend, False) == [event.to_wire() for event in [*shown, *rest]]
+
+
+async def test_events_that_cannot_be_read_fail_the_run_and_say_why(backend, pair):
+    redis = pair.stream._redis
+    await redis.set(keys.invocation_stream(APP, "e-1"), "not a stream")
+    record = _record()
+    record.status = S.COMPLETED
+    await redis.xadd(keys.invocation_statuses(APP, "e-1"), {
+        "kind": "status", "status": "completed", "record": record.model_dump_json()})
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        await _run(backend, False)

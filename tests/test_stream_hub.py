@@ -18,7 +18,8 @@ from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.distributed.models import InvocationStatus
 from tests.test_event_stream import APP, _call_event, _Pair, _record, _text_event
-from workers.api.stream_hub import LiveItem, StreamHub
+from workers.api.stream_hub import StreamHub
+from workers.api.watches import LiveItem
 
 S = InvocationStatus
 GUARD = 10.0
@@ -99,6 +100,9 @@ async def test_a_follower_that_starts_while_the_read_is_blocked_is_served_at_onc
     assert _shape(await later) == [S.QUEUED, S.COMPLETED]
     await pair.status(first, S.FAILED)
     assert [item.status async for item in waiting] == [S.FAILED]
+    # The process's wake stream does not outlive it for long.
+    [wake] = [key async for key in pair.store._redis.scan_iter(match=keys.api_wake("*"))]
+    assert 0 < await pair.store._redis.ttl(wake) <= 3600
 
 
 async def test_followers_of_one_stream_at_different_places_each_get_their_part(hub, pair):
@@ -181,3 +185,15 @@ async def test_a_read_that_fails_fails_its_followers_and_the_reader_goes_on(hub,
     await pair.status(record, S.QUEUED)
     await pair.status(record, S.COMPLETED)
     assert _shape(await _collect(hub, timeout=GUARD)) == [S.QUEUED, S.COMPLETED]
+
+
+async def test_a_read_whose_connection_drops_is_sent_again_and_its_followers_never_notice(hub, pair, client):
+    waiting = asyncio.create_task(_collect(hub, "e-1", timeout=GUARD))
+    while not hub._blocked:
+        await asyncio.sleep(0.01)
+    [reader] = [c for c in await client.client_list() if c.get("cmd") == "xread"]
+    await client.client_kill_filter(_id=reader["id"])  # as a Redis restart or a network cut would
+    record = _record()
+    await pair.status(record, S.QUEUED)
+    await pair.status(record, S.COMPLETED)
+    assert _shape(await waiting) == [S.QUEUED, S.COMPLETED]

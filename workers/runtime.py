@@ -6,7 +6,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -51,6 +51,10 @@ from workers.watchdog import JobWatchdog
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
+
+SendTransaction = Callable[[Callable[[Any], None]], Awaitable[list[Any]]]
+"""Sends the commands a function adds to a ``transaction=True`` pipeline; their replies,
+errors in place (as ``execute(raise_on_error=False)``)."""
 
 # The broker's connection errors are ours, never a tool's or an invocation's outcome.
 register_infrastructure_errors(kombu.exceptions.OperationalError)
@@ -277,6 +281,7 @@ class Runtime:
 
     async def submit_invocation(
         self, kwargs: dict[str, Any], *, session_must_exist: bool = False,
+        send: SendTransaction | None = None,
     ) -> tuple[InvocationRecord, SessionKey | None]:
         """Check an enqueue request, record it, and queue its start.
 
@@ -285,7 +290,8 @@ class Runtime:
         invocation id changes nothing and returns the record stored first (RequestError if
         that id is another user's or another session's). ``session_must_exist``: raise
         SessionNotFoundError (nothing queued) if the request names a session that does not
-        exist, in the same round trip.
+        exist, in the same round trip. ``send``: how the enqueue transaction goes to Redis
+        (default: a pipeline of its own; the HTTP API batches those of many requests).
         """
         services = await self.services()
         record, new_session = prepare_invocation(kwargs, self.limits)
@@ -295,11 +301,13 @@ class Runtime:
                 raise SessionNotFoundError("Session not found")
             await services.store.create(record)
             return record, None
+
+        def queue(pipe: Any) -> None:
+            queue_invocation(pipe, services.sessions, services.queue, record, new_session,
+                             session_must_exist=session_must_exist)
+
         for _ in range(2):
-            async with services.redis.pipeline(transaction=True) as pipe:
-                queue_invocation(pipe, services.sessions, services.queue, record, new_session,
-                                 session_must_exist=session_must_exist)
-                replies = await pipe.execute(raise_on_error=False)
+            replies = await (send or _send_alone(services))(queue)
             if not scripts_missing(replies):
                 break
             for source in enqueue_scripts(services.sessions, services.queue):
@@ -309,6 +317,15 @@ class Runtime:
             if existing is not None:
                 record = check_same_invocation(existing, record, bool(kwargs.get("session_id")))
         return record, session_key(record)
+
+
+def _send_alone(services: Services) -> SendTransaction:
+    async def send(queue: Callable[[Any], None]) -> list[Any]:
+        async with services.redis.pipeline(transaction=True) as pipe:
+            queue(pipe)
+            return await pipe.execute(raise_on_error=False)
+
+    return send
 
 
 def _leased_writer(

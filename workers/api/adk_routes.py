@@ -13,17 +13,17 @@ from importlib import metadata
 from typing import Any
 
 from fastapi import APIRouter, Body, HTTPException, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from orchestrator.distributed.intake import RequestError, check_identifier, check_state_delta
-from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from workers.api import answer_messages, app_info, run_frames
 from workers.api.backend import Backend, session_json, sse
-from workers.api.runs import run_events
+from workers.api.runs import RunFailedError, enqueued, run_body, run_events
 
 router = APIRouter()
 
@@ -83,6 +83,82 @@ def checked(request: Request, app_name: str, *ids: tuple[str, str]) -> Backend:
         raise HTTPException(404, f"Agent not found: {app_name!r}. No app of that name is "
                                  "served here (ADK_CELERY_APPS).")
     return backend
+
+
+# The run routes come first: a request is matched against the routes in order, and these
+# are the ones under load (about 20 us less per request than behind the session routes).
+
+
+async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, Any, str | None]:
+    """The run's invocation and where to follow it from (None: its start); ``/run_sse``.
+
+    A message of function responses answers paused calls (:mod:`answer_messages`).
+    """
+    backend = checked(request, body.app_name, ("user_id", body.user_id),
+                      ("session_id", body.session_id))
+    # A session that does not exist is a 404, as in ADK: the answer path reads the session,
+    # the enqueue checks it in its own round trip.
+    if (answered := await _answered(backend, body)) is not None:
+        return backend, *answered
+    return backend, _accepted(await backend.enqueue(_enqueue_fields(body), session_must_exist=True)), None
+
+
+async def _answered(backend: Backend, body: RunAgentRequest) -> tuple[Any, str | None] | None:
+    """For a message of function responses: the invocation they answered and its place."""
+    responses = answer_messages.function_responses(body.new_message)
+    if responses is None or body.state_delta:
+        return None
+    return await answer_messages.answer(
+        backend, body.app_name, body.user_id, body.session_id, responses, body.invocation_id)
+
+
+def _enqueue_fields(body: RunAgentRequest) -> dict[str, Any]:
+    return {"app_name": body.app_name, "user_id": body.user_id, "session_id": body.session_id,
+            "new_message": body.new_message, "state_delta": body.state_delta,
+            "streaming": body.streaming, "invocation_id": body.invocation_id}
+
+
+def _accepted(record: InvocationRecord) -> InvocationRecord:
+    """The record of an enqueue; 422 if it was refused at intake (nothing ran)."""
+    if record.status is InvocationStatus.FAILED:
+        raise HTTPException(422, record.error or "the request was refused")
+    return record
+
+
+@router.post("/run", response_model=list[dict[str, Any]])
+async def run(request: Request, body: RunAgentRequest) -> Response:
+    """Run to the end (or the pause) and return the events, as ADK's ``/run``."""
+    backend = checked(request, body.app_name, ("user_id", body.user_id),
+                      ("session_id", body.session_id))
+    try:
+        # The events' JSON as the stream holds it: no model to validate and encode again.
+        if (answered := await _answered(backend, body)) is not None:
+            record, after = answered
+            content = await run_body(backend, record, after=after)
+        else:
+            if body.invocation_id is not None:  # it names the stream watched before the enqueue
+                checked(request, body.app_name, ("invocation_id", body.invocation_id))
+            async with enqueued(backend, _enqueue_fields(body)) as (record, watch):
+                content = await run_body(backend, _accepted(record), watch=watch)
+    except RunFailedError as error:
+        raise HTTPException(500, str(error)) from None
+    return Response(content, media_type="application/json")
+
+
+@router.post("/run_sse")
+async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
+    """The run's events as Server-Sent Events (partial chunks with ``streaming``)."""
+    backend, record, after = await _start_run(request, body)
+
+    async def frames() -> AsyncIterator[str]:
+        async for item in run_events(backend, record, partial=body.streaming, after=after):
+            if isinstance(item, Exception):
+                yield sse(run_frames.error_frame(str(item)))
+            else:
+                for shown in run_frames.frames_of(item, split=not body.function_call_event_id):
+                    yield sse(shown)
+
+    return StreamingResponse(frames(), media_type="text/event-stream")
 
 
 @router.get("/health")
@@ -199,55 +275,3 @@ async def delete_session(request: Request, app_name: str, user_id: str, session_
     services = await backend.services()
     await services.sessions.delete_session(app_name=app_name, user_id=user_id,
                                            session_id=session_id)
-
-
-async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, Any, str | None]:
-    """The run's invocation and where to follow it from (None: its start).
-
-    A message of function responses answers paused calls (:mod:`answer_messages`).
-    """
-    backend = checked(request, body.app_name, ("user_id", body.user_id),
-                      ("session_id", body.session_id))
-    # A session that does not exist is a 404, as in ADK: the answer path reads the session,
-    # the enqueue checks it in its own round trip.
-    responses = answer_messages.function_responses(body.new_message)
-    if responses is not None and not body.state_delta:
-        record, after = await answer_messages.answer(
-            backend, body.app_name, body.user_id, body.session_id, responses, body.invocation_id)
-        return backend, record, after
-    record = await backend.enqueue({
-        "app_name": body.app_name, "user_id": body.user_id, "session_id": body.session_id,
-        "new_message": body.new_message, "state_delta": body.state_delta,
-        "streaming": body.streaming, "invocation_id": body.invocation_id,
-    }, session_must_exist=True)
-    if record.status is InvocationStatus.FAILED:  # refused at intake: nothing ran
-        raise HTTPException(422, record.error or "the request was refused")
-    return backend, record, None
-
-
-@router.post("/run")
-async def run(request: Request, body: RunAgentRequest) -> list[dict[str, Any]]:
-    """Run to the end (or the pause) and return the events, as ADK's ``/run``."""
-    backend, record, after = await _start_run(request, body)
-    events: list[dict[str, Any]] = []
-    async for item in run_events(backend, record, partial=False, after=after, live=False):
-        if isinstance(item, Exception):
-            raise HTTPException(500, str(item))
-        events.append(item)
-    return events
-
-
-@router.post("/run_sse")
-async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
-    """The run's events as Server-Sent Events (partial chunks with ``streaming``)."""
-    backend, record, after = await _start_run(request, body)
-
-    async def frames() -> AsyncIterator[str]:
-        async for item in run_events(backend, record, partial=body.streaming, after=after):
-            if isinstance(item, Exception):
-                yield sse(run_frames.error_frame(str(item)))
-            else:
-                for shown in run_frames.frames_of(item, split=not body.function_call_event_id):
-                    yield sse(shown)
-
-    return StreamingResponse(frames(), media_type="text/event-stream")

@@ -20,6 +20,7 @@ from workers.api import (
     invocation_routes,
     metrics_route,
 )
+from workers.api.access_log import log_config
 from workers.api.backend import Backend
 from workers.api.security import BodyLimit
 
@@ -101,5 +102,24 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
     if files is not None:
         print(f"adk-celery api: google-adk's dev UI at http://{host}:{port or settings.api_port}"
               f"/dev-ui/ (files from {files})", file=sys.stderr, flush=True)
+    _freeze_start_up_objects()
     uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info",
+                log_config=log_config(),
                 access_log=settings.api_access_log if access_log is None else access_log)
+
+
+def _freeze_start_up_objects() -> None:
+    """Keep what start-up made (modules, apps, models) out of the collector's full passes.
+
+    The process holds some 150,000 objects once its apps and google-genai's types are
+    imported, and a full collection walks them all (about 90 ms here). A burst of requests
+    promotes enough short-lived objects to set one off every few hundred requests, which cost
+    the server about 0.4 ms of CPU per request on average; frozen, a full pass walks only
+    what came after.
+    """
+    import gc
+
+    import uvicorn.protocols.http.auto  # noqa: F401  (what uvicorn imports as it starts)
+
+    gc.collect()
+    gc.freeze()

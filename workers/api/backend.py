@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
 
 from fastapi import HTTPException
 
@@ -22,14 +22,26 @@ from orchestrator.distributed.stores import AnswerRejectedError
 from orchestrator.errors import SessionNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
+from workers.api.batching import TurnBatcher
 from workers.api.security import Access
-from workers.api.stream_hub import LiveItem, StreamHub
+from workers.api.stream_hub import StreamHub
+from workers.api.watches import LiveItem
 from workers.runtime import Runtime, Services
 
 _CONNECTIONS = 10_000
 """Redis connections one server process may open (redis-py's asyncio pool allows 100, and
 refuses a command past that instead of waiting): each request in flight holds one during a
 command. Followers hold none: the stream reader has its own."""
+
+
+class Rider(Protocol):
+    """Commands that go in an enqueue's transaction, after its own (:meth:`Backend.enqueue`)."""
+
+    def queue(self, pipe: Any) -> None:
+        """Add the commands to ``pipe`` (a transaction)."""
+
+    def took(self, replies: list[Any]) -> None:
+        """Their replies (errors in place)."""
 
 
 class Backend:
@@ -41,6 +53,8 @@ class Backend:
         self.registry = AppRegistry.from_specs(settings.app_specs())
         self.runtime = Runtime(settings, load_apps=False)
         self._hub: StreamHub | None = None
+        self._batcher: TurnBatcher | None = None
+        self._enqueuer: TurnBatcher | None = None
 
     async def services(self) -> Services:
         """The Redis services of the server's event loop."""
@@ -57,27 +71,65 @@ class Backend:
             self._hub = StreamHub(self.settings.redis_url or "", services.redis)
         return self._hub
 
+    async def batcher(self) -> TurnBatcher:
+        """The server's loop's :class:`TurnBatcher` (commands of many requests, one pipeline)."""
+        if self._batcher is None or self._batcher.loop is not asyncio.get_running_loop():
+            services = await self.services()
+            self._batcher = TurnBatcher(services.redis)
+        return self._batcher
+
+    async def _enqueue_batcher(self) -> TurnBatcher:
+        """As :meth:`batcher`, for the enqueue transactions (one MULTI/EXEC per turn)."""
+        if self._enqueuer is None or self._enqueuer.loop is not asyncio.get_running_loop():
+            services = await self.services()
+            self._enqueuer = TurnBatcher(services.redis, transaction=True)
+        return self._enqueuer
+
     async def aclose(self) -> None:
         """Stop the stream reader (on the server's loop, as it shuts down)."""
         if self._hub is not None:
             hub, self._hub = self._hub, None
             await hub.aclose()
+        for batcher in (self._batcher, self._enqueuer):
+            if batcher is not None:
+                await batcher.aclose()
+        self._batcher = self._enqueuer = None
 
     def close(self) -> None:
         """Close the Redis connections."""
         self.runtime.close()
 
-    async def enqueue(self, fields: dict[str, Any], *, session_must_exist: bool = False
-                      ) -> InvocationRecord:
+    async def enqueue(self, fields: dict[str, Any], *, session_must_exist: bool = False,
+                      rider: Rider | None = None) -> InvocationRecord:
         """Record and queue an invocation (the checks of every door); 422 if refused.
 
         ``session_must_exist``: 404 ``Session not found`` (nothing queued) for a session that
-        does not exist, checked in the enqueue's own round trip.
+        does not exist, checked in the enqueue's own round trip. ``rider``: commands sent in
+        the enqueue's transaction after its own (none if the request is refused at intake).
         """
-        await self.services()  # the services with this server's connection cap
+        # The services with this server's connection cap; the transaction goes with those
+        # of the other requests of this turn of the loop.
+        batcher = await self._enqueue_batcher()
+
+        async def send(queue: Callable[[Any], object]) -> list[Any]:
+            if rider is None:
+                return await batcher.replies(queue)
+            own = 0
+
+            def queue_both(pipe: Any) -> None:
+                nonlocal own
+                start = len(pipe)
+                queue(pipe)
+                own = len(pipe) - start
+                rider.queue(pipe)
+
+            replies = await batcher.replies(queue_both)
+            rider.took(replies[own:])
+            return replies[:own]
+
         try:
             record, _ = await self.runtime.submit_invocation(
-                fields, session_must_exist=session_must_exist)
+                fields, session_must_exist=session_must_exist, send=send)
         except RequestError as error:
             raise HTTPException(422, str(error)) from None
         except SessionNotFoundError:  # ADK's detail names the session

@@ -8,42 +8,117 @@ keeps following meanwhile, and looks again each :data:`_RECHECK_SECONDS` that no
 happens: a tool on a worker may finish and leave its call to an outside answer.
 
 The events go out as the live stream holds them (ADK's wire JSON), with no parse into an
-``Event`` and back. ``/run``, which answers once the run is over, follows only the status
-changes (the status stream) and reads the events once at the end; ``/run_sse`` follows
-every event as it comes.
+``Event`` and back: ``/run``'s body is their JSON joined as it is, never encoded again (each
+is decoded only to leave the user's message out). ``/run``, which answers once the run is
+over, follows only the status changes (the status stream) and gets the events along with
+the finished status (the stream reader reads them in the same exchange with Redis), or
+reads them once after a pause for an outside answer; ``/run_sse`` follows every event as it
+comes.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from orchestrator import platform
 from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.invocation_store import queue_waits_for_outside, waits_for_outside_in
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from workers.api.backend import Backend
-from workers.api.stream_hub import LiveItem
+from workers.api.stream_hub import StreamHub
+from workers.api.watches import LiveItem, Watch
 
 _RECHECK_SECONDS = 1.0
 """While paused on calls that workers run, how often a run looks again whether the
 invocation now waits for an answer from outside (a tool that returned nothing)."""
 
 
+class RunFailedError(Exception):
+    """The invocation of a ``/run`` failed; the message says why."""
+
+
 async def run_events(backend: Backend, record: InvocationRecord, *, partial: bool,
                      after: str | None = None,
                      live: bool = True) -> AsyncIterator[dict[str, Any] | Exception]:
-    """The run's events (wire JSON, without the user's message, as ADK's runner), then its end.
+    """The run's events (wire JSON, without the user's message), then its end; see :func:`run_items`."""
+    async for item in run_items(backend, record, partial=partial, after=after, live=live):
+        yield item if isinstance(item, Exception) else item.wire or {}
+
+
+@contextlib.asynccontextmanager
+async def enqueued(backend: Backend, fields: dict[str, Any]
+                   ) -> AsyncIterator[tuple[InvocationRecord, Watch]]:
+    """Enqueue a run for an existing session, its status stream watched from before (``/run``).
+
+    The stream reader's wake-up and a look at where the status stream stands ride in the
+    enqueue's own transaction (:class:`_StartOfFollow`): no command of their own, and a
+    new invocation is followed from its ``queued`` entry on, without a read for that one.
+    Yields the record (a refused one too) and the watch, for :func:`run_body`.
+    """
+    invocation_id = fields.get("invocation_id") or platform.new_invocation_id()
+    app_name = fields["app_name"]
+    hub = await backend.hub()
+    async with hub.watch(app_name, invocation_id, statuses=True, wake=False) as watch:
+        start = _StartOfFollow(hub, keys.invocation_statuses(app_name, invocation_id))
+        record = await backend.enqueue({**fields, "invocation_id": invocation_id},
+                                       session_must_exist=True, rider=start)
+        # A repeated id of an invocation that went on is followed from its first status.
+        if record.status is InvocationStatus.QUEUED and start.latest is not None:
+            watch.skip_to(start.latest)
+        yield record, watch
+
+
+class _StartOfFollow:
+    """Rides an enqueue's transaction: the reader's wake-up, the status stream's last entry."""
+
+    def __init__(self, hub: StreamHub, statuses_key: str) -> None:
+        self._hub = hub
+        self._key = statuses_key
+        self.latest: str | None = None
+        """The id of the status stream's last entry when the enqueue ran (None: none)."""
+
+    def queue(self, pipe: Any) -> None:
+        self._hub.queue_wake(pipe)
+        pipe.xrevrange(self._key, count=1)
+
+    def took(self, replies: list[Any]) -> None:
+        last = replies[-1] if replies else None
+        self.latest = last[0][0] if isinstance(last, list) and last else None
+
+
+async def run_body(backend: Backend, record: InvocationRecord, *, after: str | None = None,
+                   watch: Watch | None = None) -> bytes:
+    """``/run``'s answer: the JSON array of the run's events, joined as the stream holds them.
+
+    ``watch``: the run's status stream as :func:`enqueued` watches it. RunFailedError
+    saying why if the invocation failed.
+    """
+    shown: list[str] = []
+    async for item in run_items(backend, record, partial=False, after=after, live=False,
+                                watch=watch):
+        if isinstance(item, Exception):
+            raise RunFailedError(str(item))
+        shown.append(item.json or "{}")
+    return f"[{','.join(shown)}]".encode()
+
+
+async def run_items(backend: Backend, record: InvocationRecord, *, partial: bool,
+                    after: str | None = None, live: bool = True,
+                    watch: Watch | None = None) -> AsyncIterator[LiveItem | Exception]:
+    """The run's event entries (without the user's message, as ADK's runner), then its end.
 
     ``partial``: streaming chunks too. ``after``: follow after that stream entry (a resumed
     run). ``live``: hand each event out as it is committed (``/run_sse``); else (``/run``)
-    only the invocation's status changes are followed, and its events are read once when
+    only the invocation's status changes are followed, and its events are had once when
     the run ends (fewer wake-ups: a run has about twice as many events as status changes).
-    A failed invocation ends with a RuntimeError (yielded) saying why.
+    ``watch``: the status stream watched already (:func:`enqueued`). A failed invocation
+    ends with a RuntimeError (yielded) saying why.
     """
-    at_the_end = not live and after is None  # a resumed run follows from its place: live
-    hub = await backend.hub()
+    at_the_end = watch is not None or (not live and after is None)  # resumed: live
     ended: LiveItem | None = None  # the finished status, if the run ends with one
-    async with hub.watch(record.app_name, record.invocation_id, after,
-                         statuses=at_the_end) as watch:
+    async with _watching(backend, record, after, at_the_end, watch) as watch:
         pause: InvocationRecord | None = None  # the pause the stream ends with, if it does
         while ended is None:
             try:
@@ -56,7 +131,7 @@ async def run_events(backend: Backend, record: InvocationRecord, *, partial: boo
                 pause = None
                 if item.kind == "event":
                     if _shown(item, partial):
-                        yield item.wire
+                        yield item
                 elif item.status is not None and item.status.is_finished:
                     ended = item
                     break
@@ -65,12 +140,26 @@ async def run_events(backend: Backend, record: InvocationRecord, *, partial: boo
             if pause is not None and at_end and await _waits_for_outside(backend, pause):
                 break
     if at_the_end:
-        for item in await _committed(backend, record):
+        # Read by the stream reader along with the finished status (else, after a pause for
+        # an outside answer, once here).
+        for item in watch.events if watch.events is not None else await _committed(backend, record):
             if _shown(item, partial):
-                yield item.wire
+                yield item
     if ended is not None and ended.status is InvocationStatus.FAILED:
         final = ended.record or await backend.record(record.app_name, record.invocation_id)
         yield RuntimeError(final.error or "the invocation failed")
+
+
+@contextlib.asynccontextmanager
+async def _watching(backend: Backend, record: InvocationRecord, after: str | None,
+                    statuses: bool, watch: Watch | None) -> AsyncIterator[Watch]:
+    """``watch``, or a watch of the run's stream (its status stream with ``statuses``)."""
+    if watch is not None:
+        yield watch
+        return
+    hub = await backend.hub()
+    async with hub.watch(record.app_name, record.invocation_id, after, statuses=statuses) as opened:
+        yield opened
 
 
 def _shown(item: LiveItem, partial: bool) -> bool:
@@ -80,13 +169,16 @@ def _shown(item: LiveItem, partial: bool) -> bool:
 
 
 async def _committed(backend: Backend, record: InvocationRecord) -> list[LiveItem]:
-    """Every event of the invocation's live stream so far (one read)."""
-    services = await backend.services()
-    entries = await services.redis.xrange(keys.invocation_stream(record.app_name, record.invocation_id))
+    """Every event of the invocation's live stream so far (one read, batched with others)."""
+    key = keys.invocation_stream(record.app_name, record.invocation_id)
+    entries, = await (await backend.batcher()).run(lambda pipe: pipe.xrange(key))
     return [item for entry_id, fields in entries if fields.get("kind") == "event"
             and (item := LiveItem.parse(entry_id, fields)) is not None]
 
 
 async def _waits_for_outside(backend: Backend, pause: InvocationRecord) -> bool:
-    services = await backend.services()
-    return await services.store.waits_for_outside(pause)
+    """Whether the pause waits for an answer from outside (one read, batched with others)."""
+    if not pause.pending_calls:
+        return False
+    replies = await (await backend.batcher()).run(lambda pipe: queue_waits_for_outside(pipe, pause))
+    return waits_for_outside_in(replies)

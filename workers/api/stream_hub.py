@@ -4,17 +4,23 @@ Every open ``/run``, ``/run_sse`` and invocation follow waits on its invocation'
 (:mod:`orchestrator.distributed.streams`). Followed one by one, each would hold a Redis
 connection in a blocking ``XREAD`` of its own and pay a round trip per wake-up; here one loop
 per process reads every followed stream in one ``XREAD BLOCK`` and hands each follower (a
-:class:`Watch`) the entries of its stream, parsed once for all the followers of that stream.
+:class:`~workers.api.watches.Watch`) the entries of its stream, parsed once for all the
+followers of that stream.
 
 A follower that starts while that read is blocked must get into the next one: it adds an
-entry to the process's own wake stream (``redis_keys.api_wake``), which the read also names,
+entry to the process's own wake stream (``keys.api_wake``), which the read also names,
 so the read returns and the next one names the new stream. The read names the wake stream
 with the last id it saw (not ``$``): a wake-up that reaches Redis before the read does still
 ends it at once.
 
-Events stay the wire JSON the stream holds (:class:`LiveItem`): ``/run`` sends that JSON on
-after one :func:`json.loads`; an :class:`~orchestrator.events.event.Event` is parsed only for
-a follower that asks for one.
+Events stay the wire JSON the stream holds (:class:`~workers.api.watches.LiveItem`). A
+follower of a status stream that needs the invocation's events once it finishes (``/run``)
+gets them with its finished status: the reader reads them in the same write to Redis as its
+next read (:class:`~workers.api.watches.Watch`), no round trip of the follower's own.
+
+Its XREAD goes straight to a connection of its own, without redis-py's per-command layers
+(a pooled connection taken and given back, metrics hooks, the reply reshaped), retried and
+reconnected with the project's client policy.
 
 One ``XREAD`` names many keys, so the followed streams must live on one Redis server, as
 everything else this project keeps does (it does not speak Redis Cluster).
@@ -24,21 +30,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Collection
-from typing import Any, Literal
+from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.connection import connect
-from orchestrator.backends.redis.streams import parse_entry
-from orchestrator.distributed.models import InvocationRecord, InvocationStatus
-from orchestrator.distributed.streams import Progress, ends_follow
-from orchestrator.events.event import Event
+from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.streams import ends_follow
+from workers.api.watches import LiveItem, Watch, position_of
 
 logger = logging.getLogger(__name__)
 
@@ -48,135 +53,16 @@ _BLOCK_MS = 1000
 """Longest single XREAD BLOCK: the loop reads again after it, so it only bounds one call."""
 _WAKE_TTL_SECONDS = 3600
 """The wake stream outlives its process by at most this long."""
+_WAKE_RENEW_SECONDS = 60.0
+"""How often a wake-up also renews the wake stream's lifetime (else it is one XADD)."""
+_READ_MARGIN_SECONDS = 5.0
+"""How much longer than its block a read may take before it counts as failed."""
 _RETRY_SECONDS = 0.5
 """Pause before reading again after a read failed (its followers were told)."""
 
 
-def _position(entry_id: str) -> tuple[int, int]:
-    milliseconds, _, sequence = entry_id.partition("-")
-    return int(milliseconds), int(sequence or 0)
-
-
 def _at(watch: Watch) -> tuple[int, int]:
     return watch.position
-
-
-class LiveItem:
-    """One entry of an invocation's live stream, as :class:`StreamItem` but parsed on demand.
-
-    ``kind`` is ``event``, ``status`` or ``progress``; :attr:`wire` is an event's JSON as the
-    stream holds it (ADK's wire form), :attr:`event` that event parsed.
-    """
-
-    __slots__ = ("_event", "_event_json", "_record", "_record_json", "_wire", "entry_id", "kind",
-                 "partial", "position", "progress", "status")
-
-    def __init__(self, entry_id: str, kind: Literal["event", "status", "progress"], *,
-                 event_json: str | None = None, partial: bool = False,
-                 status: InvocationStatus | None = None, record_json: str | None = None,
-                 progress: Progress | None = None) -> None:
-        self.entry_id = entry_id
-        """Its id in the stream, to resume after it."""
-        self.position = _position(entry_id)
-        self.kind = kind
-        self.partial = partial
-        """True for a streaming chunk (never stored in the session)."""
-        self.status = status
-        """The invocation's new status (``kind == "status"``)."""
-        self.progress = progress
-        """A remote call's progress report (``kind == "progress"``)."""
-        self._event_json = event_json
-        self._record_json = record_json
-        self._wire: dict[str, Any] | None = None
-        self._event: Event | None = None
-        self._record: InvocationRecord | None = None
-
-    @classmethod
-    def parse(cls, entry_id: str, fields: dict[str, str]) -> LiveItem | None:
-        """The item of one stream entry; None for kinds this version does not know."""
-        if fields.get("kind") == "event" and "event" in fields:
-            raw = fields["event"]
-            partial = (fields["partial"] == "1" if "partial" in fields
-                       else bool(json.loads(raw).get("partial")))
-            return cls(entry_id, "event", event_json=raw, partial=partial)
-        item = parse_entry(fields)
-        if item is None or item.kind == "event":
-            return None
-        return cls(entry_id, item.kind, status=item.status, progress=item.progress,
-                   record_json=fields.get("record") if item.kind == "status" else None)
-
-    @property
-    def wire(self) -> dict[str, Any] | None:
-        """The event as ADK's API server writes it (camelCase, no nulls); None if no event."""
-        if self._wire is None and self._event_json is not None:
-            self._wire = json.loads(self._event_json)
-        return self._wire
-
-    @property
-    def event(self) -> Event | None:
-        """The event, parsed (``kind == "event"``)."""
-        if self._event is None and self._event_json is not None:
-            self._event = Event.from_wire(self._event_json)
-        return self._event
-
-    @property
-    def record(self) -> InvocationRecord | None:
-        """The record as saved with a status entry (None if the entry has none)."""
-        if self._record is None and self._record_json:
-            self._record = InvocationRecord.model_validate_json(self._record_json)
-        return self._record
-
-
-class Watch:
-    """One follower's place in one invocation's stream: what came after :attr:`last_id`."""
-
-    def __init__(self, key: str, last_id: str) -> None:
-        self.key = key
-        self.last_id = last_id
-        """The last entry handed to this watch (``0-0``: none yet)."""
-        self.position = _position(last_id)
-        self._items: list[LiveItem] = []
-        self._at_end = False
-        self._end_seen = True
-        """Whether the last :meth:`read` ended at the stream's end (nothing to tell then)."""
-        self._error: BaseException | None = None
-        self._ready = asyncio.Event()
-
-    def deliver(self, items: list[LiveItem], last_id: str | None, last: tuple[int, int] | None,
-                at_end: bool) -> None:
-        """Entries read from this watch's position or before: keep those past it.
-
-        ``last_id``: the last entry read (unknown kinds included), at position ``last``;
-        ``at_end``: the read reached the end of the stream.
-        """
-        if last is not None and last > self.position:
-            self._items += [item for item in items if item.position > self.position]
-            self.last_id, self.position = last_id or self.last_id, last  # last_id is set with last
-        self._at_end = at_end
-        if self._items or (at_end and not self._end_seen):
-            self._ready.set()
-
-    def fail(self, error: BaseException) -> None:
-        """The reader could not read: the next :meth:`read` raises ``error``."""
-        self._error = error
-        self._ready.set()
-
-    async def read(self, timeout: float | None = None) -> tuple[list[LiveItem], bool]:
-        """The entries that came since the last read (waiting for one), and ``at_end``.
-
-        ``at_end``: the last of them was the stream's latest entry when read. Also returns,
-        with no entries, once the end of a stream read in several parts is reached.
-        TimeoutError after ``timeout`` seconds without either.
-        """
-        if not self._ready.is_set():
-            await asyncio.wait_for(self._ready.wait(), timeout)
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-        items, self._items = self._items, []
-        self._ready.clear()
-        self._end_seen = self._at_end
-        return items, self._at_end
 
 
 class StreamHub:
@@ -191,10 +77,18 @@ class StreamHub:
         self.loop = asyncio.get_running_loop()
         self._block_ms = block_ms
         self._read_count = read_count
-        self._reader = connect(redis_url)  # its one connection blocks in XREAD
+        self._reader = connect(redis_url)
+        # The connection that blocks in XREAD, used without redis-py's per-command machinery
+        # (a pooled connection taken and given back, metrics hooks, the reply reshaped): that
+        # is about as much CPU again as the read. Sending has no timeout of its own (redis-py
+        # would send through asyncio.wait_for, a task per command); each read has one.
+        self._connection = self._reader.connection_pool.make_connection()
+        self._connection.socket_timeout = None
         self._nudger = nudger
         self._wake_key = keys.api_wake(uuid.uuid4().hex)
         self._wake_last = "0-0"
+        self._wake_renewed = -_WAKE_RENEW_SECONDS
+        """When a wake-up last renewed the wake stream's lifetime (monotonic seconds)."""
         self._watches: dict[str, set[Watch]] = {}
         self._task: asyncio.Task[None] | None = None
         self._blocked = False
@@ -204,21 +98,30 @@ class StreamHub:
         self._more: set[str] = set()
         """Streams whose last read was cut at the count: read on without blocking."""
         self._nudges: set[asyncio.Task[None]] = set()
+        self._events_wanted: dict[Watch, None] = {}
+        """Watches whose invocation finished, waiting for its events (read in order)."""
 
     @contextlib.asynccontextmanager
     async def watch(self, app_name: str, invocation_id: str, after: str | None = None, *,
-                    statuses: bool = False) -> AsyncIterator[Watch]:
+                    statuses: bool = False, wake: bool = True) -> AsyncIterator[Watch]:
         """Follow an invocation's live stream from its start, or after entry ``after``.
 
-        ``statuses``: its status stream instead (``redis_keys.invocation_statuses``: the
-        status entries only).
+        ``statuses``: its status stream instead (``keys.invocation_statuses``: the
+        status entries only), and its events once it finishes (:attr:`Watch.events`).
+        ``wake=False``: the caller sends the wake-up the reader may need to see the new
+        watch itself, with :meth:`queue_wake` in a transaction of its own (the enqueue that
+        starts the invocation), instead of a command of its own.
         """
-        key = (keys.invocation_statuses if statuses else keys.invocation_stream)(app_name, invocation_id)
-        watch = Watch(key, after or "0-0")
+        stream = keys.invocation_stream(app_name, invocation_id)
+        if statuses:
+            watch = Watch(keys.invocation_statuses(app_name, invocation_id), after or "0-0",
+                          events_key=stream)
+        else:
+            watch = Watch(stream, after or "0-0")
         self._watches.setdefault(watch.key, set()).add(watch)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._read_loop(), name="adk-celery stream hub")
-        elif self._blocked and not self._nudged:
+        elif wake and self._blocked and not self._nudged:
             self._nudged = True
             nudge = asyncio.create_task(self._nudge())
             self._nudges.add(nudge)
@@ -273,10 +176,30 @@ class StreamHub:
                 task.cancel()
                 await asyncio.wait({task}, timeout=0.1)
         self._fail_all(RuntimeError("The server is shutting down."))
+        await self._connection.disconnect()
         await self._reader.aclose()
+
+    def queue_wake(self, pipe: Any) -> None:
+        """Add to ``pipe`` the wake-up a watch that joined needs (none if no read is out).
+
+        The read that is out names only the streams followed when it was sent: the XADD
+        to the wake stream ends it, and the next one names the new watch's stream too.
+        """
+        if not (self._blocked and not self._nudged):
+            return
+        self._nudged = True
+        pipe.xadd(self._wake_key, {"w": "1"}, maxlen=16, approximate=True)
+        if time.monotonic() >= self._wake_renewed + _WAKE_RENEW_SECONDS:
+            self._wake_renewed = time.monotonic()
+            pipe.expire(self._wake_key, _WAKE_TTL_SECONDS)
 
     async def _nudge(self) -> None:
         try:
+            # One command: the wake stream's lifetime is renewed only now and then.
+            if time.monotonic() < self._wake_renewed + _WAKE_RENEW_SECONDS:
+                await self._nudger.xadd(self._wake_key, {"w": "1"}, maxlen=16, approximate=True)
+                return
+            self._wake_renewed = time.monotonic()
             async with self._nudger.pipeline(transaction=False) as pipe:
                 pipe.xadd(self._wake_key, {"w": "1"}, maxlen=16, approximate=True)
                 pipe.expire(self._wake_key, _WAKE_TTL_SECONDS)
@@ -296,7 +219,7 @@ class StreamHub:
             self._nudged = False
             self._blocked = block is not None
             try:
-                reply = await self._reader.xread(starts, count=self._read_count, block=block)
+                reply = await self._exchange(starts, block)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # Redis gone past the client's retries
@@ -306,6 +229,37 @@ class StreamHub:
                 continue
             self._blocked = False
             self._hand_out(_by_stream(reply), starts, asked_more)
+
+    async def _exchange(self, starts: dict[str, str], block: int | None) -> Any:
+        """One XREAD on the reader's connection, retried (and reconnected) as the client's are.
+
+        The events of the watches waiting for them are read in the same write, before it.
+        """
+        xread: list[Any] = ["XREAD", "COUNT", self._read_count]
+        if block is not None:
+            xread += ["BLOCK", block]
+        xread += ["STREAMS", *starts, *starts.values()]
+        connection = self._connection
+        timeout = (block or 0) / 1000 + _READ_MARGIN_SECONDS
+
+        async def read() -> Any:
+            wanted = list(self._events_wanted)
+            commands = [("XRANGE", watch.events_key, "-", "+") for watch in wanted]
+            await connection.send_packed_command(connection.pack_commands([*commands, xread]))
+            for watch in wanted:
+                try:
+                    entries = await connection.read_response(timeout=_READ_MARGIN_SECONDS)
+                except ResponseError:  # the watch reads them again the usual way, and says why
+                    watch.take_events(None)
+                else:
+                    watch.take_events(_events_in(entries))
+                del self._events_wanted[watch]
+            return await connection.read_response(timeout=timeout)
+
+        async def reconnect(_: Exception) -> None:
+            await connection.disconnect()
+
+        return await connection.retry.call_with_retry(read, reconnect)
 
     def _hand_out(self, read: dict[str, list[tuple[str, dict[str, str]]]],
                   starts: dict[str, str], asked_more: set[str]) -> None:
@@ -325,17 +279,28 @@ class StreamHub:
 
     def _deliver(self, key: str, start: str, items: list[LiveItem], last_id: str | None,
                  at_end: bool) -> None:
-        begin = _position(start)
-        last = None if last_id is None else _position(last_id)
+        begin = position_of(start)
+        last = None if last_id is None else position_of(last_id)
         for watch in list(self._watches.get(key, ())):
             # A watch that joined behind this read's start is served by the next read.
-            if watch.position >= begin:
-                watch.deliver(items, last_id, last, at_end)
+            if watch.position >= begin and watch.deliver(items, last_id, last, at_end):
+                self._events_wanted[watch] = None
 
     def _fail_all(self, error: BaseException) -> None:
         for followers in self._watches.values():
             for watch in followers:
                 watch.fail(error)
+
+
+def _fields(fields: Any) -> dict[str, str]:
+    """An entry's fields as Redis sends them (a flat list of names and values) as a dict."""
+    return fields if isinstance(fields, dict) else dict(zip(fields[::2], fields[1::2], strict=True))
+
+
+def _events_in(entries: Any) -> list[LiveItem]:
+    """The event entries of an XRANGE reply."""
+    return [item for entry_id, fields in entries or ()
+            if (item := LiveItem.parse(entry_id, _fields(fields))) is not None and item.kind == "event"]
 
 
 def _by_stream(reply: Any) -> dict[str, list[tuple[str, dict[str, str]]]]:
@@ -345,8 +310,9 @@ def _by_stream(reply: Any) -> dict[str, list[tuple[str, dict[str, str]]]]:
     pairs = reply.items() if isinstance(reply, dict) else reply
     read: dict[str, list[tuple[str, dict[str, str]]]] = {}
     for key, entries in pairs:
-        if entries and isinstance(entries[0], list):
+        if entries and isinstance(entries[0], list) and entries[0] and isinstance(entries[0][0], list):
             entries = entries[0]  # RESP3 wraps the entries once more
         if entries:
-            read[key] = [(entry_id, fields) for entry_id, fields in entries]
+            # As Redis sends them: each entry's fields a flat list of names and values.
+            read[key] = [(entry_id, _fields(fields)) for entry_id, fields in entries]
     return read

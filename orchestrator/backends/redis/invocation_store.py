@@ -101,6 +101,29 @@ def loaded_from(raw: str | None, cancelled: int, results: dict[str, str]) -> Loa
     )
 
 
+def queue_waits_for_outside(pipe: Any, record: InvocationRecord) -> None:
+    """Add the reads of :meth:`RedisInvocationStore.waits_for_outside` to ``pipe``.
+
+    For a caller that batches them with others (``record`` has pending calls);
+    :func:`waits_for_outside_in` reads the replies.
+    """
+    ids = record.pending_calls
+    pipe.hmget(keys.invocation_jobs(record.app_name, record.invocation_id), [f"a:{cid}" for cid in ids])
+    pipe.hmget(keys.invocation_results(record.app_name, record.invocation_id), ids)
+
+
+def waits_for_outside_in(replies: list[Any]) -> bool:
+    """The answer of :meth:`RedisInvocationStore.waits_for_outside` from its replies."""
+    attempts, results = replies
+    for attempt, raw in zip(attempts, results, strict=True):
+        if raw is None:
+            if attempt is None:
+                return True
+        elif not ToolResult.model_validate_json(raw).answered:
+            return True
+    return False
+
+
 class RedisInvocationStore:
     """Invocation records, call results and cancel flags in Redis."""
 
@@ -194,21 +217,11 @@ class RedisInvocationStore:
         and left it unanswered (its pending placeholder). A call whose job is out, or whose
         answer is stored (its resume is on its way), does not count. One round trip.
         """
-        ids = record.pending_calls
-        if not ids:
+        if not record.pending_calls:
             return False
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(keys.invocation_jobs(record.app_name, record.invocation_id),
-                       [f"a:{cid}" for cid in ids])
-            pipe.hmget(keys.invocation_results(record.app_name, record.invocation_id), ids)
-            attempts, results = await pipe.execute()
-        for attempt, raw in zip(attempts, results, strict=True):
-            if raw is None:
-                if attempt is None:
-                    return True
-            elif not ToolResult.model_validate_json(raw).answered:
-                return True
-        return False
+            queue_waits_for_outside(pipe, record)
+            return waits_for_outside_in(await pipe.execute())
 
     async def save(self, record: InvocationRecord) -> None:
         """Overwrite the record and publish its status on the invocation's stream."""
