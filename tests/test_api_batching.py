@@ -82,7 +82,7 @@ async def test_enqueues_of_one_turn_go_in_one_transaction_each_with_its_own_outc
     from fastapi import HTTPException
 
     from config import Settings
-    from orchestrator import redis_keys
+    from orchestrator.backends.redis import keys as redis_keys
     from workers.api.backend import Backend
 
     backend = Backend(Settings(redis_url=redis_url, apps=""))
