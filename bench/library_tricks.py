@@ -9,10 +9,6 @@ The tricks (each in one module, each switched off by a setting; see the README's
   a tool job's message sent inside the script that journals it, from the event loop;
 - ``broker_client_reuse`` (workers/broker.py, kombu's private ``_create_client``): one
   redis-py client per broker channel instead of one per operation;
-- ``inline_sync_tools`` (workers/inline_jobs.py): a plain sync tool's job run on the pool
-  thread that took it instead of on the worker's shared loop thread;
-- ``redis_hiredis_packing`` (redis-py's connection class swapped to pack commands with
-  hiredis);
 - ``worker_head_start_ms`` (workers/thread_pool.py): the consumer waits for a job it handed
   over before taking the next.
 
@@ -49,8 +45,6 @@ APP = "remote_tool"
 TRICKS: dict[str, dict[str, str]] = {
     "fast_publish": {"fast_publish": "false"},
     "broker_client_reuse": {"broker_client_reuse": "false"},
-    "inline_sync_tools": {"inline_sync_tools": "false"},
-    "redis_hiredis_packing": {"redis_hiredis_packing": "false"},
     "worker_head_start_ms": {"worker_head_start_ms": "0"},
 }
 """Each trick and the settings that switch it off."""

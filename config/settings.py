@@ -92,13 +92,6 @@ class Settings(BaseSettings):
     broker_client_reuse: bool = True
     """Latency trick (workers/broker.py, kombu's private ``_create_client``): each broker
     channel builds one redis-py client and reuses it. False: one per operation, as kombu."""
-    redis_hiredis_packing: bool = True
-    """Latency trick (orchestrator/backends/redis/hiredis_packing.py, redis-py internals): the
-    asyncio Redis clients pack commands with hiredis, in C. False: in Python, as redis-py."""
-    inline_sync_tools: bool = True
-    """Latency trick (workers/inline_jobs.py): a worker runs a plain sync tool's job on the pool
-    thread that took it, on that thread's own event loop. False: every job runs on the
-    worker's shared event loop thread."""
     flower_basic_auth: SecretStr | None = None
     """``user:password`` for Flower's basic auth (``adk-celery flower``)."""
     flower_port: int = 5555

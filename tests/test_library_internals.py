@@ -77,32 +77,3 @@ def _settings(**overrides):
     from config import Settings
 
     return Settings(redis_url="redis://127.0.0.1:1/0", **overrides)
-
-
-def test_the_redis_py_internals_of_hiredis_packing_are_there():
-    from orchestrator.backends.redis import hiredis_packing
-
-    assert hiredis_packing.internals_present(), (
-        f"hiredis is missing, or redis-py's HiredisRespSerializer.pack / asyncio "
-        f"pack_command changed, in {_versions()}: see orchestrator/backends/redis/hiredis_packing.py"
-    )
-
-
-def test_hiredis_packs_the_bytes_redis_py_would():
-    import redis.asyncio as aioredis
-
-    from orchestrator.backends.redis.hiredis_packing import hiredis_packing
-
-    plain = aioredis.Connection()
-    packed = hiredis_packing(aioredis.Connection)()
-    command = ("EVALSHA", "f" * 40, 2, "key:{a}", "key:{b}", "é", b"\x00bytes", 42, 1.5)
-    assert b"".join(packed.pack_command(*command)) == b"".join(plain.pack_command(*command))
-
-
-def test_hiredis_packing_is_a_setting():
-    from orchestrator.backends.redis.connection import connect
-
-    on = connect("redis://127.0.0.1:1/0")
-    off = connect("redis://127.0.0.1:1/0", hiredis_packing=False)
-    assert on.connection_pool.connection_class.__name__.startswith("HiredisPacking")
-    assert not off.connection_pool.connection_class.__name__.startswith("HiredisPacking")

@@ -243,8 +243,7 @@ class Client:
         from_start: bool = True,
     ) -> AsyncIterator[StreamItem]:
         """``follow`` as an async iterator, on the caller's own event loop (see ``follow``)."""
-        redis_client = connect(self._settings.redis_url or "",
-                               hiredis_packing=self._settings.redis_hiredis_packing)
+        redis_client = connect(self._settings.redis_url or "")
         stream = RedisEventStream(redis_client, ttl_seconds=self._settings.record_ttl_seconds)
         try:
             async for item in stream.follow(

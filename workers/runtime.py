@@ -44,7 +44,6 @@ from workers.enqueue import (
     was_queued,
 )
 from workers.heartbeat import Heartbeats
-from workers.inline_jobs import ThreadLoops
 from workers.loop import LoopThread
 from workers.transport import CeleryTransport
 from workers.watchdog import JobWatchdog
@@ -99,8 +98,7 @@ class Services:
 class Runtime:
     """A process's loop thread and services.
 
-    ``run`` executes a coroutine on that loop; ``run_here`` on the calling thread's own loop
-    (how workers run their jobs).
+    ``run`` executes a coroutine on that loop (every job of a worker runs there).
     """
 
     def __init__(
@@ -126,8 +124,7 @@ class Runtime:
         self._services: Services | None = None
         self._registry: AppRegistry | None = None
         self._registry_lock = threading.Lock()
-        self._inline: ThreadLoops[Services] = ThreadLoops(self._build_services)
-        """The pool threads' own loops and services (:mod:`workers.inline_jobs`)."""
+        self._other_loops: dict[asyncio.AbstractEventLoop, Services] = {}
         self.heartbeats = Heartbeats(
             self.settings.redis_url, keys.job_watch(self.settings.invocations_queue),
             self.settings.job_heartbeat_seconds, WORKER_ID,
@@ -137,14 +134,6 @@ class Runtime:
     def run(self, coro: Any, timeout: float | None = None) -> Any:
         """Run a coroutine on this process's loop."""
         return self._loop.run(coro, timeout)
-
-    def run_here(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run a coroutine on the calling thread's own loop, with services of its own.
-
-        For jobs that :func:`~workers.inline_jobs.runs_inline` (plain sync tools); anything
-        that may keep loop-bound clients belongs on the shared loop: :meth:`run`.
-        """
-        return self._inline.run(coro)
 
     def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
         """Start a coroutine on this process's loop; cancelling the future cancels it.
@@ -168,7 +157,10 @@ class Runtime:
             self.run(self._services.redis.aclose())
             self._services = None
         self._loop.stop()
-        self._inline.close(_close_services)
+        for loop, services in self._other_loops.items():  # the API server's, once it stopped
+            if not loop.is_running() and not loop.is_closed():
+                loop.run_until_complete(services.redis.aclose())
+        self._other_loops.clear()
 
     def close_plugins(self, timeout: float = 10.0) -> None:
         """Close the plugins of the apps this process loaded (at shutdown); failures are logged.
@@ -194,17 +186,20 @@ class Runtime:
             logger.exception("Closing plugins did not finish")
 
     async def services(self) -> Services:
-        """The services of the running loop, built on first use there.
+        """The services of the running loop, built on first use there; the apps loaded once.
 
-        Redis connections belong to the loop that opened them: the shared loop thread has one
-        set, and each thread that uses :meth:`run_here` has its own. The apps are loaded once.
+        Redis connections belong to the loop that opened them: this process's loop thread
+        has one set, and another loop (the API server's) its own.
         """
         loop = asyncio.get_running_loop()
         if loop is self._loop.loop:
             if self._services is None:
                 self._services = self._build_services()
             return self._services
-        return self._inline.services(loop)
+        services = self._other_loops.get(loop)
+        if services is None:
+            services = self._other_loops[loop] = self._build_services()
+        return services
 
     def apps(self) -> AppRegistry:
         """The apps this process serves, loaded once (from any thread)."""
@@ -216,7 +211,7 @@ class Runtime:
 
     def _build_services(self) -> Services:
         settings = self.settings
-        client = connect(settings.redis_url or "", hiredis_packing=settings.redis_hiredis_packing)
+        client = connect(settings.redis_url or "")
         registry = self.apps()
         sessions = RedisSessionService(client=client)
         artifacts = RedisArtifactService(client=client)
@@ -343,10 +338,6 @@ def _leased_writer(
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
-
-
-async def _close_services(services: Services) -> None:
-    await services.redis.aclose()
 
 
 def get_runtime() -> Runtime:

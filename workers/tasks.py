@@ -38,7 +38,6 @@ from workers.celery_app import (
 )
 from workers.celery_app import app as celery_app
 from workers.enqueue import check_size
-from workers.inline_jobs import runs_inline
 from workers.lifecycle import refused_here
 from workers.progress import ProgressPublisher
 from workers.runtime import Services, get_runtime
@@ -138,8 +137,6 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     runtime = get_runtime()
     # Celery's request context is thread-local: read it here, not on the loop thread.
     reporter = _progress_reporter(self, self.request.id, self.request.hostname, job)
-    if runs_inline(runtime.settings, job, runtime.apps()):
-        return runtime.run_here(_run_tool(reporter, job, digest))
     return runtime.run(_run_tool(reporter, job, digest))
 
 

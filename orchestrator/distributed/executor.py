@@ -22,43 +22,9 @@ from orchestrator.flows.contents import RUN_BRANCH
 from orchestrator.plugins.plugin_manager import PluginManager
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from orchestrator.sessions.session import Session
-from orchestrator.tools.base_tool import BaseTool
-from orchestrator.tools.base_toolset import BaseToolset
-from orchestrator.tools.function_tool import FunctionTool, is_sync_function
 from orchestrator.tools.tool_confirmation import ToolConfirmation
 
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
-
-
-def is_plain_sync_tool(job: ToolJob, registry: AppRegistry) -> bool:
-    """True if the job's tool is a synchronous function on an agent without toolsets.
-
-    Nothing such a job runs is tied to an event loop, so a worker thread may run it on a loop
-    of its own with the function inline. Async tools, toolsets and custom tools may keep
-    clients bound to the loop that opened them: their jobs stay on one shared loop.
-    """
-    try:
-        app = registry.get(job.app_name)
-    except LookupError:
-        return False
-    agent = app.root_agent.find_agent(job.agent_name)
-    if not isinstance(agent, LlmAgent):
-        return False
-    if app.plugins or agent.before_tool_callback or agent.after_tool_callback or (
-        agent.on_tool_error_callback
-    ):
-        # Callbacks run with the tool; plugins keep state (locks, clients) made on one loop.
-        return False
-    plain = False
-    for entry in agent.tools:
-        if isinstance(entry, FunctionTool):
-            plain = plain or (entry.name == job.tool_name and entry.is_sync)
-        elif callable(entry) and not isinstance(entry, BaseTool | BaseToolset):
-            plain = plain or (getattr(entry, "__name__", None) == job.tool_name
-                              and is_sync_function(entry))
-        elif not isinstance(entry, BaseTool):
-            return False  # a toolset: resolving it may need its own loop-bound session
-    return plain
 
 
 def _error(job: ToolJob, message: str, *, callbacks_ran: bool = False) -> ToolResult:

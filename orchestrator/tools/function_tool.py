@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import inspect
 import logging
 import types as types_module
 import typing
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable
 from typing import Any
 
 import pydantic
@@ -24,24 +22,6 @@ logger = logging.getLogger(__name__)
 
 _CONTEXT_PARAM = "tool_context"
 _EXCLUDED_PARAMS = {"input_stream"}
-
-_sync_inline: ContextVar[bool] = ContextVar("adk_celery_sync_calls_inline", default=False)
-
-
-@contextlib.contextmanager
-def sync_calls_inline() -> Iterator[None]:
-    """Inside this block (and the tasks it starts), sync tool functions run inline.
-
-    By default a sync function runs in a helper thread, so a slow one never stalls an event
-    loop that other invocations share (an orchestrator's). A worker thread that runs one job
-    on a loop of its own has nothing to protect: it waits for that call either way.
-    """
-    token = _sync_inline.set(True)
-    try:
-        yield
-    finally:
-        _sync_inline.reset(token)
-
 
 def is_sync_function(func: Callable[..., Any]) -> bool:
     """True unless ``func`` (or, for a callable object, its ``__call__``) is a coroutine function."""
@@ -256,16 +236,14 @@ class FunctionTool(BaseTool):
 
     @property
     def is_sync(self) -> bool:
-        """True if the wrapped function is synchronous (it runs inline or in a thread)."""
+        """True if the wrapped function is synchronous (it runs in a tool thread)."""
         return is_sync_function(self.func)
 
     async def _call(self, kwargs: dict[str, Any], threads: int | None = None) -> Any:
         if not self.is_sync:
             return await self.func(**kwargs)
-        if _sync_inline.get():
-            result = self.func(**kwargs)
-        else:  # a tool thread, so the shared event loop is never blocked
-            result = await call_in_tool_thread(self.func, kwargs, max_workers=threads)
+        # A tool thread, so the shared event loop is never blocked.
+        result = await call_in_tool_thread(self.func, kwargs, max_workers=threads)
         if inspect.isawaitable(result):
             result = await result
         return result

@@ -73,8 +73,6 @@ class CeleryBackend:
 LIBRARY_TRICKS_OFF = {
     "fast_publish": "false",
     "broker_client_reuse": "false",
-    "inline_sync_tools": "false",
-    "redis_hiredis_packing": "false",
     "worker_head_start_ms": "0",
 }
 """Settings that switch off every trick on a library's internals (README: "Tricks on library

@@ -1,7 +1,7 @@
 """The Redis back-end: every key, Lua script, store, queue, stream and service kept in Redis.
 
 - :mod:`.keys`: every key name; :mod:`.codec`: the JSON stored; :mod:`.connection`: the
-  clients (:mod:`.hiredis_packing`: their commands packed in C);
+  clients;
 - :mod:`.lua`: how a script declares and receives its operands; :mod:`.lua_functions`: the
   Lua functions several scripts include;
 - sessions: :mod:`.session_service`, its scripts (:mod:`.session_scripts`) and the leased

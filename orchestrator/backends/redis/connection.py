@@ -12,8 +12,6 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from orchestrator.backends.redis.hiredis_packing import pack_with_hiredis
-
 
 def resolve_client(
     redis_url: str | None, client: aioredis.Redis | None, *, owner: str
@@ -93,19 +91,13 @@ def client_options(*, asynchronous: bool = True) -> dict[str, Any]:
     }
 
 
-def connect(url: str, *, hiredis_packing: bool = True) -> aioredis.Redis:
-    """An asyncio Redis client for ``url`` (replies decoded), packing commands with hiredis.
+def connect(url: str) -> aioredis.Redis:
+    """An asyncio Redis client for ``url`` (replies decoded).
 
     It reconnects and retries a command after a connection error, with bounded exponential
     backoff (see :func:`client_options`), so a Redis restart is ridden out.
-
-    Its commands are packed by hiredis (see :mod:`.hiredis_packing`) unless
-    ``hiredis_packing`` is False (the setting ``redis_hiredis_packing``).
     """
-    client = aioredis.Redis.from_url(url, decode_responses=True, **client_options())
-    if hiredis_packing:
-        pack_with_hiredis(client)
-    return client
+    return aioredis.Redis.from_url(url, decode_responses=True, **client_options())
 
 
 def connect_sync(url: str, **options: Any) -> redis.Redis:
