@@ -28,8 +28,8 @@ from orchestrator.distributed.executor import WORKER_ID
 from orchestrator.distributed.intake import Limits
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.distributed.service import InvocationService, session_key
-from orchestrator.distributed.stores import SessionKey
+from orchestrator.distributed.service import InvocationService
+from orchestrator.distributed.stores import SessionKey, session_key
 from orchestrator.errors import SessionNotFoundError, register_infrastructure_errors
 from orchestrator.plugins import PluginManager
 from orchestrator.process_setup import configure_core

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from orchestrator.distributed.models import ToolResult, WorkItem
-from orchestrator.distributed.stores import InvocationStore, SessionKey, SessionQueue
+from orchestrator.distributed.stores import InvocationStore, SessionKey, SessionQueue, session_key
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ async def deliver_result(
         if record is None:
             logger.warning("Result for unknown invocation %r/%r dropped", app_name, invocation_id)
             return None
-        key = (record.app_name, record.user_id, record.session_id)
+        key = session_key(record)
     if not result.answered:
         # Still waiting for an answer from outside: store the placeholder, resume nothing.
         await store.put_result(app_name, invocation_id, result)

@@ -41,6 +41,7 @@ from orchestrator.distributed.stores import (
     Loaded,
     SessionKey,
     SessionQueue,
+    session_key,
 )
 from orchestrator.distributed.transport import Transport
 from orchestrator.errors import is_infrastructure_error
@@ -66,11 +67,6 @@ WriterFactory = Callable[
 """``writer_for(key, fencing token, record)``: what commits the events of one piece of work
 on ``record`` while the lease of ``key`` is held with that token (fenced, mirrored to the
 live stream), and, if it can, a way to save a record together with its next commit."""
-
-
-def session_key(record: InvocationRecord) -> SessionKey:
-    """The (app, user, session) a record belongs to."""
-    return (record.app_name, record.user_id, record.session_id)
 
 
 class InvocationService:

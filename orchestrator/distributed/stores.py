@@ -18,6 +18,11 @@ SessionKey = tuple[str, str, str]
 """(app_name, user_id, session_id)"""
 
 
+def session_key(record: InvocationRecord) -> SessionKey:
+    """The (app, user, session) a record belongs to."""
+    return (record.app_name, record.user_id, record.session_id)
+
+
 class InvocationStore(Protocol):
     """Invocation records and the results of their remote calls."""
 
