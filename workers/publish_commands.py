@@ -25,6 +25,8 @@ from celery import Celery
 from kombu import Producer
 from kombu.transport import redis as kombu_redis
 
+from workers.broker import transport_path
+
 RedisCommand = tuple[str, tuple[Any, ...]]
 """A Redis command as ``(redis-py method name, arguments)``, e.g. ``("lpush", (key, data))``."""
 
@@ -76,8 +78,7 @@ def collects_publishes(app: Celery) -> bool:
     internals this module uses.
     """
     transport = app.conf.broker_transport
-    return (isinstance(transport, str) and transport.startswith("workers.broker:")
-            and internals_present())
+    return transport in (transport_path(True), transport_path(False)) and internals_present()
 
 
 _sink: ContextVar[list[RedisCommand] | None] = ContextVar("adk_celery_publish_sink", default=None)
