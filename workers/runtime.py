@@ -8,6 +8,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeVar
 
 import kombu.exceptions
@@ -85,14 +86,11 @@ class Services:
     """Where the service's remote jobs go."""
     watchdog: JobWatchdog | None = None
     """This process's job watchdog, once :meth:`Runtime.start_orchestrating` ran."""
-    _service: InvocationService | None = None
 
-    @property
+    @cached_property
     def service(self) -> InvocationService:
         """The invocation service on these clients (built on first use)."""
-        if self._service is None:
-            self._service = self.build_service()
-        return self._service
+        return self.build_service()
 
 
 class Runtime:
