@@ -17,7 +17,9 @@ from redis.exceptions import ResponseError
 
 from orchestrator import Event, EventActions, InMemorySessionService, platform
 from orchestrator.backends.redis import keys as redis_keys
+from orchestrator.backends.redis.jobs import PublishOnce, job_publish
 from orchestrator.backends.redis.session_writer import Mirror
+from orchestrator.distributed.transport import CommitDispatch, attach_commit_dispatch
 from orchestrator.errors import (
     AdkCeleryError,
     AlreadyAnsweredError,
@@ -382,6 +384,53 @@ async def test_a_leased_writer_never_appends_a_second_answer_to_a_call(service, 
     assert len(session.events) == 3
     await service.delete_session(app_name=APP, user_id=USER, session_id="s")
     assert not await redis_client.exists(redis_keys.session_answered(APP, USER, "s"))
+
+
+def _call_with_job(call_id: str, state_seen: list[dict[str, Any]]) -> tuple[Event, CommitDispatch]:
+    """A call event whose job (a message pushed on the list ``q``) goes out with its commit."""
+    event = Event(author="agent", invocation_id="e-1", long_running_tool_ids={call_id},
+                  actions=EventActions(state_delta={"seen": 1}),
+                  content=types.Content(role="model", parts=[types.Part(function_call=(
+                      types.FunctionCall(id=call_id, name="tool", args={})))]))
+
+    def build(state: dict[str, Any]) -> list[tuple[str, Any]]:
+        state_seen.append(state)
+        return [(call_id, PublishOnce(jobs="adk:test:jobs", watch="adk:test:watch", job=job_publish(
+            call_id=call_id, attempt=1, dispatch={"queue": "q"}, ttl=60, member=call_id,
+            score=1.0, now=1.0, deadline=None, digest="d",
+            commands=[("lpush", ("q", f"job of {call_id}"))]).flat()))]
+
+    dispatch = CommitDispatch(build)
+    attach_commit_dispatch(event, dispatch)
+    return event, dispatch
+
+
+async def test_a_call_and_its_job_are_one_commit(service, redis_client):
+    """A leased append sends the jobs attached to its event in the same script: never one
+    without the other, and once, however often the append is tried."""
+    session = await service.create_session(app_name=APP, user_id=USER, session_id="s",
+                                           state={"before": 0})
+    lease = redis_keys.session_lease(APP, USER, "s")
+    await redis_client.set(lease, "8")
+    states: list[dict[str, Any]] = []
+    event, dispatch = _call_with_job("call-1", states)
+    with pytest.raises(StaleSessionError):  # a writer that lost its lease sends nothing
+        await service.leased_writer(lease, "7").append_event(session, event)
+    assert await redis_client.llen("q") == 0 and not await redis_client.exists("adk:test:jobs")
+    assert dispatch.published == set()
+
+    writer = service.leased_writer(lease, "8")
+    await writer.append_event(session, event)
+    assert await redis_client.lrange("q", 0, -1) == ["job of call-1"]
+    assert await redis_client.hget("adk:test:jobs", "a:call-1") == "1"
+    assert dispatch.published == {"call-1"}
+    assert states[-1] == {"before": 0, "seen": 1}  # the job reads the state the call leaves
+    await writer.append_event(session, event)  # tried again (a lost reply): sent once
+    assert await redis_client.llen("q") == 1
+    # Plain appends (in-process use) send nothing.
+    other, plain = _call_with_job("call-2", states)
+    await service.append_event(session, other)
+    assert await redis_client.llen("q") == 1 and plain.published == set()
 
 
 async def test_a_writer_fences_only_its_own_appends(service, redis_client):

@@ -105,6 +105,13 @@ class CommandProducer(Producer):
         """True once a publish to ``queue`` declared it (later publishes to it never block)."""
         return ("Queue", queue) in self._declared
 
+    def declare(self, entity: Any) -> None:
+        """Declare ``entity`` (a kombu Queue) now, as a first publish to it would: blocks."""
+        key = (type(entity).__name__, entity.name)
+        if key not in self._declared:
+            self.maybe_declare(entity)
+            self._declared.add(key)
+
     def commands(self, send: Callable[[Producer], object]) -> list[RedisCommand]:
         """Run ``send(self)``; return the Redis commands of what it published, in order."""
         sink: list[RedisCommand] = []
@@ -138,10 +145,7 @@ class CommandProducer(Producer):
         body, content_type, content_encoding = self._prepare(
             body, serializer, content_type, content_encoding, compression, headers)
         for entity in declare or ():
-            key = (type(entity).__name__, entity.name)
-            if key not in self._declared:
-                self.maybe_declare(entity)
-                self._declared.add(key)
+            self.declare(entity)
         message = self.channel.prepare_message(
             body, priority, content_type, content_encoding, headers, properties)
         self.channel.basic_publish(message, exchange=exchange_name, routing_key=routing_key,

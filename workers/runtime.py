@@ -257,6 +257,12 @@ class Runtime:
             reclaim_idle_seconds=settings.lease_ttl_seconds,
         )
         await services.wakeups.ensure_group()
+        if services.transport is not None:
+            try:
+                await asyncio.to_thread(services.transport.warm_up)
+            except Exception as error:  # the first publish to each queue declares it then
+                logger.warning("Declaring the tool queues at start-up failed (%s: %s); each is "
+                               "declared by its first job instead", type(error).__name__, error)
         services.consumer.start()
         if services.transport is not None:
             services.watchdog = JobWatchdog(services, services.transport, settings)

@@ -14,9 +14,10 @@ from config import Settings
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.jobs import (
-    PUBLISH_ONCE,
+    PUBLISH,
+    PublishOnce,
     job_digest,
-    publish_args,
+    job_publish,
     queued_look_after,
     watch_member,
 )
@@ -47,7 +48,7 @@ class CeleryTransport:
         self._settings = settings
         fast = settings.fast_publish and collects_publishes(celery_app)
         self._redis = redis if redis is not None and fast else None
-        self._journal = redis.register_script(PUBLISH_ONCE) if redis is not None else None
+        self._journal = PUBLISH.register(redis) if redis is not None else None
         self._watch_key = keys.job_watch(settings.invocations_queue)
         self._producer: CommandProducer | None = None
         self._producer_lock = threading.Lock()
@@ -73,21 +74,40 @@ class CeleryTransport:
         A first attempt gets its deadline here (the tool's timeout, else the settings');
         later attempts keep it.
         """
-        timeout = job.timeout_seconds or self._settings.tool_timeout_seconds
-        if job.deadline is None and timeout > 0:
-            job = job.model_copy(update={"deadline": time.time() + timeout})
+        job = self._with_deadline(job)
         await self._publish(TASK_RUN_TOOL, job, job.queue or self._settings.tools_queue,
                             job.tool_name, {"tool_name": job.tool_name, "args": job.args})
 
-    async def _publish(
-        self, task: str, job: ToolJob | AgentJob, queue: str, shown_as: str, fields: dict[str, Any]
-    ) -> None:
-        """Send ``job`` as ``task`` on ``queue``, journaled with its digest.
+    def prepare_with_commit(self, job: ToolJob) -> PublishOnce | None:
+        """The journal entry and broker message of ``job``, for its call event's append.
 
-        The digest of the exact keyword arguments sent is what a worker checks the job it
-        receives against (see :func:`~orchestrator.backends.redis.jobs.job_digest`).
+        Only on the fast path (messages built as Redis commands, see
+        :mod:`workers.publish_commands`) and to a queue already declared (declaring blocks);
+        else None, and the job is submitted after the commit.
         """
+        queue = job.queue or self._settings.tools_queue
+        producer = self._producer
+        if self._redis is None or producer is None or not producer.has_declared(queue):
+            return None
+        job = self._with_deadline(job)
         kwargs = job.model_dump(mode="json")
+        options = self._options(TASK_RUN_TOOL, job, kwargs, queue, job.tool_name,
+                                {"tool_name": job.tool_name, "args": job.args})
+        commands = producer.commands(lambda p: self._app.send_task(TASK_RUN_TOOL, producer=p,
+                                                                   **options))
+        return self._publish_operands(job, kwargs, queue, commands)
+
+    def _with_deadline(self, job: ToolJob) -> ToolJob:
+        timeout = job.timeout_seconds or self._settings.tool_timeout_seconds
+        if job.deadline is None and timeout > 0:
+            job = job.model_copy(update={"deadline": time.time() + timeout})
+        return job
+
+    def _options(
+        self, task: str, job: ToolJob | AgentJob, kwargs: dict[str, Any], queue: str,
+        shown_as: str, fields: dict[str, Any],
+    ) -> dict[str, Any]:
+        """``send_task``'s options for ``job`` (``kwargs``: the job as sent)."""
         options: dict[str, Any] = {
             "kwargs": kwargs,
             "queue": queue,
@@ -103,6 +123,18 @@ class CeleryTransport:
         }
         if job.attempt > 1:
             options["task_id"] += f":{job.attempt}"
+        return options
+
+    async def _publish(
+        self, task: str, job: ToolJob | AgentJob, queue: str, shown_as: str, fields: dict[str, Any]
+    ) -> None:
+        """Send ``job`` as ``task`` on ``queue``, journaled with its digest.
+
+        The digest of the exact keyword arguments sent is what a worker checks the job it
+        receives against (see :func:`~orchestrator.backends.redis.jobs.job_digest`).
+        """
+        kwargs = job.model_dump(mode="json")
+        options = self._options(task, job, kwargs, queue, shown_as, fields)
         if self._redis is None:
             if await self._publish_once(job, kwargs, queue, []):
                 await asyncio.to_thread(self._app.send_task, task, **options)
@@ -131,6 +163,13 @@ class CeleryTransport:
         """
         if self._journal is None:
             return True
+        return bool(await self._journal(self._publish_operands(job, kwargs, queue, commands)))
+
+    def _publish_operands(
+        self, job: ToolJob | AgentJob, kwargs: dict[str, Any], queue: str,
+        commands: list[RedisCommand],
+    ) -> PublishOnce:
+        """The journal entry of ``job`` (``kwargs``: as sent) and ``commands`` sending it."""
         now = time.time()
         score = now + queued_look_after(self._settings.job_lost_after_seconds)
         deadline = job.deadline if isinstance(job, ToolJob) else None
@@ -142,14 +181,27 @@ class CeleryTransport:
                 dispatch["queue_key"], dispatch["message"] = args[0], args[1]
         if "message" not in dispatch:  # else the job is read back from the message
             dispatch["job"] = kwargs
-        published = await self._journal(
-            keys=[keys.invocation_jobs(job.app_name, job.invocation_id), self._watch_key],
-            args=publish_args(
-                job.function_call_id, job.attempt, dispatch, self._settings.record_ttl_seconds,
-                watch_member(job.app_name, job.invocation_id, job.function_call_id),
-                score, now, deadline, job_digest(kwargs), commands),
-        )
-        return bool(published)
+        return PublishOnce(
+            jobs=keys.invocation_jobs(job.app_name, job.invocation_id), watch=self._watch_key,
+            job=job_publish(
+                call_id=job.function_call_id, attempt=job.attempt, dispatch=dispatch,
+                ttl=self._settings.record_ttl_seconds,
+                member=watch_member(job.app_name, job.invocation_id, job.function_call_id),
+                score=score, now=now, deadline=deadline, digest=job_digest(kwargs),
+                commands=commands).flat())
+
+    def warm_up(self) -> None:
+        """Connect and declare the tool queues now, so that no job waits for it: blocks.
+
+        An orchestrator calls it once at start-up, in a thread; until a queue is declared,
+        its jobs go out after their call's commit rather than with it.
+        """
+        if self._redis is None:
+            return
+        with self._producer_lock:
+            producer = self._producer = self._producer or CommandProducer(self._app)
+        for name in sorted({self._settings.tools_queue, *self._settings.tool_queues.values()}):
+            producer.declare(self._app.amqp.queues[name])
 
     def _commands(self, send: Any) -> list[RedisCommand]:
         producer = self._producer

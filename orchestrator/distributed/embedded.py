@@ -72,6 +72,10 @@ class LocalTransport:
         if self._first_submit(job):
             self._spawn(self._runtime._run_job(job), job)
 
+    def prepare_with_commit(self, job: ToolJob) -> None:
+        """Nothing to send with a commit: jobs start when submitted, after it."""
+        return None
+
     def route_agent(self, agent: BaseAgent) -> str | None:
         """ParallelAgent branches run as background tasks (when an agents queue is set)."""
         return self._agents_queue

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from orchestrator.agents.base_agent import BaseAgent
     from orchestrator.distributed.models import AgentJob, ToolJob
+    from orchestrator.events.event import Event
     from orchestrator.tools.base_tool import BaseTool
 
 QUEUE_METADATA_KEY = "adk_celery_queue"
@@ -56,6 +58,46 @@ class Transport(Protocol):
         Once per call, as :meth:`submit`.
         """
         ...
+
+    def prepare_with_commit(self, job: ToolJob) -> Any | None:
+        """What sends ``job`` from inside the commit of its call event, or None.
+
+        A back-end's own operands (the Redis back-end's ``JobPublish``), for a session writer
+        of the same back-end to send in the script that stores the event; None where this
+        transport cannot, and the job is submitted after the commit instead.
+        """
+        ...
+
+
+class CommitDispatch:
+    """Jobs of a call event's remote calls, to be sent by the commit that stores the event.
+
+    The flow attaches one to a call event (:func:`attach_commit_dispatch`) when its transport
+    can publish from inside a commit. A session writer that can send them asks for them with
+    the session state the event leaves (:meth:`publishes`), sends them in the same script as
+    the event, and records their call ids in :attr:`published`; the flow then submits only
+    the others. A writer that cannot ignores it, and every call is submitted as usual.
+    """
+
+    def __init__(self, build: Callable[[dict[str, Any]], list[tuple[str, Any]]]) -> None:
+        self._build = build
+        self.published: set[str] = set()
+        """Ids of the calls whose jobs went out with the event."""
+
+    def publishes(self, state: dict[str, Any]) -> list[tuple[str, Any]]:
+        """``(call id, back-end operands)`` of each job, given the state after the event."""
+        return self._build(state)
+
+
+def attach_commit_dispatch(event: Event, dispatch: CommitDispatch) -> None:
+    """Have the commit of ``event`` send ``dispatch``'s jobs (kept on copies of the event)."""
+    event._commit_dispatch = dispatch
+
+
+def commit_dispatch(event: Event) -> CommitDispatch | None:
+    """The jobs to send with ``event``'s commit, if the flow attached any."""
+    found = event._commit_dispatch
+    return found if isinstance(found, CommitDispatch) else None
 
 
 def default_route(

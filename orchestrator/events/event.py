@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.genai import _transformers
-from pydantic import ConfigDict, Field, field_serializer, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_serializer, model_validator
 
 from orchestrator import platform
 from orchestrator.events.event_actions import EventActions
@@ -33,6 +33,9 @@ class Event(LlmResponse):
     """Unique event id (uuid4), set on construction when empty."""
     timestamp: float = Field(default_factory=platform.get_time)
     """Creation time in seconds."""
+    _commit_dispatch: Any = PrivateAttr(default=None)
+    # Jobs the commit of this event sends (orchestrator.distributed.transport.CommitDispatch);
+    # never serialised.
 
     @model_validator(mode="before")
     @classmethod

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
-from orchestrator import observe, platform
+from orchestrator import failpoints, observe, platform
 from orchestrator.agents.context import ToolContext
+from orchestrator.distributed.transport import commit_dispatch
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.flows import tool_callbacks
@@ -96,8 +97,12 @@ async def handle_function_calls(
     if not calls:
         return
     confirmations = confirmations or {}
+    # Calls whose jobs went out with the commit of call_event are not submitted again.
+    sent = commit_dispatch(call_event)
+    published = sent.published if sent is not None else set()
     coros = [
-        _execute_call(ctx, agent, call, tools, confirmations.get(call.id or ""), dispatched)
+        _execute_call(ctx, agent, call, tools, confirmations.get(call.id or ""), dispatched,
+                      published)
         for call in calls
     ]
     outcomes: list[_CallOutcome | None]
@@ -163,6 +168,7 @@ async def _execute_call(
     tools: dict[str, BaseTool],
     confirmation: ToolConfirmation | None,
     dispatched: list[str] | None = None,
+    published: set[str] | frozenset[str] = frozenset(),
 ) -> _CallOutcome:
     name = call.name or ""
     args = copy.deepcopy(call.args or {})
@@ -175,7 +181,10 @@ async def _execute_call(
     queue = ctx.transport.route(tool) if ctx.transport is not None else None
     if queue and not await _held_for_confirmation(tool, args, tool_context, confirmation):
         # A remote call runs its tool callbacks where the tool runs: on the worker.
-        await dispatch_remote_call(ctx, agent.name, call, queue, confirmation, tool)
+        if call.id in published:
+            failpoints.hit("dispatch.published_with_commit")
+        else:
+            await dispatch_remote_call(ctx, agent.name, call, queue, confirmation, tool)
         if dispatched is not None and call.id:
             dispatched.append(call.id)
         return _CallOutcome(None, tool_context.actions)

@@ -12,7 +12,7 @@ from orchestrator.agents import callbacks as cb
 from orchestrator.agents.context import CallbackContext, ReadonlyContext, ToolContext
 from orchestrator.agents.run_config import StreamingMode
 from orchestrator.events.event import Event
-from orchestrator.flows import functions, step_resume, transfer
+from orchestrator.flows import functions, remote_calls, step_resume, transfer
 from orchestrator.flows.contents import build_contents
 from orchestrator.flows.instructions import inject_session_state
 from orchestrator.models.llm_request import LlmRequest
@@ -369,6 +369,7 @@ def _finalize_event(
         event.long_running_tool_ids = functions.long_running_ids(
             ctx, event, llm_request.tools_dict
         )
+        remote_calls.attach_remote_jobs(ctx, event, llm_request.tools_dict)
     return event
 
 

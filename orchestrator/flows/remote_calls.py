@@ -9,12 +9,18 @@ from google.genai import types
 
 from orchestrator import failpoints
 from orchestrator.distributed.models import ToolJob
-from orchestrator.distributed.transport import call_policy
+from orchestrator.distributed.transport import (
+    CommitDispatch,
+    attach_commit_dispatch,
+    call_policy,
+)
+from orchestrator.tools.base_tool import BaseTool
+from orchestrator.tools.function_tool import FunctionTool
 
 if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
+    from orchestrator.events.event import Event
     from orchestrator.sessions.session import Session
-    from orchestrator.tools.base_tool import BaseTool
     from orchestrator.tools.tool_confirmation import ToolConfirmation
 
 
@@ -33,10 +39,12 @@ def tool_job(
     user_content: types.Content | None,
     confirmation: ToolConfirmation | None = None,
     tool: BaseTool | None = None,
+    state: dict[str, Any] | None = None,
 ) -> ToolJob:
     """The job that runs ``call`` on a worker, with a snapshot of what the tool may read.
 
     ``tool``: the tool called, whose metadata may set the call's deadline and attempts.
+    ``state``: the state the tool reads (the session's when omitted).
     """
     return ToolJob(
         app_name=session.app_name,
@@ -48,7 +56,7 @@ def tool_job(
         agent_name=agent_name,
         branch=branch,
         args=json_snapshot(call.args or {}),
-        state=json_snapshot(session.state),
+        state=json_snapshot(session.state if state is None else state),
         user_content=(
             user_content.model_dump(mode="json", exclude_none=True)
             if user_content is not None else None
@@ -76,3 +84,49 @@ async def dispatch_remote_call(
         ctx.session, ctx.invocation_id, agent_name, ctx.branch, call, queue, ctx.user_content,
         confirmation, tool,
     ))
+
+
+def _never_asks_confirmation(tool: BaseTool) -> bool:
+    """True if a call of ``tool`` is dispatched without asking its confirmation rule.
+
+    A rule may be user code reading the call's context: it runs after the call event is
+    committed, as in google-adk, so only calls of tools without one go out with the commit.
+    """
+    check = type(tool).check_require_confirmation
+    if check is BaseTool.check_require_confirmation:
+        return True
+    return (check is FunctionTool.check_require_confirmation
+            and tool._require_confirmation is False)  # type: ignore[attr-defined]
+
+
+def attach_remote_jobs(ctx: InvocationContext, event: Event, tools: dict[str, BaseTool]) -> None:
+    """Have the commit of ``event`` send the jobs of its remote calls, where it can.
+
+    Only where the transport can publish from inside a commit, and for calls no confirmation
+    rule has to be asked about; the jobs are built at commit time, from the state the event
+    leaves, exactly as :func:`dispatch_remote_call` would build them after it.
+    """
+    transport = ctx.transport
+    if transport is None or not event.long_running_tool_ids:
+        return
+    calls = []
+    for call in event.get_function_calls():
+        tool = tools.get(call.name or "")
+        if call.id in event.long_running_tool_ids and tool is not None and \
+                _never_asks_confirmation(tool) and (queue := transport.route(tool)):
+            calls.append((call, queue, tool))
+    if not calls:
+        return
+    session, invocation_id, agent_name = ctx.session, ctx.invocation_id, ctx.agent.name
+    branch, user_content = ctx.branch, ctx.user_content
+
+    def build(state: dict[str, Any]) -> list[tuple[str, Any]]:
+        jobs = []
+        for call, queue, tool in calls:
+            job = tool_job(session, invocation_id, agent_name, branch, call, queue,
+                           user_content, None, tool, state)
+            if (operands := transport.prepare_with_commit(job)) is not None:
+                jobs.append((job.function_call_id, operands))
+        return jobs
+
+    attach_commit_dispatch(event, CommitDispatch(build))

@@ -33,13 +33,9 @@ from orchestrator.backends.redis.lua import LuaScript, Operands, key_field, many
 
 
 @dataclass(frozen=True, kw_only=True)
-class PublishOnce(Operands):
-    """Operands of :data:`PUBLISH`: one attempt of a call's job, and the commands sending it."""
+class JobPublish:
+    """One attempt of a call's job, and the commands sending it (see :data:`LUA_PUBLISH_JOB`)."""
 
-    jobs: str = key_field()
-    """The invocation's jobs hash (``keys.invocation_jobs``)."""
-    watch: str = key_field()
-    """The job watch index (``keys.job_watch``)."""
     call_id: str
     attempt: int
     dispatch: str
@@ -54,33 +50,61 @@ class PublishOnce(Operands):
     """The call's deadline (epoch seconds), or ''."""
     digest: str
     """:func:`job_digest` of the job published."""
-    commands: list[Any] = many_field()
+    commands: tuple[Any, ...] = ()
     """The commands sending the job (its message and its task-sent event, as kombu would
     send them: LPUSH, PUBLISH), each as its name, its number of arguments, its arguments."""
 
+    def flat(self) -> list[Any]:
+        """The arguments :data:`LUA_PUBLISH_JOB` reads, in its order."""
+        return [self.call_id, self.attempt, self.dispatch, self.ttl, self.member, self.score,
+                self.now, self.deadline, self.digest, len(self.commands), *self.commands]
+
+
+LUA_PUBLISH_JOB = """
+local function publish_job(jobs, watch, i)
+  local call_id, attempt, dispatch, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local member, score, now, deadline = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
+  local digest, first = ARGV[i + 8], i + 10
+  local after = first + tonumber(ARGV[i + 9])
+  local current = redis.call('HGET', jobs, 'a:' .. call_id)
+  if (current or '0') ~= tostring(tonumber(attempt) - 1) then return after, 0 end
+  redis.call('HSET', jobs, 'a:' .. call_id, attempt, 'c:' .. call_id, dispatch,
+    'h:' .. call_id, digest, 'r:' .. call_id, cjson.encode({state = 'queued', at = tonumber(now)}))
+  if deadline ~= '' then redis.call('HSET', jobs, 'd:' .. call_id, deadline) end
+  redis.call('EXPIRE', jobs, ttl)
+  redis.call('ZADD', watch, score, member)
+  local j = first
+  while j < after do
+    local name, count = ARGV[j], tonumber(ARGV[j + 1])
+    redis.call(name, unpack(ARGV, j + 2, j + 1 + count))
+    j = j + 2 + count
+  end
+  return after, 1
+end
+"""
+"""``publish_job(jobs, watch, i)``: journal a job and send it (a :class:`JobPublish` read
+from ARGV at ``i``), only if the call's current attempt is the one before its attempt (none
+for 1): a job goes out once per attempt, whoever submits it. Returns the ARGV index after
+the job, and 1 if it was published, else 0. Used by :data:`PUBLISH`, and by the session's
+append script for calls whose jobs go out with the event that makes them."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishOnce(Operands):
+    """Operands of :data:`PUBLISH`: one job (:meth:`JobPublish.flat`) and where it is kept."""
+
+    jobs: str = key_field()
+    """The invocation's jobs hash (``keys.invocation_jobs``)."""
+    watch: str = key_field()
+    """The job watch index (``keys.job_watch``)."""
+    job: list[Any] = many_field()
+
 
 PUBLISH = LuaScript(PublishOnce, """
-local current = redis.call('HGET', jobs, 'a:' .. call_id)
-if (current or '0') ~= tostring(tonumber(attempt) - 1) then return 0 end
-redis.call('HSET', jobs, 'a:' .. call_id, attempt, 'c:' .. call_id, dispatch,
-  'h:' .. call_id, digest, 'r:' .. call_id, cjson.encode({state = 'queued', at = tonumber(now)}))
-if deadline ~= '' then redis.call('HSET', jobs, 'd:' .. call_id, deadline) end
-redis.call('EXPIRE', jobs, ttl)
-redis.call('ZADD', watch, score, member)
-local i, last = commands_first, commands_first + commands_count - 1
-while i <= last do
-  local name, count = ARGV[i], tonumber(ARGV[i + 1])
-  redis.call(name, unpack(ARGV, i + 2, i + 1 + count))
-  i = i + 2 + count
-end
-return 1
-""")
-"""Journal a job and send it, only if the call's current attempt is the one before
-``attempt`` (none for 1): a job goes out once per attempt, whoever submits it. 1 if
-published, else 0."""
-
-PUBLISH_ONCE = PUBLISH.source
-"""The text of :data:`PUBLISH`, for callers that register it themselves."""
+local _, published = publish_job(jobs, watch, job_first)
+return published
+""", functions=[LUA_PUBLISH_JOB])
+"""Journal a job and send it, once per attempt (``publish_job``): 1 if published, else 0."""
 
 # When the watchdog should look at a running job next: when it would be silent too long,
 # or at its deadline (field d:<call id>) if that comes first.
@@ -228,32 +252,21 @@ def job_digest(kwargs: dict[str, Any], encoder: type[json.JSONEncoder] | None = 
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def publish_args(
-    call_id: str, attempt: int, dispatch: dict[str, Any], ttl: int, member: str, score: float,
-    now: float, deadline: float | None, digest: str, commands: list[tuple[str, tuple[Any, ...]]],
-) -> list[Any]:
-    """ARGV of :data:`PUBLISH`, for a caller that passes its KEYS (jobs hash, watch index).
-
-    ``digest``: :func:`job_digest` of the job published. :func:`publish_operands` builds
-    both.
-    """
-    return publish_operands(
-        jobs="", watch="", call_id=call_id, attempt=attempt, dispatch=dispatch, ttl=ttl,
-        member=member, score=score, now=now, deadline=deadline, digest=digest,
-        commands=commands).args()
-
-
-def publish_operands(
-    *, jobs: str, watch: str, call_id: str, attempt: int, dispatch: dict[str, Any], ttl: int,
-    member: str, score: float, now: float, deadline: float | None, digest: str,
+def job_publish(
+    *, call_id: str, attempt: int, dispatch: dict[str, Any], ttl: int, member: str,
+    score: float, now: float, deadline: float | None, digest: str,
     commands: list[tuple[str, tuple[Any, ...]]],
-) -> PublishOnce:
-    """The operands of :data:`PUBLISH` (``digest``: :func:`job_digest` of the job published)."""
-    return PublishOnce(
-        jobs=jobs, watch=watch, call_id=call_id, attempt=attempt,
-        dispatch=json.dumps(dispatch, separators=(",", ":")), ttl=ttl, member=member,
-        score=score, now=now, deadline="" if deadline is None else repr(deadline), digest=digest,
-        commands=[part for name, args in commands for part in (name, len(args), *args)])
+) -> JobPublish:
+    """What publishing one attempt of a job writes and sends.
+
+    ``digest``: :func:`job_digest` of the job published; ``commands``: the Redis commands of
+    its broker message.
+    """
+    return JobPublish(
+        call_id=call_id, attempt=attempt, dispatch=json.dumps(dispatch, separators=(",", ":")),
+        ttl=ttl, member=member, score=score, now=now,
+        deadline="" if deadline is None else repr(deadline), digest=digest,
+        commands=tuple(part for name, args in commands for part in (name, len(args), *args)))
 
 
 def dispatched_job(dispatch: dict[str, Any]) -> dict[str, Any]:

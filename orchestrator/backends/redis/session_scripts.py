@@ -12,6 +12,7 @@ from typing import Any
 
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.codec import dumps, encode_value
+from orchestrator.backends.redis.jobs import LUA_PUBLISH_JOB
 from orchestrator.backends.redis.lua import (
     LuaScript,
     Operands,
@@ -128,7 +129,8 @@ class AppendEvent(SessionKeys):
     Each optional key goes with an argument: ``lease`` with ``token`` (fenced by a lease),
     ``stream`` with ``maxlen`` (mirrored to a live stream), ``record_key`` and ``statuses``
     with ``record`` (a record to save first), ``answered`` with ``answers`` (the call ids the
-    event answers, each answered at most once).
+    event answers, each answered at most once), ``jobs`` and ``watch`` with ``publishes``
+    (jobs of the event's remote calls, sent by the same script).
     """
 
     lease: str | None = optional_key_field()
@@ -136,6 +138,10 @@ class AppendEvent(SessionKeys):
     record_key: str | None = optional_key_field()
     statuses: str | None = optional_key_field()
     answered: str | None = optional_key_field()
+    jobs: str | None = optional_key_field()
+    """The invocation's jobs hash, when ``publishes`` has jobs."""
+    watch: str | None = optional_key_field()
+    """The job watch index, when ``publishes`` has jobs."""
     event_id: str
     event_json: str
     timestamp: str
@@ -153,9 +159,16 @@ class AppendEvent(SessionKeys):
     app_state_pairs: dict[str, str] = pairs_field()
     user_state_pairs: dict[str, str] = pairs_field()
     answers: list[str] = many_field()
+    publishes: list[Any] = many_field()
+    """Jobs to publish once the event is stored, one :meth:`~.jobs.JobPublish.flat` after
+    another: a remote call goes out in the commit that makes it, not one round trip later."""
 
 
 APPEND = LuaScript(AppendEvent, f"""
+local function publish_all()
+  local i = publishes_first
+  while i < publishes_first + publishes_count do i = publish_job(jobs, watch, i) end
+end
 if redis.call('EXISTS', meta) == 0 then
   return redis.error_reply('{NOT_FOUND}')
 end
@@ -172,6 +185,7 @@ if record ~= '' then
   save_record(record_key, stream, statuses, record, status, stream_ttl, maxlen, false)
 end
 if redis.call('SISMEMBER', event_ids, event_id) == 1 then
+  publish_all()  -- stored by an earlier try: its jobs are out unless that try was plain
   return 0
 end
 for i = answers_first, answers_first + answers_count - 1 do
@@ -197,11 +211,13 @@ if maxlen ~= '' then
     'kind', 'event', 'event', event_json, 'partial', '0')
   redis.call('EXPIRE', stream, stream_ttl)
 end
+publish_all()
 return 1
-""", functions=[LUA_WRONG_TYPE, _LUA_HSET_PAIRS, LUA_SAVE_RECORD])
+""", functions=[LUA_WRONG_TYPE, _LUA_HSET_PAIRS, LUA_SAVE_RECORD, LUA_PUBLISH_JOB])
 """Append an event: 1 when appended, 0 when its id was already appended (the record, if
-any, is saved either way). Refused (an error reply, nothing written) when the session is
-gone, the lease is not held with the token, or the event answers a call already answered."""
+any, is saved either way, and so are the jobs sent: each at most once per attempt).
+Refused (an error reply, nothing written) when the session is gone, the lease is not held
+with the token, or the event answers a call already answered."""
 
 
 def create_operands(

@@ -48,7 +48,12 @@ from orchestrator.backends.redis.session_scripts import (
     score,
     session_keys,
 )
-from orchestrator.backends.redis.session_writer import LeasedSessionWriter, Mirror, final_answers
+from orchestrator.backends.redis.session_writer import (
+    LeasedSessionWriter,
+    Mirror,
+    final_answers,
+    jobs_sent_with,
+)
 from orchestrator.errors import (
     AlreadyAnsweredError,
     AlreadyExistsError,
@@ -306,6 +311,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         else:  # the stored event never carries temp: keys
             actions = event.actions.model_copy(update={"state_delta": persisted})
             event_json = event.model_copy(update={"actions": actions}).to_json()
+        sent = jobs_sent_with(session, event) if fence is not None else None
         status = None
         if mirror is not None:
             # Taken now: a concurrent append (a parallel branch) must not write it twice.
@@ -327,6 +333,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             record=record_json, status=status_value, state_pairs=session_delta,
             app_state_pairs=app_delta, user_state_pairs=user_delta,
             answers=final_answers(event) if fence is not None else [],
+            **(sent.operands if sent is not None else {}),
         )
         try:
             applied = await self._append_script(operands)
@@ -337,6 +344,8 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             if error is exc:
                 raise
             raise error from exc
+        if sent is not None:
+            sent.done()
         if int(applied) == 1:
             self._apply_to_session(session, event)
         return event
