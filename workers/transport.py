@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 from celery import Celery
 
 from config import Settings
+from orchestrator import failpoints
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.jobs import (
@@ -137,6 +138,7 @@ class CeleryTransport:
         options = self._options(task, job, kwargs, queue, shown_as, fields)
         if self._redis is None:
             if await self._publish_once(job, kwargs, queue, []):
+                failpoints.hit("dispatch.journaled_before_send")
                 await asyncio.to_thread(self._app.send_task, task, **options)
             return
 
