@@ -22,6 +22,7 @@ from workers.api import (
 )
 from workers.api.access_log import log_config
 from workers.api.backend import Backend
+from workers.api.direct_run import DirectRun
 from workers.api.security import BodyLimit
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,9 @@ def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) 
     app.include_router(invocation_routes.router)
     app.include_router(invocation_list_routes.router)
     app.include_router(metrics_route.router)
+    # First added, so the innermost middleware: the size limit, CORS and the dev UI's guard
+    # apply to the requests it answers as to any other.
+    app.add_middleware(DirectRun)
     if dev_ui is not None:
         from workers.api import dev_ui as dev_ui_routes
 
