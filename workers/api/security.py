@@ -74,7 +74,13 @@ class Access:
 
 
 class BodyLimit:
-    """ASGI middleware: 413 for a request body over ``limit`` bytes, before it is all read."""
+    """ASGI middleware: 413 for a request body over ``limit`` bytes, before it is all read.
+
+    A body that declares its length is refused before any of it is read. One that does not
+    (chunked) is counted as the application reads it: past the limit, the 413 goes out at
+    once and the application is told the client went away, so what it would answer to a
+    body cut short (FastAPI: 400, "There was an error parsing the body") is not sent.
+    """
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -90,24 +96,30 @@ class BodyLimit:
             await _too_large(send, self.limit)
             return
         seen = 0
+        started = refused = False
 
         async def limited() -> Message:
-            nonlocal seen
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise _BodyTooLarge()
+                    refused = True
+                    if not started:  # else the answer is on its way: the body just stops
+                        await _too_large(send, self.limit)
+                    return {"type": "http.disconnect"}
             return message
 
-        try:
-            await self.app(scope, limited, send)
-        except _BodyTooLarge:
-            await _too_large(send, self.limit)
+        async def answering(message: Message) -> None:
+            nonlocal started
+            if refused and not started:
+                return  # the 413 went out in its place
+            started = started or message["type"] == "http.response.start"
+            await send(message)
 
-
-class _BodyTooLarge(Exception):
-    pass
+        await self.app(scope, limited, answering)
 
 
 async def _too_large(send: Send, limit: int) -> None:
