@@ -232,3 +232,15 @@ async def test_direct_run_answers_plain_runs_itself_and_passes_the_rest_on(twins
     await direct.http.post("/run", headers={**ALL, "content-type": "text/plain"}, content=b"{}")
     await direct.http.post("/run_sse", headers=ALL, json=run_body("nope", session))
     assert passed_on == ["POST /run", "POST /run", "POST /run_sse"]
+
+
+def test_the_run_route_has_no_dependencies_that_direct_run_would_pass_by():
+    # DirectRun calls the route's function itself: a dependency added to the route or to its
+    # router (a check, a rate limit) would not run for the requests it answers.
+    from workers.api import adk_routes
+
+    route = next(r for r in adk_routes.router.routes if getattr(r, "path", None) == "/run")
+    assert not adk_routes.router.dependencies and not route.dependencies
+    assert {param.name for param in route.dependant.body_params} == {"body"}
+    assert not route.dependant.dependencies and not route.dependant.query_params
+

@@ -20,6 +20,11 @@ What a client sees is the FastAPI route's, by construction rather than by imitat
   exception layer would; any other error goes up to the application's server-error layer;
 - it sits inside every middleware the application adds (body size limit, CORS, the dev
   UI's guard), and the FastAPI route stays registered: ``/run`` is listed at ``/docs``.
+
+What it passes by: FastAPI's own spans of the route's steps (dependencies, endpoint) where
+FastAPI's OpenTelemetry support is on (the request's span is made outside, as before), and
+any dependency the route or its router would have: they have none
+(``tests/test_api_direct_run.py`` checks that they still have none).
 """
 
 from __future__ import annotations
