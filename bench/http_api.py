@@ -4,7 +4,8 @@
         [--load raw|httpx] [--latency-load httpx|raw]
 
 Starts a fresh ``redis-server``, one orchestrator and one worker (``adk-celery`` CLI
-defaults) and one ``adk-celery api`` on loopback. The app is ``_latency_apps.py``'s: one
+defaults) and one ``adk-celery api`` on loopback, its output to a file
+(:class:`FileLoggedProcess` says why). The app is ``_latency_apps.py``'s: one
 remote long-running tool that a worker answers at once, then a final text.
 
 - latency: sequential invocations, each on a session made beforehand. ``client``:
