@@ -39,7 +39,7 @@ _FIRST_LOOK_SECONDS = 0.025
 """How long after a pause a run first looks whether it waits for an answer from outside, if
 nothing came meanwhile. A call that a worker runs quickly resumes the run within a few
 milliseconds, and looking sooner would cost a round trip to Redis, and the server's CPU,
-just as the worker needs the machine: about 0.3 ms of each such run on two busy cores.
+just as the worker needs the machine: 0.1–0.3 ms of each such run on two busy cores.
 A run that does end at a pause for an outside answer (a person's, another service's, which
 take seconds) answers this much later."""
 
