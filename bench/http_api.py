@@ -4,7 +4,8 @@
         [--load raw|httpx] [--latency-load httpx|raw]
 
 Starts a fresh ``redis-server``, one orchestrator and one worker (``adk-celery`` CLI
-defaults) and one ``adk-celery api`` on loopback. The app is ``_latency_apps.py``'s: one
+defaults) and one ``adk-celery api`` on loopback, its output to a file
+(:class:`FileLoggedProcess` says why). The app is ``_latency_apps.py``'s: one
 remote long-running tool that a worker answers at once, then a final text.
 
 - latency: sequential invocations, each on a session made beforehand. ``client``:
@@ -33,7 +34,9 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,7 +48,7 @@ import httpx  # noqa: E402
 from bench._raw_http import RawConnection, RawSyncConnection  # noqa: E402
 from config import Settings  # noqa: E402
 from orchestrator.distributed.models import InvocationStatus  # noqa: E402
-from tests.support.processes import ManagedProcess, stack_env, start_celery_process  # noqa: E402
+from tests.support.processes import stack_env, start_celery_process  # noqa: E402
 from tests.support.redis_server import free_port, redis_server  # noqa: E402
 from workers.client import Client  # noqa: E402
 
@@ -58,10 +61,46 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
-def start_api(env: dict[str, str]) -> tuple[ManagedProcess, str]:
+class FileLoggedProcess:
+    """A process whose output goes to a file, not to a pipe that this process reads.
+
+    The api writes an access line per request. Read from a pipe by a thread of this process
+    (as ``ManagedProcess`` does), each line would wake that thread just as the response it
+    logs arrives, and the two would compete for this process's interpreter while it times
+    that response: about 0.1 ms of each ``/run`` here, which is no part of the HTTP hop (the
+    Client's invocations log nothing there). The server still writes every line.
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out,
+                                         stderr=subprocess.STDOUT)
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self.proc.pid
+
+    def output(self) -> str:
+        """The last lines of its output."""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-80:])
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM, then SIGKILL if it does not exit in time."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_api(env: dict[str, str], log: Path) -> tuple[FileLoggedProcess, str]:
     port = free_port()
-    api = ManagedProcess("api", [sys.executable, "-m", "workers.cli", "api", "--port", str(port)],
-                         env)
+    api = FileLoggedProcess([sys.executable, "-m", "workers.cli", "api", "--port", str(port)],
+                            env, log)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -157,7 +196,7 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure_latency(client: Client, api: ManagedProcess, base: str, invocations: int,
+def measure_latency(client: Client, api: FileLoggedProcess, base: str, invocations: int,
                     load: str) -> None:
     """Sequential invocations, client and http alternating one by one."""
     times: dict[str, list[float]] = {"client": [], "http": []}
@@ -189,7 +228,7 @@ def measure_latency(client: Client, api: ManagedProcess, base: str, invocations:
         print(f"  the api process spent {ms((after - before) / invocations)} of CPU per /run")
 
 
-def measure_throughput(client: Client, api: ManagedProcess, base: str, burst_size: int,
+def measure_throughput(client: Client, api: FileLoggedProcess, base: str, burst_size: int,
                        bursts: int, load: str) -> None:
     """``bursts`` bursts of each kind, alternating."""
     rates: dict[str, list[float]] = {"client": [], "http": []}
@@ -203,7 +242,7 @@ def measure_throughput(client: Client, api: ManagedProcess, base: str, burst_siz
         try:
             rates["http"].append(asyncio.run(burst(base, ready)))
         except AssertionError:
-            print("\n".join(line for line in api.lines if "Error" in line)[-3000:])
+            print("\n".join(line for line in api.output().splitlines() if "Error" in line)[-3000:])
             raise
         after = cpu_seconds(api.pid)
         if before is not None and after is not None:  # not where /proc is missing
@@ -229,11 +268,11 @@ def main() -> None:
     parser.add_argument("--latency-load", choices=("httpx", "raw"), default="httpx",
                         help="the sequential requests' HTTP client (default: httpx)")
     args = parser.parse_args()
-    with redis_server() as url:
+    with redis_server() as url, tempfile.TemporaryDirectory() as logs:
         env = stack_env(url, APP_SPECS)
         orchestrator = start_celery_process("orchestrator", "http-orch", env)
         worker = start_celery_process("worker", "http-work", env)
-        api, base = start_api(env)
+        api, base = start_api(env, Path(logs) / "api.log")
         client = Client(Settings(redis_url=url, apps=APP_SPECS))
         try:
             measure_latency(client, api, base, args.invocations, args.latency_load)

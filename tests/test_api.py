@@ -218,6 +218,15 @@ def test_tokens_open_their_apps_only_and_bodies_are_bounded(locked_api):
     big = httpx.post(f"{locked_api}/apps/chat/users/u/sessions", headers=chat,
                      json={"state": {"blob": "x" * 10_000}})
     assert big.status_code == 413 and "ADK_CELERY_API_MAX_BODY_BYTES" in big.text
+    # Without a declared length (chunked), the limit is counted as the body comes.
+    chunks = (b'{"state": {"blob": "', *[b"x" * 1000] * 10, b'"}}')
+    for path in ("/apps/chat/users/u/sessions", "/run"):
+        sent = httpx.post(f"{locked_api}{path}", headers={**chat, "content-type": "application/json"},
+                          content=iter(chunks))
+        assert sent.status_code == 413 and "ADK_CELERY_API_MAX_BODY_BYTES" in sent.text, sent.text
+    small = httpx.post(f"{locked_api}/apps/chat/users/u/sessions", content=iter([b'{"state": ', b'{}}']),
+                       headers={**chat, "content-type": "application/json"})
+    assert small.status_code == 200
     assert httpx.get(f"{locked_api}/docs", headers=chat).status_code == 200
 
 

@@ -23,6 +23,7 @@ from orchestrator.events.event import Event
 from tests.test_event_stream import APP, _call_event, _Pair, _record, _text_event
 from workers.api import runs
 from workers.api.backend import Backend
+from workers.api.watches import Watch
 
 S = InvocationStatus
 GUARD = 10.0
@@ -117,6 +118,29 @@ async def test_a_pause_while_a_worker_runs_the_call_is_not_the_end(backend, pair
     rest = await _resume_and_complete(pair)
     # Every event but the user's message, as ADK's API server writes it.
     assert await run == [event.to_wire() for event in [*shown, *rest]]
+
+
+async def test_a_run_that_goes_on_soon_after_a_pause_never_looks_at_it(
+        backend, pair, checks, monkeypatch, live):
+    # A call that a worker answers quickly: no round trip to tell that pause from one for an
+    # outside answer (the look would come _FIRST_LOOK_SECONDS after the pause).
+    monkeypatch.setattr(runs, "_FIRST_LOOK_SECONDS", GUARD)
+    shown = await _start_and_pause(pair, job_out=True)
+    pause_read = asyncio.Event()
+    read = Watch.read
+
+    async def reading(self: Watch, timeout: float | None = None) -> Any:
+        items, at_end = await read(self, timeout)
+        if any(item.status is S.PAUSED for item in items):
+            pause_read.set()
+        return items, at_end
+
+    monkeypatch.setattr(Watch, "read", reading)
+    run = _run(backend, live)
+    await asyncio.wait_for(pause_read.wait(), GUARD)
+    rest = await _resume_and_complete(pair)
+    assert await run == [event.to_wire() for event in [*shown, *rest]]
+    assert not checks.is_set()
 
 
 async def test_a_pause_for_an_outside_answer_ends_the_run(backend, pair, live):

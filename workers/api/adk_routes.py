@@ -128,6 +128,11 @@ def _accepted(record: InvocationRecord) -> InvocationRecord:
 @router.post("/run", response_model=list[dict[str, Any]])
 async def run(request: Request, body: RunAgentRequest) -> Response:
     """Run to the end (or the pause) and return the events, as ADK's ``/run``."""
+    return await run_response(request, body)
+
+
+async def run_response(request: Request, body: RunAgentRequest) -> Response:
+    """What ``/run`` answers (an HTTPException for a refusal); :mod:`direct_run` calls it too."""
     backend = checked(request, body.app_name, ("user_id", body.user_id),
                       ("session_id", body.session_id))
     try:

@@ -20,8 +20,9 @@ from workers.api import (
     invocation_routes,
     metrics_route,
 )
-from workers.api.access_log import log_config
+from workers.api.access_log import defer_access_records, log_config
 from workers.api.backend import Backend
+from workers.api.direct_run import DirectRun
 from workers.api.security import BodyLimit
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,9 @@ def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) 
     app.include_router(invocation_routes.router)
     app.include_router(invocation_list_routes.router)
     app.include_router(metrics_route.router)
+    # First added, so the innermost middleware: the size limit, CORS and the dev UI's guard
+    # apply to the requests it answers as to any other.
+    app.add_middleware(DirectRun)
     if dev_ui is not None:
         from workers.api import dev_ui as dev_ui_routes
 
@@ -103,6 +107,7 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
         print(f"adk-celery api: google-adk's dev UI at http://{host}:{port or settings.api_port}"
               f"/dev-ui/ (files from {files})", file=sys.stderr, flush=True)
     _freeze_start_up_objects()
+    defer_access_records()
     uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info",
                 log_config=log_config(),
                 access_log=settings.api_access_log if access_log is None else access_log)

@@ -74,40 +74,62 @@ class Access:
 
 
 class BodyLimit:
-    """ASGI middleware: 413 for a request body over ``limit`` bytes, before it is all read."""
+    """ASGI middleware: 413 for a request body over ``limit`` bytes, before it is all read.
+
+    A body that declares its length is refused before any of it is read (and one within the
+    limit is not counted: the HTTP parser holds it to that length). One that does not
+    (chunked) is counted as the application reads it: past the limit, the 413 goes out at
+    once and the application is told the client went away, so what it would answer to a
+    body cut short (FastAPI: 400, "There was an error parsing the body") is not sent.
+    """
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Pass the request on, counting its body."""
+        """Pass the request on (its body counted if its length is not declared)."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await _too_large(send, self.limit)
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit():
+            if int(declared) > self.limit:
+                await _too_large(send, self.limit)
+            elif b"transfer-encoding" in headers:  # which of the two frames it is unclear
+                await self._counted(scope, receive, send)
+            else:  # the HTTP parser holds the body to the length it declares
+                await self.app(scope, receive, send)
             return
+        await self._counted(scope, receive, send)
+
+    async def _counted(self, scope: Scope, receive: Receive, send: Send) -> None:
         seen = 0
+        started = refused = False
 
         async def limited() -> Message:
-            nonlocal seen
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise _BodyTooLarge()
+                    refused = True
+                    if not started:  # else the answer is on its way: the body just stops
+                        await _too_large(send, self.limit)
+                    return {"type": "http.disconnect"}
             return message
 
-        try:
-            await self.app(scope, limited, send)
-        except _BodyTooLarge:
-            await _too_large(send, self.limit)
+        async def answering(message: Message) -> None:
+            nonlocal started
+            if refused and not started:
+                return  # the 413 went out in its place
+            started = started or message["type"] == "http.response.start"
+            await send(message)
 
-
-class _BodyTooLarge(Exception):
-    pass
+        await self.app(scope, limited, answering)
 
 
 async def _too_large(send: Send, limit: int) -> None:
