@@ -5,7 +5,7 @@
 
 Starts a fresh ``redis-server``, one orchestrator and one worker (``adk-celery`` CLI
 defaults) and one ``adk-celery api`` on loopback, its output to a file
-(:class:`FileLoggedProcess` says why). The app is ``_latency_apps.py``'s: one
+(:class:`tests.support.processes.FileLoggedProcess` says why). The app is ``_latency_apps.py``'s: one
 remote long-running tool that a worker answers at once, then a final text.
 
 - latency: sequential invocations, each on a session made beforehand. ``client``:
@@ -34,7 +34,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +47,11 @@ import httpx  # noqa: E402
 from bench._raw_http import RawConnection, RawSyncConnection  # noqa: E402
 from config import Settings  # noqa: E402
 from orchestrator.distributed.models import InvocationStatus  # noqa: E402
-from tests.support.processes import stack_env, start_celery_process  # noqa: E402
+from tests.support.processes import (  # noqa: E402
+    FileLoggedProcess,
+    stack_env,
+    start_celery_process,
+)
 from tests.support.redis_server import free_port, redis_server  # noqa: E402
 from workers.client import Client  # noqa: E402
 
@@ -61,46 +64,10 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
-class FileLoggedProcess:
-    """A process whose output goes to a file, not to a pipe that this process reads.
-
-    The api writes an access line per request. Read from a pipe by a thread of this process
-    (as ``ManagedProcess`` does), each line would wake that thread just as the response it
-    logs arrives, and the two would compete for this process's interpreter while it times
-    that response: about 0.1 ms of each ``/run`` here, which is no part of the HTTP hop (the
-    Client's invocations log nothing there). The server still writes every line.
-    """
-
-    def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
-        self.log = log
-        with log.open("wb") as out:
-            self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out,
-                                         stderr=subprocess.STDOUT)
-
-    @property
-    def pid(self) -> int:
-        """The process id."""
-        return self.proc.pid
-
-    def output(self) -> str:
-        """The last lines of its output."""
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-80:])
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM, then SIGKILL if it does not exit in time."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 def start_api(env: dict[str, str], log: Path) -> tuple[FileLoggedProcess, str]:
     port = free_port()
-    api = FileLoggedProcess([sys.executable, "-m", "workers.cli", "api", "--port", str(port)],
-                            env, log)
+    api = FileLoggedProcess("api", [sys.executable, "-m", "workers.cli", "api", "--port",
+                                    str(port)], env, log)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:

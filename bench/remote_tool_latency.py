@@ -27,6 +27,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from contextlib import ExitStack
@@ -43,9 +44,9 @@ from config import Settings  # noqa: E402
 from orchestrator.distributed.models import InvocationStatus  # noqa: E402
 from tests.support.processes import (  # noqa: E402
     FAST_WORKER_FLAGS,
-    ManagedProcess,
+    celery_argv,
     stack_env,
-    start_celery_process,
+    start_file_logged,
 )
 from tests.support.redis_server import RedisServer, find_redis_server  # noqa: E402
 from workers.client import Client  # noqa: E402
@@ -121,20 +122,24 @@ class Bench:
             redis.Redis.from_url(url).flushdb()
         env = stack_env(self.url, APP_SPECS)
         pool = ["--pool", args.pool] if args.pool else []  # None: the CLI's defaults
-        self.orchestrator = start_celery_process(
-            "orchestrator", "bench-orch", env, *pool, concurrency=args.concurrency)
+        # Every process logs to a file: read from pipes by threads of this process, each
+        # task's two log lines would wake them while the round trip they log is timed.
+        logs = Path(self._exit.enter_context(tempfile.TemporaryDirectory()))
+        self.orchestrator = start_file_logged(
+            "orchestrator", celery_argv("orchestrator", "bench-orch", *pool,
+                                        concurrency=args.concurrency), env, logs / "orch.log")
         self._exit.callback(self.orchestrator.stop)
-        self.worker = start_celery_process(
-            "worker", "bench-work", env, *pool, concurrency=args.concurrency)
+        self.worker = start_file_logged(
+            "worker", celery_argv("worker", "bench-work", *pool, concurrency=args.concurrency),
+            env, logs / "worker.log")
         self._exit.callback(self.worker.stop)
-        noop = ManagedProcess("noop-worker", [
+        noop = start_file_logged("noop-worker", [
             sys.executable, "-m", "celery", "-A", "bench._raw_noop_celery", "-b", self.noop_url,
             "--result-backend", self.noop_url, "worker", "-Q", noop_celery.QUEUE,
             "--hostname", "bench-noop@%h", "--loglevel", "INFO", "--pool", args.raw_pool,
             "--concurrency", str(args.concurrency), *FAST_WORKER_FLAGS,
-        ], env)
+        ], env, logs / "noop.log")
         self._exit.callback(noop.stop)
-        noop.wait_for_line(lambda line: "ready." in line)
         self.noop_worker = noop
         self.redis = redis.Redis.from_url(self.url)
         self._exit.callback(self.redis.close)

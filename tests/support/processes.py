@@ -102,15 +102,75 @@ def stack_env(redis_url: str, apps: str, **settings: str) -> dict[str, str]:
     return env
 
 
-def start_celery_process(
-    kind: str, name: str, env: dict[str, str], *extra: str, concurrency: int = 4
-) -> ManagedProcess:
-    """Start ``adk-celery orchestrator|worker`` and wait until Celery reports it ready."""
-    argv = [
+class FileLoggedProcess:
+    """A process whose output goes to a file, not to a pipe that this process reads.
+
+    For benchmarks: read from a pipe by a thread of the measuring process (as
+    :class:`ManagedProcess` does), each line a process logs (Celery's two per task, an
+    access line per request) wakes that thread just as the work it logs completes, and the
+    thread competes with the measuring process's own timing. The process still writes every
+    line.
+    """
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.name, self.log = name, log
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out,
+                                         stderr=subprocess.STDOUT)
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self.proc.pid
+
+    def output(self) -> str:
+        """The last lines of its output."""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-80:])
+
+    def wait_for_line(self, predicate: Callable[[str], bool], timeout: float = 30.0) -> str:
+        """Wait until the file has a line matching ``predicate`` (polled: start-up only)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.log.read_text(errors="replace").splitlines():
+                if predicate(line):
+                    return line
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"{self.name}: no expected line within {timeout} s\n{self.output()}")
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM, then SIGKILL if it does not exit in time."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def celery_argv(kind: str, name: str, *extra: str, concurrency: int = 4) -> list[str]:
+    """The command line of ``adk-celery orchestrator|worker`` as the tests start it."""
+    return [
         sys.executable, "-m", "workers.cli", kind,
         "--hostname", f"{name}@%h", "--concurrency", str(concurrency), "--loglevel", "INFO",
         *FAST_WORKER_FLAGS, *extra,
     ]
-    process = ManagedProcess(name, argv, env)
+
+
+def start_celery_process(
+    kind: str, name: str, env: dict[str, str], *extra: str, concurrency: int = 4
+) -> ManagedProcess:
+    """Start ``adk-celery orchestrator|worker`` and wait until Celery reports it ready."""
+    process = ManagedProcess(name, celery_argv(kind, name, *extra, concurrency=concurrency), env)
     process.wait_for_line(lambda line: "ready." in line)
+    return process
+
+
+def start_file_logged(name: str, argv: list[str], env: dict[str, str], log: Path,
+                      ready: str = "ready.") -> FileLoggedProcess:
+    """Start ``argv`` logging to ``log`` and wait for a line containing ``ready``."""
+    process = FileLoggedProcess(name, argv, env, log)
+    process.wait_for_line(lambda line: ready in line)
     return process
