@@ -15,14 +15,12 @@ What holds:
   ``concurrency`` slots: a slot is held only while a drain runs. A wake-up for a session this
   orchestrator is already draining (or waiting to drain) takes no slot: the first such one is
   parked and answered by one more drain once the current one ended (so an item pushed while
-  that drain was letting go is not missed); later ones are acknowledged with the next read,
-  since the parked entry, still pending, stands for them (the work itself waits in the session's queue).
+  that drain was letting go is not missed); later ones are acknowledged at once, since the
+  parked entry, still pending, stands for them (the work itself waits in the session's queue).
   A flood of wake-ups for one session thus costs a slot and two pending entries, and the
   entries of other sessions behind it in the stream are read at once.
 - An entry is acknowledged (and deleted) only after a drain that began after it was read has
-  ended, or once a pending entry of the same session stands for it; the acknowledgement goes
-  out with the next read of the stream (one round trip fewer per drain; on an idle stream, a
-  read's block later). An orchestrator that dies
+  ended, or once a pending entry of the same session stands for it. An orchestrator that dies
   leaves its entries pending; another one claims them (``XAUTOCLAIM``) once they have been
   idle for ``reclaim_idle_seconds`` (the session lease's time to live, so the dead holder's
   lease has expired by then) and drains the session, recovering what was left.
@@ -45,7 +43,6 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -170,10 +167,6 @@ class WakeConsumer:
         self._room.set()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
-        self._acks: list[str] = []
-        """Handled entries not acknowledged yet: they go with the next read (one round trip
-        fewer per drain), at most a read's block later; still pending, they are at worst
-        claimed again and found answered."""
 
     def start(self) -> None:
         """Start reading (on the running loop)."""
@@ -199,12 +192,6 @@ class WakeConsumer:
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
-        if self._acks:
-            acks, self._acks = self._acks, []
-            try:
-                await asyncio.wait_for(self._acknowledge(acks), timeout)
-            except (TimeoutError, *_TRANSIENT):
-                pass  # left pending: claimed again once idle, and found answered
 
     def _room_left(self) -> int:
         """Entries to read now: one per free slot, within the bound on followed sessions."""
@@ -222,34 +209,21 @@ class WakeConsumer:
         stream = self._wakeups.stream_key
         while not self._stopping:
             await self._room.wait()
-            acks, self._acks = self._acks, []
             try:
-                reply = await self._read(stream, acks)
+                reply = await self._redis.xreadgroup(
+                    self._wakeups._group, self.name, {stream: ">"},
+                    count=max(1, self._room_left()), block=_BLOCK_MS,
+                )
             except ResponseError as error:
-                self._acks[:0] = acks
                 if "NOGROUP" not in str(error):
                     raise
                 await self._wakeups.ensure_group()  # the stream was deleted (FLUSHDB)
                 continue
             except _TRANSIENT as error:
-                self._acks[:0] = acks
                 logger.warning("Reading wake-ups failed (%s); retrying", error)
                 await asyncio.sleep(self._retry)
                 continue
             await self._take_in([entry for _, entries in reply or [] for entry in entries])
-
-    async def _read(self, stream: str, acks: list[str]) -> Any:
-        """Read new entries (blocking up to ``_BLOCK_MS``), acknowledging ``acks`` first."""
-        count = max(1, self._room_left())
-        if not acks:
-            return await self._redis.xreadgroup(
-                self._wakeups._group, self.name, {stream: ">"}, count=count, block=_BLOCK_MS)
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.xack(stream, self._wakeups._group, *acks)
-            pipe.xdel(stream, *acks)
-            pipe.xreadgroup(self._wakeups._group, self.name, {stream: ">"}, count=count,
-                            block=_BLOCK_MS)
-            return (await pipe.execute())[2]
 
     async def _reclaim_loop(self) -> None:
         """Take over entries another orchestrator left pending (it died) once idle enough."""
@@ -276,7 +250,8 @@ class WakeConsumer:
     async def _take_in(self, entries: list[tuple[str, dict[str, str]]]) -> None:
         """Follow the sessions of newly read entries; acknowledge the superseded at once."""
         superseded = [entry_id for entry_id, fields in entries if not self._follow(entry_id, fields)]
-        self._acks += superseded
+        if superseded:
+            await self._acknowledge(superseded)
 
     def _follow(self, entry_id: str, fields: dict[str, str]) -> bool:
         """Start draining the entry's session, or park the entry on its drain.
@@ -308,7 +283,7 @@ class WakeConsumer:
         """Drain ``key`` until every wake-up read for it is answered, then stop following it."""
         try:
             while await self._drain_until_done(key, followed.hint):
-                self._acks += followed.entries
+                await self._acknowledge(followed.entries)
                 if followed.parked is None:
                     return  # no await from here to forgetting the session: nothing slips in
                 # Wake-ups read during that drain: their items may have come after its last
