@@ -8,6 +8,7 @@ exactly once, each agent gives its final answer once.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from contextlib import ExitStack
 
@@ -127,3 +128,57 @@ def test_a_transient_redis_error_in_the_orchestrator_is_retried_not_failed(redis
             record, orchestrator.output())
         assert any("Failpoint" in line for line in orchestrator.lines)  # it did fail once
         _assert_answered_once(client.events("lookup", inv), "lookup")
+
+
+@pytest.mark.parametrize("failpoint", [
+    "api.transaction.before_send=kill",  # nothing of the batch written
+    "api.transaction.sent=kill",  # the batch written, no request answered
+])
+def test_an_api_killed_with_a_batch_of_enqueues_loses_none_and_runs_none_twice(
+    redis_url, failpoint
+):
+    """Requests in flight when ``adk-celery api`` dies get no answer; sent again with their
+    invocation ids to another api process, each invocation runs, once."""
+    import httpx
+
+    from orchestrator import platform
+    from tests.test_api import start_api
+
+    url, env, armed = _stack(redis_url, 10, failpoint)
+    from workers.client import Client
+
+    with ExitStack() as stack:
+        orchestrator = start_celery_process("orchestrator", "api-crash-orch", env)
+        stack.callback(orchestrator.stop)
+        worker = start_celery_process("worker", "api-crash-worker", env)
+        stack.callback(worker.stop)
+        client = Client(Settings(redis_url=url, apps=APP_SPECS))
+        stack.callback(client.close)
+        doomed, base = start_api(armed)
+        stack.callback(doomed.stop)
+        sessions = [client.create_session("lookup", "u").id for _ in range(3)]
+        ids = [platform.new_invocation_id() for _ in sessions]
+
+        async def enqueue_all(at: str) -> list[int | str]:
+            async with httpx.AsyncClient(base_url=at, timeout=20) as http:
+                replies = await asyncio.gather(*(
+                    http.post(f"/apps/lookup/users/u/sessions/{session}/invocations",
+                              json={"newMessage": "find Oslo", "invocationId": inv})
+                    for session, inv in zip(sessions, ids, strict=True)
+                ), return_exceptions=True)
+            return [r.status_code if isinstance(r, httpx.Response) else type(r).__name__
+                    for r in replies]
+
+        lost = asyncio.run(enqueue_all(base))
+        assert not any(code == 202 for code in lost), lost  # nobody was told "accepted"
+        _wait_dead(doomed)
+        heir, heir_base = start_api(env)
+        stack.callback(heir.stop)
+        assert asyncio.run(enqueue_all(heir_base)) == [202, 202, 202]  # sent again: accepted
+
+        for inv in ids:
+            record = client.wait("lookup", inv, timeout=40, until=InvocationStatus.FINISHED)
+            assert record.status is InvocationStatus.COMPLETED, (record, orchestrator.output())
+            _assert_answered_once(client.events("lookup", inv), "lookup")
+            user_messages = [e for e in client.events("lookup", inv) if e.author == "user"]
+            assert len(user_messages) == 1  # one run per invocation, not one per request

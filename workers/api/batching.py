@@ -18,6 +18,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
+from orchestrator import failpoints
+
 Queue = Callable[[Pipeline], object]
 """Adds a request's commands to a pipeline (``pipe.xrange(...)``, ...)."""
 
@@ -70,7 +72,11 @@ class TurnBatcher:
                     start = len(pipe)
                     queue(pipe)
                     bounds.append((start, len(pipe)))
+                if self._transaction:
+                    failpoints.hit("api.transaction.before_send")
                 replies = await pipe.execute(raise_on_error=False)
+                if self._transaction:  # written, and no request has its answer yet
+                    failpoints.hit("api.transaction.sent")
         except asyncio.CancelledError:
             for _, future in held:
                 future.cancel()
