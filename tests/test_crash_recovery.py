@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from contextlib import ExitStack
+from typing import Any
 
 import pytest
 import redis
@@ -36,6 +37,21 @@ def _stack(
     # session leases once they are 2 s old.
     env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2", lease_ttl_seconds="2", **settings)
     return url, env, {**env, "ADK_CELERY_FAILPOINTS": failpoints}
+
+
+def _orchestrator_worker_client(
+    stack: ExitStack, url: str, env: dict[str, str], name: str
+) -> tuple[ManagedProcess, Any]:
+    """An orchestrator and a worker started with ``env``, and a client; stopped by ``stack``."""
+    from workers.client import Client
+
+    orchestrator = start_celery_process("orchestrator", name, env)
+    stack.callback(orchestrator.stop)
+    worker = start_celery_process("worker", f"{name}-worker", env)
+    stack.callback(worker.stop)
+    client = Client(Settings(redis_url=url, apps=APP_SPECS, lease_retry_seconds=0.2))
+    stack.callback(client.close)
+    return orchestrator, client
 
 
 def _wait_dead(process: ManagedProcess, timeout: float = 30.0) -> None:
@@ -112,15 +128,8 @@ def test_an_orchestrator_killed_mid_invocation_is_taken_over_and_answers_once(
 ])
 def test_a_transient_redis_error_in_the_orchestrator_is_retried_not_failed(redis_url, failpoint):
     url, _, armed = _stack(redis_url, 9, failpoint)
-    from workers.client import Client
-
     with ExitStack() as stack:
-        orchestrator = start_celery_process("orchestrator", "flaky", armed)
-        stack.callback(orchestrator.stop)
-        worker = start_celery_process("worker", "flaky-worker", armed)
-        stack.callback(worker.stop)
-        client = Client(Settings(redis_url=url, apps=APP_SPECS, lease_retry_seconds=0.2))
-        stack.callback(client.close)
+        orchestrator, client = _orchestrator_worker_client(stack, url, armed, "flaky")
 
         inv = client.enqueue("lookup", "u", "find Oslo")
         record = client.wait("lookup", inv, timeout=40, until=InvocationStatus.FINISHED)
@@ -145,15 +154,8 @@ def test_an_api_killed_with_a_batch_of_enqueues_loses_none_and_runs_none_twice(
     from tests.test_api import start_api
 
     url, env, armed = _stack(redis_url, 10, failpoint)
-    from workers.client import Client
-
     with ExitStack() as stack:
-        orchestrator = start_celery_process("orchestrator", "api-crash-orch", env)
-        stack.callback(orchestrator.stop)
-        worker = start_celery_process("worker", "api-crash-worker", env)
-        stack.callback(worker.stop)
-        client = Client(Settings(redis_url=url, apps=APP_SPECS))
-        stack.callback(client.close)
+        orchestrator, client = _orchestrator_worker_client(stack, url, env, "api-crash")
         doomed, base = start_api(armed)
         stack.callback(doomed.stop)
         sessions = [client.create_session("lookup", "u").id for _ in range(3)]
