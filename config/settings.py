@@ -87,8 +87,9 @@ class Settings(BaseSettings):
     taking the next one (``adk-celery worker``'s threads pool); 0 = no wait."""
     fast_publish: bool = True
     """Latency trick (workers/publish_commands.py, kombu internals): a tool job's message is
-    built by Celery and kombu and sent inside the script that journals the job. False: the
-    journal is written, then Celery's ``send_task`` sends the message from a thread."""
+    built by Celery and kombu and sent inside the script that journals the job, which is the
+    script committing its call event where it can. False: the call is committed, the journal
+    written, then Celery's ``send_task`` sends the message from a thread."""
     broker_client_reuse: bool = True
     """Latency trick (workers/broker.py, kombu's private ``_create_client``): each broker
     channel builds one redis-py client and reuses it. False: one per operation, as kombu."""
