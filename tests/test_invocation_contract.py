@@ -93,6 +93,31 @@ async def test_pending_call_answered_from_outside(backend):
     ]
 
 
+async def test_a_remote_tool_that_needs_a_confirmation_does_not_run_before_it(backend):
+    """Its job is not sent with the call: the call waits for the confirmation, and a
+    rejected call is answered with the rejection, its tool never run."""
+    inv = await backend.enqueue("guarded", "u", "pay")
+    record = await backend.wait("guarded", inv)
+    assert record.status is InvocationStatus.PAUSED, record.error
+    [request_id] = record.pending_calls
+    events = simplify_all(await backend.events("guarded", inv))
+    assert events[1:] == [
+        ("agent", ("call", "pay_out", {"amount": 10})),
+        ("agent", ("call", "adk_request_confirmation", events[2][1][2])),
+        ("agent", ("response", "pay_out", {
+            "error": "This tool call requires confirmation, please approve or reject."})),
+    ]
+
+    await backend.answer("guarded", inv, request_id, {"confirmed": False})
+    record = await backend.wait("guarded", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    assert simplify_all(await backend.events("guarded", inv))[4:] == [
+        ("user", ("response", "adk_request_confirmation", {"confirmed": False})),
+        ("agent", ("response", "pay_out", {"error": "This tool call is rejected."})),
+        ("agent", "payout: {'error': 'This tool call is rejected.'}"),
+    ]
+
+
 async def test_custom_metadata_reaches_every_event_also_after_a_pause(backend):
     """``custom_metadata`` of the enqueue, as ``RunConfig.custom_metadata`` in process."""
     inv = await backend.enqueue("approval", "u", "pay", custom_metadata={"ticket": "T-1"})

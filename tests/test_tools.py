@@ -76,3 +76,31 @@ def test_parameterless_function_declares_no_parameters():
         return "pong"
 
     assert FunctionTool(ping)._get_declaration().parameters_json_schema is None
+
+
+def test_which_tools_never_require_a_confirmation() -> None:
+    """What decides whether a remote call's job may go out with the call's commit: only a
+    tool that no confirmation rule (user code, run after the commit) can hold back."""
+    from orchestrator.tools.base_tool import BaseTool
+
+    def pay(amount: int) -> dict:
+        """Pay."""
+        return {"paid": amount}
+
+    class OwnRule(BaseTool):
+        async def check_require_confirmation(self, args, tool_context) -> bool:
+            return True
+
+    class OwnRuleFunction(FunctionTool):
+        async def check_require_confirmation(self, args, tool_context) -> bool:
+            return True
+
+    assert BaseTool(name="plain", description="").never_requires_confirmation()
+    assert FunctionTool(pay).never_requires_confirmation()
+    assert LongRunningFunctionTool(pay).never_requires_confirmation()
+    assert not FunctionTool(pay, require_confirmation=True).never_requires_confirmation()
+    assert not LongRunningFunctionTool(pay, require_confirmation=True).never_requires_confirmation()
+    assert not FunctionTool(pay, require_confirmation=lambda amount: amount > 5
+                            ).never_requires_confirmation()
+    assert not OwnRule(name="own", description="").never_requires_confirmation()
+    assert not OwnRuleFunction(pay).never_requires_confirmation()

@@ -14,13 +14,12 @@ from orchestrator.distributed.transport import (
     attach_commit_dispatch,
     call_policy,
 )
-from orchestrator.tools.base_tool import BaseTool
-from orchestrator.tools.function_tool import FunctionTool
 
 if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
     from orchestrator.events.event import Event
     from orchestrator.sessions.session import Session
+    from orchestrator.tools.base_tool import BaseTool
     from orchestrator.tools.tool_confirmation import ToolConfirmation
 
 
@@ -86,25 +85,14 @@ async def dispatch_remote_call(
     ))
 
 
-def _never_asks_confirmation(tool: BaseTool) -> bool:
-    """True if a call of ``tool`` is dispatched without asking its confirmation rule.
-
-    A rule may be user code reading the call's context: it runs after the call event is
-    committed, as in google-adk, so only calls of tools without one go out with the commit.
-    """
-    check = type(tool).check_require_confirmation
-    if check is BaseTool.check_require_confirmation:
-        return True
-    return (check is FunctionTool.check_require_confirmation
-            and tool._require_confirmation is False)  # type: ignore[attr-defined]
-
-
 def attach_remote_jobs(ctx: InvocationContext, event: Event, tools: dict[str, BaseTool]) -> None:
     """Have the commit of ``event`` send the jobs of its remote calls, where it can.
 
-    Only where the transport can publish from inside a commit, and for calls no confirmation
-    rule has to be asked about; the jobs are built at commit time, from the state the event
-    leaves, exactly as :func:`dispatch_remote_call` would build them after it.
+    Only where the transport can publish from inside a commit, and for calls of tools that
+    never require a confirmation (a rule may be user code reading the call's context: it runs
+    after the call event is committed, as in google-adk). The jobs are built at commit time,
+    from the state the event leaves, exactly as :func:`dispatch_remote_call` would build them
+    after it.
     """
     transport = ctx.transport
     if transport is None or not event.long_running_tool_ids:
@@ -113,7 +101,7 @@ def attach_remote_jobs(ctx: InvocationContext, event: Event, tools: dict[str, Ba
     for call in event.get_function_calls():
         tool = tools.get(call.name or "")
         if call.id in event.long_running_tool_ids and tool is not None and \
-                _never_asks_confirmation(tool) and (queue := transport.route(tool)):
+                tool.never_requires_confirmation() and (queue := transport.route(tool)):
             calls.append((call, queue, tool))
     if not calls:
         return

@@ -51,5 +51,14 @@ class BaseTool:
         """Return True if this call needs a human confirmation first."""
         return False
 
+    def never_requires_confirmation(self) -> bool:
+        """True if no call of this tool can need a confirmation, whatever its arguments.
+
+        So whether a call needs one is known without running any rule (user code that
+        google-adk runs only after the call is committed). A subclass with a rule of its own
+        (its own :meth:`check_require_confirmation`) is not known to never need one.
+        """
+        return type(self).check_require_confirmation is BaseTool.check_require_confirmation
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

@@ -204,6 +204,12 @@ class FunctionTool(BaseTool):
             return bool(result)
         return bool(rule)
 
+    def never_requires_confirmation(self) -> bool:
+        """True if ``require_confirmation`` is off (not a rule to run, nor true)."""
+        rule = self._require_confirmation
+        return (type(self).check_require_confirmation is FunctionTool.check_require_confirmation
+                and not callable(rule) and not rule)
+
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         """Call the function; a missing mandatory argument returns an error the model can read."""
         missing = self._missing_mandatory(args)
