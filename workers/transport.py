@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -75,9 +76,8 @@ class CeleryTransport:
         A first attempt gets its deadline here (the tool's timeout, else the settings');
         later attempts keep it.
         """
-        job = self._with_deadline(job)
-        await self._publish(TASK_RUN_TOOL, job, job.queue or self._settings.tools_queue,
-                            job.tool_name, {"tool_name": job.tool_name, "args": job.args})
+        job, queue, fields = self._tool_message(job)
+        await self._publish(TASK_RUN_TOOL, job, queue, job.tool_name, fields)
 
     def prepare_with_commit(self, job: ToolJob) -> PublishOnce | None:
         """The journal entry and broker message of ``job``, for its call event's append.
@@ -86,23 +86,26 @@ class CeleryTransport:
         :mod:`workers.publish_commands`) and to a queue already declared (declaring blocks);
         else None, and the job is submitted after the commit.
         """
-        queue = job.queue or self._settings.tools_queue
+        job, queue, fields = self._tool_message(job)
         producer = self._producer
         if self._redis is None or producer is None or not producer.has_declared(queue):
             return None
-        job = self._with_deadline(job)
         kwargs = job.model_dump(mode="json")
-        options = self._options(TASK_RUN_TOOL, job, kwargs, queue, job.tool_name,
-                                {"tool_name": job.tool_name, "args": job.args})
-        commands = producer.commands(lambda p: self._app.send_task(TASK_RUN_TOOL, producer=p,
-                                                                   **options))
+        options = self._options(TASK_RUN_TOOL, job, kwargs, queue, job.tool_name, fields)
+        commands = producer.commands(self._sending(TASK_RUN_TOOL, options))
         return self._publish_operands(job, kwargs, queue, commands)
 
-    def _with_deadline(self, job: ToolJob) -> ToolJob:
+    def _tool_message(self, job: ToolJob) -> tuple[ToolJob, str, dict[str, Any]]:
+        """``job`` with its deadline, its queue, and what Flower shows of it."""
         timeout = job.timeout_seconds or self._settings.tool_timeout_seconds
         if job.deadline is None and timeout > 0:
             job = job.model_copy(update={"deadline": time.time() + timeout})
-        return job
+        return (job, job.queue or self._settings.tools_queue,
+                {"tool_name": job.tool_name, "args": job.args})
+
+    def _sending(self, task: str, options: dict[str, Any]) -> Callable[[Any], object]:
+        """What sends ``task`` with ``options`` through a given producer."""
+        return lambda producer: self._app.send_task(task, producer=producer, **options)
 
     def _options(
         self, task: str, job: ToolJob | AgentJob, kwargs: dict[str, Any], queue: str,
@@ -141,10 +144,7 @@ class CeleryTransport:
                 failpoints.hit("dispatch.journaled_before_send")
                 await asyncio.to_thread(self._app.send_task, task, **options)
             return
-
-        def send(producer: Any) -> object:
-            return self._app.send_task(task, producer=producer, **options)
-
+        send = self._sending(task, options)
         producer = self._producer
         if producer is not None and producer.has_declared(queue):
             commands = producer.commands(send)
