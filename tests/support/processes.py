@@ -15,12 +15,40 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST_WORKER_FLAGS = ["--without-mingle", "--without-gossip", "--without-heartbeat"]
 
 
-class ManagedProcess:
+class _Child:
+    """A process a test or benchmark started: its pid, and how it is stopped."""
+
+    proc: subprocess.Popen[Any]
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        return self.proc.pid
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Warm shutdown (SIGTERM), then SIGKILL if it does not exit in time."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies without cleaning anything up."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+class ManagedProcess(_Child):
     """A subprocess whose combined output is collected line by line."""
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
@@ -40,11 +68,6 @@ class ManagedProcess:
             self.lines.append(line.rstrip())
             self._queue.put(line)
         self._queue.put(None)
-
-    @property
-    def pid(self) -> int:
-        """The process id."""
-        return self.proc.pid
 
     def wait_for_line(self, predicate: Callable[[str], bool], timeout: float = 30.0) -> str:
         """Block until an output line satisfies ``predicate``; fail with the output if not."""
@@ -72,22 +95,6 @@ class ManagedProcess:
         self._reader.join(timeout)
         return list(self.lines)
 
-    def stop(self, timeout: float = 20.0) -> None:
-        """Warm shutdown (SIGTERM), then SIGKILL if it does not exit in time."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-    def kill(self) -> None:
-        """SIGKILL: the process dies without cleaning anything up."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
-
 
 def stack_env(redis_url: str, apps: str, **settings: str) -> dict[str, str]:
     """Environment for adk-celery processes: Redis, apps, and any ``ADK_CELERY_*`` overrides."""
@@ -102,7 +109,7 @@ def stack_env(redis_url: str, apps: str, **settings: str) -> dict[str, str]:
     return env
 
 
-class FileLoggedProcess:
+class FileLoggedProcess(_Child):
     """A process whose output goes to a file, not to a pipe that this process reads.
 
     For benchmarks: read from a pipe by a thread of the measuring process (as
@@ -117,11 +124,6 @@ class FileLoggedProcess:
         with log.open("wb") as out:
             self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out,
                                          stderr=subprocess.STDOUT)
-
-    @property
-    def pid(self) -> int:
-        """The process id."""
-        return self.proc.pid
 
     def output(self) -> str:
         """The last lines of its output."""
@@ -138,16 +140,6 @@ class FileLoggedProcess:
                 break
             time.sleep(0.05)
         raise AssertionError(f"{self.name}: no expected line within {timeout} s\n{self.output()}")
-
-    def stop(self, timeout: float = 20.0) -> None:
-        """SIGTERM, then SIGKILL if it does not exit in time."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def celery_argv(kind: str, name: str, *extra: str, concurrency: int = 4) -> list[str]:
