@@ -173,7 +173,12 @@ def test_chat_with_a_distributed_agent_in_adks_ui(page, ui):
 
 def test_answer_a_long_running_call_in_adks_ui(page, ui):
     page.goto(f"{ui}/dev-ui/?app=approval")
-    _send(page, "pay 100")
+    # Answered once the agent's turn is over, as a person would: the run's stream ends at
+    # the pause only once the worker has left the call to an outside answer (looked at
+    # again each second), and the UI drops a message sent while a run still streams.
+    with page.expect_event("requestfinished", lambda r: r.url.endswith("/run_sse"),
+                           timeout=30_000):
+        _send(page, "pay 100")
     answer = page.get_by_placeholder("Enter your response")
     answer.wait_for(timeout=30_000)
     answer.fill('{"approved": true}')
