@@ -209,3 +209,54 @@ return false
 """Save the record (as ``RedisInvocationStore.save`` does), drop the finished item, then
 return the next item, or release the lease (if still held with ``token``) when the queue
 is empty and return false."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimAfterPause(ClaimOrRelease):
+    """Operands of :data:`CLAIM_AFTER_PAUSE`: :class:`ClaimOrRelease`'s, and more.
+
+    ``record`` is the paused record; the keys below are what is read when the next item
+    goes on with that invocation.
+    """
+
+    cancel: str | None = optional_key_field()
+    """The paused invocation's cancel flag and results..."""
+    results: str | None = optional_key_field()
+    meta: str | None = optional_key_field()
+    """... and its session's reads (:func:`~.session_service.session_read_keys`)."""
+    state: str | None = optional_key_field()
+    app_state: str | None = optional_key_field()
+    user_state: str | None = optional_key_field()
+    events: str | None = optional_key_field()
+    paused: str
+    """The paused invocation's id."""
+    first_event: int = 0
+    """The index to read the session's events from."""
+
+
+CLAIM_AFTER_PAUSE = LuaScript(ClaimAfterPause, """
+local head = redis.call('LINDEX', queue, 0)
+local goes_on = false
+if head then
+  local ok, decoded = pcall(cjson.decode, head)
+  goes_on = ok and type(decoded) == 'table' and decoded['invocation_id'] == paused
+end
+if not goes_on then
+  save_record(record_key, stream, statuses, record, status, ttl, maxlen, false)
+end
+if finished ~= '' then redis.call('LREM', processing, 1, finished) end
+local item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
+if not item then
+  if redis.call('GET', lease) == token then redis.call('DEL', lease) end
+  return false
+end
+if not goes_on then return {item} end
+return {item, redis.call('EXISTS', cancel), redis.call('HGETALL', results),
+  redis.call('HGETALL', meta), redis.call('HGETALL', state), redis.call('HGETALL', app_state),
+  redis.call('HGETALL', user_state), redis.call('LRANGE', events, tonumber(first_event), -1)}
+""", functions=[LUA_SAVE_RECORD])
+"""After a run paused: if the next queued item is the paused invocation's own (its answers
+came while the lease was still held), claim it without saving the pause, which then never
+shows, and return ``{item, cancel flag, results, session hashes, events from first_event}``
+for it; else save the paused record and go on as :data:`CLAIM_OR_RELEASE` (``{item}``, or
+false with the lease released)."""
