@@ -67,7 +67,7 @@ def decide_step_resume(
             return ResumeDecision(ResumeAction.PAUSE)
     if recovering and _ends_with_final_answer(ctx, agent_name):
         return ResumeDecision(ResumeAction.DONE)
-    answered = ledger.answered
+    answered = ledger.responded
     for event in reversed(events):
         calls = event.get_function_calls()
         if event.author != agent_name or not calls:
