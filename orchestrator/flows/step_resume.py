@@ -3,6 +3,10 @@
 On a resumable invocation an agent may find, in its own branch of the log, calls that were
 never answered: a long-running call still open means PAUSE (stop quietly); an ordinary call
 left unanswered by a crash means REPLAY (run only those calls again, then go on).
+
+A confirmed call of a tool that runs on workers is sent to a worker with its confirmation,
+and the step stops there: the model is called once its real answer is in, as after any
+remote call.
 """
 
 from __future__ import annotations
@@ -91,13 +95,17 @@ def _ends_with_final_answer(ctx: InvocationContext, agent_name: str) -> bool:
 
 
 async def answer_confirmations(
-    ctx: InvocationContext, tools: Callable[[], dict[str, BaseTool]]
+    ctx: InvocationContext,
+    tools: Callable[[], dict[str, BaseTool]],
+    dispatched: list[str] | None = None,
 ) -> AsyncGenerator[Event, None]:
     """If the latest user event answers ``adk_request_confirmation`` calls, run those tools.
 
     Approved calls run with ``tool_context.tool_confirmation`` set; rejected ones answer with
-    an error. Each original call id gets its real answer. ``tools`` gives the agent's tools
-    by name (asked only when there is something to run).
+    an error. Each original call id gets its real answer: at once, or, for an approved call
+    of a tool that runs on workers, when its job's result comes back (its id is appended to
+    ``dispatched``; the step must stop). ``tools`` gives the agent's tools by name (asked
+    only when there is something to run).
     """
     # The last event of this invocation's branch first: reading every event of a long
     # session on each model call is for the rare call that answers a confirmation.
@@ -131,6 +139,6 @@ async def answer_confirmations(
         content=types.Content(role="model", parts=[types.Part(function_call=c) for c in originals]),
     )
     async for event in functions.handle_function_calls(
-        ctx, synthetic, tools(), confirmations=confirmations
+        ctx, synthetic, tools(), confirmations=confirmations, dispatched=dispatched
     ):
         yield event

@@ -14,7 +14,7 @@ from config import Settings
 from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
-from tests.apps import ALL_APPS, APP_SPECS
+from tests.apps import ALL_APPS, APP_SPECS, noted_runs
 from tests.support.processes import stack_env, start_celery_process
 
 
@@ -42,6 +42,10 @@ class EmbeddedBackend:
     async def cancel(self, app: str, inv: str) -> None:
         await self.rt.cancel(app, inv)
 
+    async def tool_runs(self, tag: str) -> list[tuple[str, int]]:
+        """Runs of the test apps' tools noted under ``tag`` (see ``tests.apps.note_run``)."""
+        return noted_runs(tag)
+
 
 class CeleryBackend:
     def __init__(self, stack: dict[str, Any]) -> None:
@@ -68,6 +72,10 @@ class CeleryBackend:
 
     async def cancel(self, app: str, inv: str) -> None:
         await asyncio.to_thread(self.client.cancel, app, inv)
+
+    async def tool_runs(self, tag: str) -> list[tuple[str, int]]:
+        """Runs of the test apps' tools noted under ``tag`` (see ``tests.apps.note_run``)."""
+        return await asyncio.to_thread(noted_runs, tag, self.stack["url"])
 
 
 LIBRARY_TRICKS_OFF = {
