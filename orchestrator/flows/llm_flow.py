@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
-from orchestrator import observe, platform
+from orchestrator import failpoints, observe, platform
 from orchestrator.agents import callbacks as cb
 from orchestrator.agents.context import CallbackContext, ReadonlyContext, ToolContext
 from orchestrator.agents.run_config import StreamingMode
@@ -112,7 +112,8 @@ class LlmFlow:
         recovering = ctx.take_recovery()
         if not (ctx.is_resumable or recovering):
             return
-        decision = step_resume.decide_step_resume(ctx, agent.name, recovering=recovering)
+        decision = step_resume.decide_step_resume(
+            ctx, agent.name, recovering=recovering, tools=callable_tools)
         if decision.action is step_resume.ResumeAction.DONE:
             step.stop = True
         elif decision.action is step_resume.ResumeAction.PAUSE:
@@ -121,9 +122,13 @@ class LlmFlow:
             assert decision.call_event is not None
             step.before_model = True
             async for event in functions.handle_function_calls(
-                ctx, decision.call_event, callable_tools(), only_ids=decision.call_ids
+                ctx, decision.call_event, callable_tools(), only_ids=decision.call_ids,
+                dispatched=dispatched,
             ):
-                yield event
+                for answer in functions.with_confirmation_request(ctx, decision.call_event, event):
+                    yield answer
+            if dispatched:
+                _pause(ctx, agent, step)
 
     async def _build_request(
         self,
@@ -265,6 +270,7 @@ class LlmFlow:
     async def _handle_calls(
         self, ctx: InvocationContext, call_event: Event, llm_request: LlmRequest, step: _Step
     ) -> AsyncGenerator[Event, None]:
+        failpoints.hit("flow.calls_committed")  # the calls are in the log, none handled yet
         dispatched: list[str] = []
         async for answer in functions.handle_function_calls(
             ctx, call_event, llm_request.tools_dict, dispatched=dispatched

@@ -6,19 +6,21 @@ left unanswered by a crash means REPLAY (run only those calls again, then go on)
 
 A confirmed call of a tool that runs on workers is sent to a worker with its confirmation,
 and the step stops there: the model is called once its real answer is in, as after any
-remote call.
+remote call. On recovery, a remote call of a tool with a confirmation rule that the log
+shows neither gated nor confirmed (the orchestrator died between committing the call and
+deciding on it) goes through the gate again (REPLAY) rather than out as it is.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from google.genai import types
 
-from orchestrator.distributed.ledger import CallLedger
+from orchestrator.distributed.ledger import CallEntry, CallLedger
 from orchestrator.events.event import Event
 from orchestrator.flows import functions
 from orchestrator.flows.contents import REQUEST_CONFIRMATION, belongs_to_branch
@@ -56,19 +58,31 @@ def _branch_events(ctx: InvocationContext) -> list[Event]:
 
 
 def decide_step_resume(
-    ctx: InvocationContext, agent_name: str, *, recovering: bool = False
+    ctx: InvocationContext,
+    agent_name: str,
+    *,
+    recovering: bool = False,
+    tools: Callable[[], Mapping[str, BaseTool]] | None = None,
 ) -> ResumeDecision:
     """Inspect this invocation's branch events for unanswered calls of ``agent_name``.
 
     ``recovering``: the run continues an invocation whose orchestrator stopped mid-run; if
     the agent's final answer is the last event of the invocation, its turn was over (DONE),
-    and calling the model again would answer twice.
+    and calling the model again would answer twice. Open remote calls that may need a
+    confirmation and have none are REPLAYed then (through the gate); ``tools`` gives the
+    agent's tools by name, to tell which those are.
     """
     events = _branch_events(ctx)
     ledger = CallLedger.of(events, ctx.invocation_id)
-    for entry in ledger.open_calls():
-        if entry.event.author == agent_name:
-            return ResumeDecision(ResumeAction.PAUSE)
+    waiting = [entry for entry in ledger.open_calls() if entry.event.author == agent_name]
+    if recovering and waiting and tools is not None:
+        ungated = _ungated_remote_calls(ctx, ledger, waiting, tools())
+        if ungated:
+            event = ungated[0].event
+            return ResumeDecision(ResumeAction.REPLAY_CALLS, event,
+                                  {entry.id for entry in ungated if entry.event is event})
+    if waiting:
+        return ResumeDecision(ResumeAction.PAUSE)
     if recovering and _ends_with_final_answer(ctx, agent_name):
         return ResumeDecision(ResumeAction.DONE)
     answered = ledger.responded
@@ -81,6 +95,29 @@ def decide_step_resume(
             return ResumeDecision(ResumeAction.REPLAY_CALLS, event, open_ids)
         break
     return ResumeDecision(ResumeAction.CONTINUE)
+
+
+def _ungated_remote_calls(
+    ctx: InvocationContext,
+    ledger: CallLedger,
+    waiting: list[CallEntry],
+    tools: Mapping[str, BaseTool],
+) -> list[CallEntry]:
+    """Open remote calls that may need a confirmation and have no approved one.
+
+    The log cannot tell whether the gate let such a call through (it leaves no event then)
+    or never ran: only the gate may send it, never a recovery on its own.
+    """
+    transport = ctx.transport
+    if transport is None:
+        return []
+    found = []
+    for entry in waiting:
+        tool = tools.get(entry.name)
+        if tool is not None and not tool.never_requires_confirmation() and \
+                transport.route(tool) and ledger.approved(entry.id) is None:
+            found.append(entry)
+    return found
 
 
 def _ends_with_final_answer(ctx: InvocationContext, agent_name: str) -> bool:
