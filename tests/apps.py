@@ -247,6 +247,18 @@ guarded_app = App(name="guarded", root_agent=LlmAgent(
     tools=[LongRunningFunctionTool(pay_out, require_confirmation=True)]))
 
 
+def _guarded_pair_model(request: LlmRequest) -> Any:
+    answers = function_responses(request)
+    if not answers:
+        return [_call("pay_out", amount=10), _call("pay_out", amount=20)]
+    return "payouts: " + ", ".join(str(a.response) for a in answers)
+
+
+guarded_pair_app = App(name="guarded_pair", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_guarded_pair_model),
+    tools=[LongRunningFunctionTool(pay_out, require_confirmation=True)]))
+
+
 # -- safe: a remote tool with its own confirmation rule that its run_async never checks ----
 
 class OpenSafe(BaseTool):
@@ -280,11 +292,11 @@ safe_app = App(name="safe", root_agent=LlmAgent(
 
 
 ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app, rendezvous_app,
-            loopbound_app, parked_app, guarded_app, safe_app]
+            loopbound_app, parked_app, guarded_app, guarded_pair_app, safe_app]
 APP_SPECS = ",".join(
     f"tests.apps:{name}" for name in
     ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app", "rendezvous_app",
-     "loopbound_app", "parked_app", "guarded_app", "safe_app")
+     "loopbound_app", "parked_app", "guarded_app", "guarded_pair_app", "safe_app")
 )
 
 

@@ -172,6 +172,33 @@ async def test_a_confirmed_remote_tool_runs_on_a_worker_once_then_the_model_read
         assert runs[0][1] in {worker} | _children(worker)  # on the worker
 
 
+async def test_calls_of_one_turn_confirmed_and_rejected_get_one_real_answer_each(backend):
+    """The rejected call is answered at once, the approved one by its worker; the model goes
+    on once both have their real answers."""
+    inv = await backend.enqueue("guarded_pair", "u", "pay")
+    record = await backend.wait("guarded_pair", inv)
+    assert record.status is InvocationStatus.PAUSED, record.error
+    events = await backend.events("guarded_pair", inv)
+    ten, twenty = [c.id for c in events[1].get_function_calls()]
+    requests = {c.args["originalFunctionCall"]["id"]: c.id for c in events[2].get_function_calls()}
+    assert sorted(record.pending_calls) == sorted(requests.values())
+
+    await backend.answer("guarded_pair", inv, requests[ten], {"confirmed": True})
+    await backend.answer("guarded_pair", inv, requests[twenty], {"confirmed": False})
+    record = await backend.wait("guarded_pair", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("guarded_pair", inv)
+    answers = {cid: [r.response for e in events for r in e.get_function_responses() if r.id == cid]
+               for cid in (ten, twenty)}
+    rejected = {"error": "This tool call is rejected."}
+    assert answers == {ten: [REQUIRES_CONFIRMATION, {"paid": 10}],
+                       twenty: [REQUIRES_CONFIRMATION, rejected]}
+    texts = [e.content.parts[0].text for e in events if e.author == "agent" and e.content
+             and e.content.parts[0].text]
+    assert texts == [f"payouts: {{'paid': 10}}, {rejected}"]  # one model call, after both
+    assert [what for what, _ in await backend.tool_runs(inv)] == ["confirmed"]
+
+
 async def test_custom_metadata_reaches_every_event_also_after_a_pause(backend):
     """``custom_metadata`` of the enqueue, as ``RunConfig.custom_metadata`` in process."""
     inv = await backend.enqueue("approval", "u", "pay", custom_metadata={"ticket": "T-1"})
