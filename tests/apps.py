@@ -13,7 +13,7 @@ from typing import Any
 
 from google.genai import types
 
-from orchestrator import App, BaseTool, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
+from orchestrator import App, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
 from orchestrator.distributed.transport import QUEUE_METADATA_KEY
 from orchestrator.models.fake import FunctionLlm
 
@@ -192,111 +192,12 @@ parked_app = App(name="parked", root_agent=LlmAgent(
     name="agent", model=FunctionLlm(record_requests=False, fn=_parked_model), tools=[_parked]))
 
 
-# -- guarded: a remote tool that asks for a confirmation before it runs ----------------------
-
-_RUNS: dict[str, list[str]] = {}
-"""Tool runs noted in this process (:func:`note_run` without Redis), by tag."""
-
-
-def note_run(tag: str, what: str) -> None:
-    """Note a tool run under ``tag`` as ``<what>:<pid>``: in Redis (list ``test:runs:<tag>``)
-    where the process has one (a worker), else in this process (the embedded back-end)."""
-    url = os.environ.get("ADK_CELERY_REDIS_URL")
-    if url is None:
-        _RUNS.setdefault(tag, []).append(f"{what}:{os.getpid()}")
-        return
-    import redis
-
-    with redis.Redis.from_url(url) as client:
-        client.rpush(f"test:runs:{tag}", f"{what}:{os.getpid()}")
-
-
-def noted_runs(tag: str, redis_url: str | None = None) -> list[tuple[str, int]]:
-    """The runs noted under ``tag`` as (what, pid), oldest first (in the Redis at
-    ``redis_url`` if given, else in this process)."""
-    if redis_url is None:
-        noted = list(_RUNS.get(tag, []))
-    else:
-        import redis
-
-        with redis.Redis.from_url(redis_url, decode_responses=True) as client:
-            noted = client.lrange(f"test:runs:{tag}", 0, -1)
-    return [(what, int(pid)) for what, _, pid in (entry.rpartition(":") for entry in noted)]
-
-
-def _confirmed(tool_context: ToolContext) -> str:
-    confirmation = tool_context.tool_confirmation
-    return "confirmed" if confirmation is not None and confirmation.confirmed else "unconfirmed"
-
-
-def pay_out(amount: int, tool_context: ToolContext) -> dict[str, Any]:
-    """Pay an amount out; a human confirms each payment first."""
-    note_run(tool_context.invocation_id, _confirmed(tool_context))
-    return {"paid": amount}
-
-
-def _guarded_model(request: LlmRequest) -> Any:
-    answers = function_responses(request)
-    if not answers:
-        return _call("pay_out", amount=10)
-    return f"payout: {answers[-1].response}"
-
-
-guarded_app = App(name="guarded", root_agent=LlmAgent(
-    name="agent", model=FunctionLlm(record_requests=False, fn=_guarded_model),
-    tools=[LongRunningFunctionTool(pay_out, require_confirmation=True)]))
-
-
-def _guarded_pair_model(request: LlmRequest) -> Any:
-    answers = function_responses(request)
-    if not answers:
-        return [_call("pay_out", amount=10), _call("pay_out", amount=20)]
-    return "payouts: " + ", ".join(str(a.response) for a in answers)
-
-
-guarded_pair_app = App(name="guarded_pair", root_agent=LlmAgent(
-    name="agent", model=FunctionLlm(record_requests=False, fn=_guarded_pair_model),
-    tools=[LongRunningFunctionTool(pay_out, require_confirmation=True)]))
-
-
-# -- safe: a remote tool with its own confirmation rule that its run_async never checks ----
-
-class OpenSafe(BaseTool):
-    """Runs whether confirmed or not: only the flow's confirmation gate keeps it from running
-    unconfirmed (google-adk's ``FunctionTool.run_async`` checks its rule itself; this does not)."""
-
-    def __init__(self) -> None:
-        super().__init__(name="open_safe", description="Open the safe.", is_long_running=True)
-
-    def _get_declaration(self) -> types.FunctionDeclaration:
-        return types.FunctionDeclaration(name=self.name, description=self.description,
-                                         parameters_json_schema={"type": "object"})
-
-    async def check_require_confirmation(self, args: dict[str, Any], tool_context: ToolContext) -> bool:
-        return True
-
-    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
-        note_run(tool_context.invocation_id, _confirmed(tool_context))
-        return {"opened": _confirmed(tool_context)}
-
-
-def _safe_model(request: LlmRequest) -> Any:
-    answers = function_responses(request)
-    if not answers:
-        return _call("open_safe")
-    return f"safe: {answers[-1].response}"
-
-
-safe_app = App(name="safe", root_agent=LlmAgent(
-    name="agent", model=FunctionLlm(record_requests=False, fn=_safe_model), tools=[OpenSafe()]))
-
-
 ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app, rendezvous_app,
-            loopbound_app, parked_app, guarded_app, guarded_pair_app, safe_app]
+            loopbound_app, parked_app]
 APP_SPECS = ",".join(
     f"tests.apps:{name}" for name in
     ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app", "rendezvous_app",
-     "loopbound_app", "parked_app", "guarded_app", "guarded_pair_app", "safe_app")
+     "loopbound_app", "parked_app")
 )
 
 
@@ -363,26 +264,8 @@ def _branch_pause_root() -> Any:
 
 branch_pause_app = _resumable("branch_pause", _branch_pause_root())
 
-
-# -- branch_confirm: a branch's remote tool waits for a confirmation ------------------------
-
-def _branch_confirm_root() -> Any:
-    from orchestrator import ParallelAgent, SequentialAgent
-
-    fan = ParallelAgent(name="fan", sub_agents=[
-        LlmAgent(name="x", model=FunctionLlm(record_requests=False, fn=_guarded_model),
-                 tools=[LongRunningFunctionTool(pay_out, require_confirmation=True)]),
-        LlmAgent(name="y", model=_branch_model("y")),
-    ])
-    return SequentialAgent(name="pipeline", sub_agents=[
-        fan, LlmAgent(name="after", model=FunctionLlm(record_requests=False, fn=_summary_model)),
-    ])
-
-
-branch_confirm_app = _resumable("branch_confirm", _branch_confirm_root())
-
-ALL_APPS += [parallel_app, branch_pause_app, branch_confirm_app]
-APP_SPECS += ",tests.apps:parallel_app,tests.apps:branch_pause_app,tests.apps:branch_confirm_app"
+ALL_APPS += [parallel_app, branch_pause_app]
+APP_SPECS += ",tests.apps:parallel_app,tests.apps:branch_pause_app"
 
 
 # -- nested: a branch that is itself a SequentialAgent; and a branch that fails -------------

@@ -29,13 +29,13 @@ EXPECTED_FINAL = {
 
 
 def _stack(
-    redis_url: str, db: int, failpoints: str, **settings: str
+    redis_url: str, db: int, failpoints: str, apps: str = APP_SPECS, **settings: str
 ) -> tuple[str, dict[str, str], dict[str, str]]:
     url = redis_url.rsplit("/", 1)[0] + f"/{db}"
     redis.Redis.from_url(url).flushdb()
     # A short lease: the orchestrator that takes over claims the dead one's wake-ups and
     # session leases once they are 2 s old.
-    env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2", lease_ttl_seconds="2", **settings)
+    env = stack_env(url, apps, lease_retry_seconds="0.2", lease_ttl_seconds="2", **settings)
     return url, env, {**env, "ADK_CELERY_FAILPOINTS": failpoints}
 
 
@@ -202,11 +202,11 @@ def test_an_orchestrator_killed_around_a_confirmation_runs_the_confirmed_tool_on
 ):
     """A remote tool that needs a confirmation runs only confirmed, once, and its call gets
     one real answer after the gate's, whichever step the orchestrator died at."""
-    from tests.apps import noted_runs
+    from tests.apps_confirm import CONFIRM_APP_SPECS, noted_runs
     from tests.test_invocation_contract import GUARDED, REQUIRES_CONFIRMATION
 
     tool, _, result, prefix = GUARDED[app]
-    url, env, armed = _stack(redis_url, 8, failpoint)
+    url, env, armed = _stack(redis_url, 8, failpoint, apps=CONFIRM_APP_SPECS)
     from workers.client import Client
 
     with ExitStack() as stack:
@@ -214,7 +214,7 @@ def test_an_orchestrator_killed_around_a_confirmation_runs_the_confirmed_tool_on
         stack.callback(doomed.stop)
         worker = start_celery_process("worker", "crash-worker", env)
         stack.callback(worker.stop)
-        client = Client(Settings(redis_url=url, apps=APP_SPECS, lease_retry_seconds=0.2))
+        client = Client(Settings(redis_url=url, apps=CONFIRM_APP_SPECS, lease_retry_seconds=0.2))
         stack.callback(client.close)
 
         def take_over() -> None:

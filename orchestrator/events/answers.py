@@ -5,8 +5,8 @@ error ("This tool call requires confirmation..."), and the event carrying that a
 for the confirmation in ``actions.requested_tool_confirmations``. That answer is
 *provisional*: once the confirmation is answered, the call gets its real answer (the tool's
 result, or the rejection error), which is *final*. A call has at most one final answer; the
-append paths that guard against a second one (the Redis leased writer, the in-memory guarded
-writer) and the call ledger all ask this module which is which.
+append paths that guard against a second one (the Redis leased writer, the in-memory
+answer-once writer) and the call ledger all ask this module which is which.
 """
 
 from __future__ import annotations

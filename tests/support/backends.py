@@ -14,13 +14,18 @@ from config import Settings
 from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
-from tests.apps import ALL_APPS, APP_SPECS, noted_runs
+from tests.apps import ALL_APPS, APP_SPECS
+from tests.apps_confirm import CONFIRM_APP_SPECS, CONFIRM_APPS, noted_runs
 from tests.support.processes import stack_env, start_celery_process
+
+CONTRACT_APPS = [*ALL_APPS, *CONFIRM_APPS]
+"""The apps every backend of the contract suite serves."""
+CONTRACT_APP_SPECS = f"{APP_SPECS},{CONFIRM_APP_SPECS}"
 
 
 class EmbeddedBackend:
     def __init__(self) -> None:
-        self.rt = EmbeddedRuntime(AppRegistry(ALL_APPS))
+        self.rt = EmbeddedRuntime(AppRegistry(CONTRACT_APPS))
 
     async def create_session(self, app: str, user: str) -> str:
         return (await self.rt.session_service.create_session(app_name=app, user_id=user)).id
@@ -43,7 +48,7 @@ class EmbeddedBackend:
         await self.rt.cancel(app, inv)
 
     async def tool_runs(self, tag: str) -> list[tuple[str, int]]:
-        """Runs of the test apps' tools noted under ``tag`` (see ``tests.apps.note_run``)."""
+        """Runs of the test apps' tools noted under ``tag`` (see ``tests.apps_confirm``)."""
         return noted_runs(tag)
 
 
@@ -74,7 +79,7 @@ class CeleryBackend:
         await asyncio.to_thread(self.client.cancel, app, inv)
 
     async def tool_runs(self, tag: str) -> list[tuple[str, int]]:
-        """Runs of the test apps' tools noted under ``tag`` (see ``tests.apps.note_run``)."""
+        """Runs of the test apps' tools noted under ``tag`` (see ``tests.apps_confirm``)."""
         return await asyncio.to_thread(noted_runs, tag, self.stack["url"])
 
 
@@ -88,7 +93,7 @@ internals"): the contract suite runs with them on and off."""
 
 
 @contextlib.contextmanager
-def running_stack(redis_url: str, db: int, *args: str, apps: str = APP_SPECS,
+def running_stack(redis_url: str, db: int, *args: str, apps: str = CONTRACT_APP_SPECS,
                   env: dict[str, str] | None = None, **settings: str) -> Iterator[dict[str, Any]]:
     """One orchestrator and one worker process on Redis db ``db`` (flushed), and a Client.
 
@@ -102,7 +107,7 @@ def running_stack(redis_url: str, db: int, *args: str, apps: str = APP_SPECS,
     worker = start_celery_process("worker", f"work-{db}", env, *args)
     from workers.client import Client
 
-    client = Client(Settings(redis_url=url, apps=APP_SPECS, lease_retry_seconds=0.2))
+    client = Client(Settings(redis_url=url, apps=apps, lease_retry_seconds=0.2))
     try:
         yield {"client": client, "orchestrator": orchestrator, "worker": worker, "url": url}
     finally:
