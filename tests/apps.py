@@ -192,31 +192,12 @@ parked_app = App(name="parked", root_agent=LlmAgent(
     name="agent", model=FunctionLlm(record_requests=False, fn=_parked_model), tools=[_parked]))
 
 
-# -- guarded: a remote tool that asks for a confirmation before it runs ----------------------
-
-def pay_out(amount: int) -> dict[str, Any]:
-    """Pay an amount out; a human confirms each payment first."""
-    return {"paid": amount}
-
-
-def _guarded_model(request: LlmRequest) -> Any:
-    answers = function_responses(request)
-    if not answers:
-        return _call("pay_out", amount=10)
-    return f"payout: {answers[-1].response}"
-
-
-guarded_app = App(name="guarded", root_agent=LlmAgent(
-    name="agent", model=FunctionLlm(record_requests=False, fn=_guarded_model),
-    tools=[LongRunningFunctionTool(pay_out, require_confirmation=True)]))
-
-
 ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app, rendezvous_app,
-            loopbound_app, parked_app, guarded_app]
+            loopbound_app, parked_app]
 APP_SPECS = ",".join(
     f"tests.apps:{name}" for name in
     ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app", "rendezvous_app",
-     "loopbound_app", "parked_app", "guarded_app")
+     "loopbound_app", "parked_app")
 )
 
 

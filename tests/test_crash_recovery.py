@@ -29,13 +29,13 @@ EXPECTED_FINAL = {
 
 
 def _stack(
-    redis_url: str, db: int, failpoints: str, **settings: str
+    redis_url: str, db: int, failpoints: str, apps: str = APP_SPECS, **settings: str
 ) -> tuple[str, dict[str, str], dict[str, str]]:
     url = redis_url.rsplit("/", 1)[0] + f"/{db}"
     redis.Redis.from_url(url).flushdb()
     # A short lease: the orchestrator that takes over claims the dead one's wake-ups and
     # session leases once they are 2 s old.
-    env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2", lease_ttl_seconds="2", **settings)
+    env = stack_env(url, apps, lease_retry_seconds="0.2", lease_ttl_seconds="2", **settings)
     return url, env, {**env, "ADK_CELERY_FAILPOINTS": failpoints}
 
 
@@ -195,3 +195,67 @@ def test_an_api_killed_with_a_batch_of_enqueues_loses_none_and_runs_none_twice(
             _assert_answered_once(client.events("lookup", inv), "lookup")
             user_messages = [e for e in client.events("lookup", inv) if e.author == "user"]
             assert len(user_messages) == 1  # one run per invocation, not one per request
+
+
+@pytest.mark.parametrize(("app", "failpoint"), [
+    # The call was committed; died before the confirmation gate decided on it (the log
+    # cannot tell that from a call the gate let through): the heir asks again.
+    ("safe", "flow.calls_committed=kill"),
+    # The approval was committed; died before the confirmed call's job went out.
+    ("safe", "runner.answers_committed=kill"),
+    ("guarded", "runner.answers_committed=kill"),
+    ("safe", "dispatch.before_publish=kill"),
+    # The confirmed call's job went out; died before the invocation's record was saved.
+    ("safe", "dispatch.after_publish=kill"),
+])
+def test_an_orchestrator_killed_around_a_confirmation_runs_the_confirmed_tool_once(
+    redis_url, app, failpoint
+):
+    """A remote tool that needs a confirmation runs only confirmed, once, and its call gets
+    one real answer after the gate's, whichever step the orchestrator died at."""
+    from tests.apps_confirm import CONFIRM_APP_SPECS, noted_runs
+    from tests.test_invocation_contract import GUARDED, REQUIRES_CONFIRMATION
+
+    tool, _, result, prefix = GUARDED[app]
+    url, env, armed = _stack(redis_url, 8, failpoint, apps=CONFIRM_APP_SPECS)
+    from workers.client import Client
+
+    with ExitStack() as stack:
+        doomed = start_celery_process("orchestrator", "doomed", armed)
+        stack.callback(doomed.stop)
+        worker = start_celery_process("worker", "crash-worker", env)
+        stack.callback(worker.stop)
+        client = Client(Settings(redis_url=url, apps=CONFIRM_APP_SPECS, lease_retry_seconds=0.2))
+        stack.callback(client.close)
+
+        def take_over() -> None:
+            _wait_dead(doomed)
+            heir = start_celery_process("orchestrator", "heir", env)
+            stack.callback(heir.stop)
+
+        inv = client.enqueue(app, "u", "pay")
+        if failpoint.startswith("flow."):
+            take_over()
+        record = client.wait(app, inv, timeout=40)
+        assert record is not None and record.status is InvocationStatus.PAUSED, record
+        [request_id] = record.pending_calls
+        assert record.pending_tools == {request_id: "adk_request_confirmation"}
+        assert noted_runs(inv, url) == []  # not before its confirmation
+        client.answer(app, inv, request_id, {"confirmed": True})
+        if not failpoint.startswith("flow."):
+            take_over()
+
+        record = client.wait(app, inv, timeout=40, until=InvocationStatus.FINISHED)
+        assert record is not None and record.status is InvocationStatus.COMPLETED, record
+        events = client.events(app, inv)
+        [call_id] = [c.id for e in events for c in e.get_function_calls() if c.name == tool]
+        answers = [r.response for e in events for r in e.get_function_responses()
+                   if r.id == call_id]
+        assert answers == [REQUIRES_CONFIRMATION, result]
+        requests = [c for e in events for c in e.get_function_calls()
+                    if c.name == "adk_request_confirmation"]
+        assert len(requests) == 1  # asked once, answered once
+        texts = [e.content.parts[0].text for e in events
+                 if e.author == "agent" and e.content and e.content.parts[0].text]
+        assert texts == [f"{prefix}: {result}"]
+        assert [what for what, _ in noted_runs(inv, url)] == ["confirmed"]

@@ -112,6 +112,41 @@ async def test_a_branch_that_pauses_is_answered_and_resumed_later(backend):
     assert simplify_all([e for e in events if e.author == "after" and e.content])[0][1].startswith("summary of")
     assert record.pending_calls == []
 
+async def test_a_call_confirmed_in_a_paused_branch_runs_on_a_worker_then_the_branch_goes_on(
+    backend
+):
+    """The branch pauses on its worker for the confirmation; once approved, its call goes to a
+    worker with the confirmation, and the branch's model reads the tool's real answer."""
+    import asyncio
+    import time
+
+    inv = await backend.enqueue("branch_confirm", "u", "go")
+    deadline = time.monotonic() + 20
+    while True:
+        record = await backend.wait("branch_confirm", inv)
+        asked = [cid for cid, name in record.pending_tools.items()
+                 if name == "adk_request_confirmation"]
+        if asked:
+            break
+        assert time.monotonic() < deadline, f"no confirmation asked: {record}"
+        await asyncio.sleep(0.02)
+    assert await backend.tool_runs(inv) == []
+
+    await backend.answer("branch_confirm", inv, asked[0], {"confirmed": True})
+    record = await backend.wait("branch_confirm", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("branch_confirm", inv)
+    x = [payload for author, payload in simplify_all(events) if author == "x"]
+    assert x[-4:] == [
+        ("response", "pay_out", {"error": (
+            "This tool call requires confirmation, please approve or reject.")}),
+        ("response", "pay_out", {"paid": 10}),
+        "payout: {'paid': 10}",
+        ("actions", {"end_of_agent": True}),
+    ]
+    assert [what for what, _ in await backend.tool_runs(inv)] == ["confirmed"]
+    assert simplify_all([e for e in events if e.author == "after" and e.content]) == [
+        ("after", "summary")]
 
 
 def test_a_branch_routed_to_its_own_queue_runs_on_the_worker_of_that_queue(redis_url):

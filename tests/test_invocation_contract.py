@@ -93,29 +93,110 @@ async def test_pending_call_answered_from_outside(backend):
     ]
 
 
-async def test_a_remote_tool_that_needs_a_confirmation_does_not_run_before_it(backend):
+GUARDED = {
+    # app: (tool, its arguments, its result once confirmed, what the model says before it)
+    "guarded": ("pay_out", {"amount": 10}, {"paid": 10}, "payout"),
+    # A tool whose own run_async does not check its confirmation rule: only the flow's gate
+    # keeps it from running unconfirmed on a worker.
+    "safe": ("open_safe", {}, {"opened": "confirmed"}, "safe"),
+}
+REQUIRES_CONFIRMATION = {"error": "This tool call requires confirmation, please approve or reject."}
+
+
+async def _paused_for_confirmation(backend, app: str) -> tuple[str, str, str]:
+    """Start ``app``'s invocation; it pauses for the confirmation. (invocation, call, request)."""
+    tool, args, _, _ = GUARDED[app]
+    inv = await backend.enqueue(app, "u", "pay")
+    record = await backend.wait(app, inv)
+    assert record.status is InvocationStatus.PAUSED, record.error
+    [request_id] = record.pending_calls  # the call itself waits for it, not for a job
+    events = await backend.events(app, inv)
+    shape = simplify_all(events)
+    assert shape[1:] == [
+        ("agent", ("call", tool, args)),
+        ("agent", ("call", "adk_request_confirmation", shape[2][1][2])),
+        ("agent", ("response", tool, REQUIRES_CONFIRMATION)),
+    ]
+    call_id = events[1].content.parts[0].function_call.id
+    assert events[2].content.parts[0].function_call.args["originalFunctionCall"]["id"] == call_id
+    return inv, call_id, request_id
+
+
+@pytest.mark.parametrize("app", sorted(GUARDED))
+async def test_a_remote_tool_that_needs_a_confirmation_does_not_run_before_it(backend, app):
     """Its job is not sent with the call: the call waits for the confirmation, and a
     rejected call is answered with the rejection, its tool never run."""
-    inv = await backend.enqueue("guarded", "u", "pay")
-    record = await backend.wait("guarded", inv)
-    assert record.status is InvocationStatus.PAUSED, record.error
-    [request_id] = record.pending_calls
-    events = simplify_all(await backend.events("guarded", inv))
-    assert events[1:] == [
-        ("agent", ("call", "pay_out", {"amount": 10})),
-        ("agent", ("call", "adk_request_confirmation", events[2][1][2])),
-        ("agent", ("response", "pay_out", {
-            "error": "This tool call requires confirmation, please approve or reject."})),
-    ]
+    tool, _, _, prefix = GUARDED[app]
+    inv, _, request_id = await _paused_for_confirmation(backend, app)
 
-    await backend.answer("guarded", inv, request_id, {"confirmed": False})
-    record = await backend.wait("guarded", inv, until=InvocationStatus.FINISHED)
+    await backend.answer(app, inv, request_id, {"confirmed": False})
+    record = await backend.wait(app, inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
-    assert simplify_all(await backend.events("guarded", inv))[4:] == [
+    assert simplify_all(await backend.events(app, inv))[4:] == [
         ("user", ("response", "adk_request_confirmation", {"confirmed": False})),
-        ("agent", ("response", "pay_out", {"error": "This tool call is rejected."})),
-        ("agent", "payout: {'error': 'This tool call is rejected.'}"),
+        ("agent", ("response", tool, {"error": "This tool call is rejected."})),
+        ("agent", f"{prefix}: {{'error': 'This tool call is rejected.'}}"),
     ]
+    assert await backend.tool_runs(inv) == []
+
+
+@pytest.mark.parametrize("app", sorted(GUARDED))
+async def test_a_confirmed_remote_tool_runs_on_a_worker_once_then_the_model_reads_its_answer(
+    backend, app
+):
+    """google-adk's sequence: the provisional answer, the approval, the tool's real answer
+    (here from a worker, with the confirmation in its tool context), then the model."""
+    tool, _, result, prefix = GUARDED[app]
+    inv, call_id, request_id = await _paused_for_confirmation(backend, app)
+    with pytest.raises(AnswerRejectedError):  # nobody answers the call past its confirmation
+        await backend.answer(app, inv, call_id, {"paid": 1_000_000})
+
+    await backend.answer(app, inv, request_id, {"confirmed": True})
+    record = await backend.wait(app, inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    assert record.pending_calls == []
+    events = await backend.events(app, inv)
+    assert simplify_all(events)[4:] == [
+        ("user", ("response", "adk_request_confirmation", {"confirmed": True})),
+        ("agent", ("response", tool, result)),  # before the model is called again
+        ("agent", f"{prefix}: {result}"),  # the model read the real answer, not the gate's
+    ]
+    answers = [(e.actions.requested_tool_confirmations, r.response)
+               for e in events for r in e.get_function_responses() if r.id == call_id]
+    assert [(bool(asked), response) for asked, response in answers] == [
+        (True, REQUIRES_CONFIRMATION), (False, result)]  # one real answer, after the gate's
+    runs = await backend.tool_runs(inv)
+    assert [what for what, _ in runs] == ["confirmed"]  # once, with its confirmation
+    if isinstance(backend, CeleryBackend):
+        worker = backend.stack["worker"].pid
+        assert runs[0][1] in {worker} | _children(worker)  # on the worker
+
+
+async def test_calls_of_one_turn_confirmed_and_rejected_get_one_real_answer_each(backend):
+    """The rejected call is answered at once, the approved one by its worker; the model goes
+    on once both have their real answers."""
+    inv = await backend.enqueue("guarded_pair", "u", "pay")
+    record = await backend.wait("guarded_pair", inv)
+    assert record.status is InvocationStatus.PAUSED, record.error
+    events = await backend.events("guarded_pair", inv)
+    ten, twenty = [c.id for c in events[1].get_function_calls()]
+    requests = {c.args["originalFunctionCall"]["id"]: c.id for c in events[2].get_function_calls()}
+    assert sorted(record.pending_calls) == sorted(requests.values())
+
+    await backend.answer("guarded_pair", inv, requests[ten], {"confirmed": True})
+    await backend.answer("guarded_pair", inv, requests[twenty], {"confirmed": False})
+    record = await backend.wait("guarded_pair", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("guarded_pair", inv)
+    answers = {cid: [r.response for e in events for r in e.get_function_responses() if r.id == cid]
+               for cid in (ten, twenty)}
+    rejected = {"error": "This tool call is rejected."}
+    assert answers == {ten: [REQUIRES_CONFIRMATION, {"paid": 10}],
+                       twenty: [REQUIRES_CONFIRMATION, rejected]}
+    texts = [e.content.parts[0].text for e in events if e.author == "agent" and e.content
+             and e.content.parts[0].text]
+    assert texts == [f"payouts: {{'paid': 10}}, {rejected}"]  # one model call, after both
+    assert [what for what, _ in await backend.tool_runs(inv)] == ["confirmed"]
 
 
 async def test_custom_metadata_reaches_every_event_also_after_a_pause(backend):

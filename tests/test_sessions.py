@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from google.genai import types
 
 from orchestrator import Event, EventActions, InMemorySessionService, RedisSessionService
-from orchestrator.errors import AlreadyExistsError, SessionNotFoundError
+from orchestrator.backends.redis import keys as redis_keys
+from orchestrator.errors import AlreadyAnsweredError, AlreadyExistsError, SessionNotFoundError
 from orchestrator.sessions import GetSessionConfig
 
 
@@ -100,3 +102,37 @@ async def test_returned_sessions_are_independent_copies(service):
     s.state["nested"]["a"] = 99
     reloaded = await service.get_session(app_name="app", user_id="u", session_id=s.id)
     assert reloaded.state == {"nested": {"a": 1}}
+
+
+def _answer(call_id: str, **actions) -> Event:
+    return Event(author="agent", invocation_id="e-1", actions=EventActions(**actions),
+                 content=types.Content(role="user", parts=[types.Part(function_response=(
+                     types.FunctionResponse(id=call_id, name="tool", response={"ok": True})))]))
+
+
+async def _answer_once_writer(service, request, session):
+    """What an orchestrator commits through: never a second final answer to a call."""
+    if isinstance(service, InMemorySessionService):
+        return service.answer_once_writer()
+    lease = redis_keys.session_lease(session.app_name, session.user_id, session.id)
+    await request.getfixturevalue("redis_client").set(lease, "7")
+    return service.leased_writer(lease, "7")
+
+
+async def test_a_guarded_writer_appends_one_final_answer_after_a_provisional_one(service, request):
+    session = await service.create_session(app_name="app", user_id="u1", session_id="s")
+    writer = await _answer_once_writer(service, request, session)
+    # The confirmation gate's answer is provisional: the confirmed call is answered again.
+    await writer.append_event(session, _answer("call-1", requested_tool_confirmations={
+        "call-1": {"hint": "sure?"}}))
+    first = _answer("call-1")
+    await writer.append_event(session, first)
+    await writer.append_event(session, first)  # the same event again: ignored, no error
+    with pytest.raises(AlreadyAnsweredError, match="call-1"):
+        await writer.append_event(session, _answer("call-1"))
+    stored = await service.get_session(app_name="app", user_id="u1", session_id="s")
+    assert [e.id for e in stored.events] == [e.id for e in session.events]
+    assert len(session.events) == 2  # nothing of the refused answer, here or stored
+    # Plain appends (in-process use, as google-adk's services) are not guarded.
+    await service.append_event(session, _answer("call-1"))
+    assert len(session.events) == 3

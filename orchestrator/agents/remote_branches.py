@@ -135,7 +135,10 @@ async def _collect(
     answers = {
         r.id: r for e in events for r in e.get_function_responses() if r.id
     }
-    still_open = CallLedger.of(events, ctx.invocation_id).open_calls()
+    ledger = CallLedger.of(events, ctx.invocation_id)
+    # A call confirmed since its branch paused is open, but its job goes out only when the
+    # branch goes on here (its step sends it and pauses again; sending it twice is a no-op).
+    still_open = [entry for entry in ledger.open_calls() if ledger.approved(entry.id) is None]
     waiting = False
     for call in dispatch.get_function_calls():
         args = call.args or {}

@@ -150,6 +150,8 @@ class EmbeddedRuntime:
             artifact_service=self.artifact_service,
             memory_service=InMemoryMemoryService(),
             event_sink=self.event_stream.publish,
+            # Never a second answer to a call, as the Redis back-end's leased writer.
+            writer_for=lambda key, token, record: (self.session_service.answer_once_writer(), None),
         )
         self._drains: set[asyncio.Task[bool]] = set()
 

@@ -5,10 +5,16 @@ The committed event log is the truth about an invocation's calls; the invocation
 (resuming, recovering after a crash, deciding to pause, the record's pending list, the
 ParallelAgent collecting its branches) asks this module.
 
+A call is *answered* once a final FunctionResponse with its id is in the log, whatever came
+in later: a second final answer is never appended. The confirmation gate's answer to a call
+that needs a confirmation is only *provisional* (see :mod:`orchestrator.events.answers`).
+
 A call is *open* when its id is in the ``long_running_tool_ids`` of the event that made it
 (a long-running tool, a tool routed to a worker, a confirmation request, a parallel branch)
-and no FunctionResponse with that id was committed after it. A call is *answered* once such
-a response is in the log, whatever came in later: a second answer is never appended.
+and it has no final answer, unless the confirmation gate answered it provisionally: such a
+call waits for its ``adk_request_confirmation`` call (the open one) and is open again only
+once that confirmation is answered with an approval (its job goes out then, carrying the
+confirmation). A rejected call is answered with the rejection error in process, by no job.
 """
 
 from __future__ import annotations
@@ -17,8 +23,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from google.genai import types
+from pydantic import ValidationError
 
+from orchestrator.events.answers import final_answer_ids, provisional_answer_ids
 from orchestrator.events.event import Event
+from orchestrator.flows.contents import REQUEST_CONFIRMATION
+from orchestrator.tools.tool_confirmation import ToolConfirmation
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,13 @@ class CallLedger:
     calls: dict[str, CallEntry] = field(default_factory=dict)
     """Every call with an id, by id, in commit order."""
     answered: set[str] = field(default_factory=set)
-    """Ids with a FunctionResponse in the log."""
+    """Ids with a final FunctionResponse in the log."""
+    provisional: set[str] = field(default_factory=set)
+    """Ids the confirmation gate answered provisionally (maybe answered for good since)."""
+    confirmations: dict[str, ToolConfirmation] = field(default_factory=dict)
+    """The answer to each call's confirmation request, by the id of the call confirmed."""
+    _confirming: dict[str, str] = field(default_factory=dict)
+    """Confirmation request id -> the id of the call it asks about."""
 
     @classmethod
     def of(cls, events: Iterable[Event], invocation_id: str) -> CallLedger:
@@ -67,21 +83,50 @@ class CallLedger:
         for call in event.get_function_calls():
             if call.id:
                 self.calls[call.id] = CallEntry(call, event, call.id in waiting)
+                if call.name == REQUEST_CONFIRMATION:
+                    original = (call.args or {}).get("originalFunctionCall")
+                    if isinstance(original, dict) and isinstance(original.get("id"), str):
+                        self._confirming[call.id] = original["id"]
+        self.answered.update(final_answer_ids(event))
+        self.provisional.update(provisional_answer_ids(event))
         for response in event.get_function_responses():
-            if response.id:
-                self.answered.add(response.id)
+            confirmed_id = self._confirming.get(response.id or "")
+            if confirmed_id is not None and response.name == REQUEST_CONFIRMATION:
+                self.confirmations[confirmed_id] = _confirmation(response.response)
+
+    @property
+    def responded(self) -> set[str]:
+        """Ids with any answer in the log, a provisional one included."""
+        return self.answered | self.provisional
+
+    def approved(self, call_id: str) -> ToolConfirmation | None:
+        """The approving answer to the call's confirmation request, if it was approved."""
+        confirmation = self.confirmations.get(call_id)
+        return confirmation if confirmation is not None and confirmation.confirmed else None
+
+    def _waits(self, call_id: str, entry: CallEntry) -> bool:
+        if not entry.long_running or call_id in self.answered:
+            return False
+        # Answered by the gate: waits for its confirmation, then (approved) for its job.
+        return call_id not in self.provisional or self.approved(call_id) is not None
 
     @property
     def open(self) -> set[str]:
-        """Long-running calls without an answer in the log: what the invocation waits for."""
-        return {cid for cid, entry in self.calls.items()
-                if entry.long_running and cid not in self.answered}
+        """Long-running calls without a final answer in the log: what the invocation waits for."""
+        return {cid for cid, entry in self.calls.items() if self._waits(cid, entry)}
 
     def open_calls(self) -> list[CallEntry]:
         """The open calls, in commit order."""
-        waiting = self.open
-        return [entry for cid, entry in self.calls.items() if cid in waiting]
+        return [entry for cid, entry in self.calls.items() if self._waits(cid, entry)]
 
     def unanswered_in(self, event: Event) -> set[str]:
-        """Ids of ``event``'s calls that have no answer in the log yet."""
+        """Ids of ``event``'s calls that have no final answer in the log yet."""
         return {c.id for c in event.get_function_calls() if c.id and c.id not in self.answered}
+
+
+def _confirmation(response: dict[str, object] | None) -> ToolConfirmation:
+    """The confirmation a response carries; one that does not read as one approves nothing."""
+    try:
+        return ToolConfirmation.from_response_dict(dict(response or {}))
+    except (ValidationError, ValueError, TypeError):
+        return ToolConfirmation(confirmed=False)

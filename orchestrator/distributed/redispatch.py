@@ -6,6 +6,10 @@ rebuilds the job from the call event (the tool's call, or a ParallelAgent's bran
 dispatch) and submits it with the same call id. Transports submit a call's job once (see
 :meth:`~orchestrator.distributed.transport.Transport.submit`), so a job that did go out is
 not sent twice.
+
+A call of a tool with a confirmation rule goes out again only with its approved
+confirmation (the ledger's), which its job carries to the tool: without one, only the
+confirmation gate may decide on it (see :mod:`orchestrator.flows.step_resume`).
 """
 
 from __future__ import annotations
@@ -23,18 +27,22 @@ from orchestrator.sessions.session import Session
 
 if TYPE_CHECKING:
     from orchestrator.runners import Runner
+    from orchestrator.tools.tool_confirmation import ToolConfirmation
 
 logger = logging.getLogger(__name__)
 
 
 async def redispatch(
-    runner: Runner, session: Session, invocation_id: str, entry: CallEntry
+    runner: Runner, session: Session, invocation_id: str, entry: CallEntry,
+    confirmation: ToolConfirmation | None = None,
 ) -> bool:
     """Submit ``entry``'s job again if it is a call the orchestrator sends to workers.
 
-    Returns False for calls that have no job: a confirmation request, a long-running call
-    waiting for an outside answer, a tool the agent no longer has or that is not routed to
-    workers.
+    ``confirmation``: the approved answer to the call's confirmation request, if any; the
+    job carries it (``tool_context.tool_confirmation`` on the worker). Returns False for
+    calls that have no job: a confirmation request, a long-running call waiting for an
+    outside answer, a tool the agent no longer has or that is not routed to workers, a call
+    that may need a confirmation and has none.
     """
     transport = runner.transport
     if transport is None:
@@ -56,11 +64,13 @@ async def redispatch(
             return False
         tool = {t.name: t for t in await agent.canonical_tools(None)}.get(entry.name)
         queue = transport.route(tool) if tool is not None else None
-        if not queue:
+        if tool is None or not queue:
             return False
+        if confirmation is None and not tool.never_requires_confirmation():
+            return False  # the gate decides on it, when the agent's step is recovered
         await transport.submit(tool_job(
             session, invocation_id, agent.name, entry.event.branch, entry.call, queue, user_content,
-            tool=tool,
+            confirmation, tool,
         ))
     logger.info("Call %s of invocation %s dispatched again (recovery)", entry.id, invocation_id)
     return True

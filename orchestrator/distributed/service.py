@@ -392,7 +392,8 @@ class InvocationService:
         from_workers = {wire.get("id") for result in results.values() for wire in result.events}
         for entry in ledger.open_calls():
             if entry.id not in results and entry.event.id not in from_workers:
-                await redispatch(runner, session, record.invocation_id, entry)
+                await redispatch(runner, session, record.invocation_id, entry,
+                                 ledger.approved(entry.id))
 
     async def _start(
         self, runner: Runner, record: InvocationRecord, session: Session | None,

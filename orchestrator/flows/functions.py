@@ -310,3 +310,22 @@ def build_confirmation_request_event(
         content=types.Content(role="model", parts=parts),
         long_running_tool_ids=ids,
     )
+
+
+def with_confirmation_request(
+    ctx: InvocationContext, call_event: Event, answer: Event
+) -> list[Event]:
+    """``answer``, and the ``adk_request_confirmation`` calls it asks for, in ADK's order.
+
+    The request comes first when every answer is the gate's; after settled answers, last.
+    """
+    request = build_confirmation_request_event(ctx, call_event, answer)
+    if request is None:
+        return [answer]
+    return [request, answer] if not _has_settled_answers(answer) else [answer, request]
+
+
+def _has_settled_answers(answer: Event) -> bool:
+    """True if some answer is final: its call did not ask for a confirmation."""
+    waiting = answer.actions.requested_tool_confirmations
+    return any(r.id not in waiting for r in answer.get_function_responses())

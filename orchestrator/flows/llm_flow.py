@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
-from orchestrator import observe, platform
+from orchestrator import failpoints, observe, platform
 from orchestrator.agents import callbacks as cb
 from orchestrator.agents.context import CallbackContext, ReadonlyContext, ToolContext
 from orchestrator.agents.run_config import StreamingMode
@@ -32,10 +32,13 @@ AGENT_NAME_LABEL = "adk_agent_name"
 class _Step:
     """Per-step bookkeeping."""
 
-    __slots__ = ("stop",)
+    __slots__ = ("stop", "before_model")
 
     def __init__(self) -> None:
         self.stop = False
+        """The agent's turn ends with this step."""
+        self.before_model = False
+        """The step's work was owed from earlier (answers, a recovery): no model call."""
 
 
 class LlmFlow:
@@ -68,29 +71,10 @@ class LlmFlow:
         def callable_tools() -> dict[str, BaseTool]:
             return _callable_tools(agent, groups)
 
-        # Work owed from earlier in this invocation comes before the model call.
-        async for event in step_resume.answer_confirmations(ctx, callable_tools):
+        async for event in self._work_owed(ctx, agent, step, callable_tools):
             yield event
-            if event.is_final_response():
-                step.stop = True
-                return
-        recovering = ctx.take_recovery()
-        if ctx.is_resumable or recovering:
-            decision = step_resume.decide_step_resume(ctx, agent.name, recovering=recovering)
-            if decision.action is step_resume.ResumeAction.DONE:
-                step.stop = True
-                return
-            if decision.action is step_resume.ResumeAction.PAUSE:
-                ctx.mark_paused(agent.name)
-                step.stop = True
-                return
-            if decision.action is step_resume.ResumeAction.REPLAY_CALLS:
-                assert decision.call_event is not None
-                async for event in functions.handle_function_calls(
-                    ctx, decision.call_event, callable_tools(), only_ids=decision.call_ids
-                ):
-                    yield event
-                return
+        if step.stop or step.before_model:
+            return
         self._add_history(ctx, agent, llm_request)
         # After the history, as in google-adk: a tool may read it (load_artifacts does).
         await self._add_tools(ctx, agent, llm_request, groups)
@@ -102,6 +86,49 @@ class LlmFlow:
                 ctx, llm_request, llm_response, model_response_event, step
             ):
                 yield event
+
+    async def _work_owed(
+        self,
+        ctx: InvocationContext,
+        agent: LlmAgent,
+        step: _Step,
+        callable_tools: Callable[[], dict[str, BaseTool]],
+    ) -> AsyncGenerator[Event, None]:
+        """Work owed from earlier in this invocation, which comes before the model call.
+
+        Confirmation answers first (their tools run, or go to workers), then, on a resumable
+        or recovered invocation, whatever its log leaves open (see ``step_resume``).
+        """
+        dispatched: list[str] = []
+        async for event in step_resume.answer_confirmations(ctx, callable_tools, dispatched):
+            yield event
+            if event.is_final_response():
+                step.stop = True
+                return
+        if dispatched:
+            # Confirmed calls went to workers: the model goes on once their answers are in.
+            _pause(ctx, agent, step)
+            return
+        recovering = ctx.take_recovery()
+        if not (ctx.is_resumable or recovering):
+            return
+        decision = step_resume.decide_step_resume(
+            ctx, agent.name, recovering=recovering, tools=callable_tools)
+        if decision.action is step_resume.ResumeAction.DONE:
+            step.stop = True
+        elif decision.action is step_resume.ResumeAction.PAUSE:
+            _pause(ctx, agent, step)
+        elif decision.action is step_resume.ResumeAction.REPLAY_CALLS:
+            assert decision.call_event is not None
+            step.before_model = True
+            async for event in functions.handle_function_calls(
+                ctx, decision.call_event, callable_tools(), only_ids=decision.call_ids,
+                dispatched=dispatched,
+            ):
+                for answer in functions.with_confirmation_request(ctx, decision.call_event, event):
+                    yield answer
+            if dispatched:
+                _pause(ctx, agent, step)
 
     async def _build_request(
         self,
@@ -243,18 +270,13 @@ class LlmFlow:
     async def _handle_calls(
         self, ctx: InvocationContext, call_event: Event, llm_request: LlmRequest, step: _Step
     ) -> AsyncGenerator[Event, None]:
+        failpoints.hit("flow.calls_committed")  # the calls are in the log, none handled yet
         dispatched: list[str] = []
         async for answer in functions.handle_function_calls(
             ctx, call_event, llm_request.tools_dict, dispatched=dispatched
         ):
-            request = functions.build_confirmation_request_event(ctx, call_event, answer)
-            if request is not None and not _has_settled_answers(answer):
-                yield request
-                yield answer
-            else:
-                yield answer
-                if request is not None:
-                    yield request
+            for event in functions.with_confirmation_request(ctx, call_event, answer):
+                yield event
             target_name = answer.actions.transfer_to_agent
             if target_name:
                 target = transfer.resolve_target(ctx.agent, target_name)  # type: ignore[arg-type]
@@ -373,7 +395,7 @@ def _finalize_event(
     return event
 
 
-def _has_settled_answers(answer: Event) -> bool:
-    """True if some answer is final: its call did not ask for a confirmation."""
-    waiting = answer.actions.requested_tool_confirmations
-    return any(r.id not in waiting for r in answer.get_function_responses())
+def _pause(ctx: InvocationContext, agent: LlmAgent, step: _Step) -> None:
+    """End the step and the agent's turn for now: it waits for answers to open calls."""
+    ctx.mark_paused(agent.name)
+    step.stop = True

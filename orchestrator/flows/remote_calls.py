@@ -83,6 +83,7 @@ async def dispatch_remote_call(
         ctx.session, ctx.invocation_id, agent_name, ctx.branch, call, queue, ctx.user_content,
         confirmation, tool,
     ))
+    failpoints.hit("dispatch.after_publish")
 
 
 def attach_remote_jobs(ctx: InvocationContext, event: Event, tools: dict[str, BaseTool]) -> None:

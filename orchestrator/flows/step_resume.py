@@ -3,18 +3,24 @@
 On a resumable invocation an agent may find, in its own branch of the log, calls that were
 never answered: a long-running call still open means PAUSE (stop quietly); an ordinary call
 left unanswered by a crash means REPLAY (run only those calls again, then go on).
+
+A confirmed call of a tool that runs on workers is sent to a worker with its confirmation,
+and the step stops there: the model is called once its real answer is in, as after any
+remote call. On recovery, a remote call of a tool with a confirmation rule that the log
+shows neither gated nor confirmed (the orchestrator died between committing the call and
+deciding on it) goes through the gate again (REPLAY) rather than out as it is.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from google.genai import types
 
-from orchestrator.distributed.ledger import CallLedger
+from orchestrator.distributed.ledger import CallEntry, CallLedger
 from orchestrator.events.event import Event
 from orchestrator.flows import functions
 from orchestrator.flows.contents import REQUEST_CONFIRMATION, belongs_to_branch
@@ -52,22 +58,34 @@ def _branch_events(ctx: InvocationContext) -> list[Event]:
 
 
 def decide_step_resume(
-    ctx: InvocationContext, agent_name: str, *, recovering: bool = False
+    ctx: InvocationContext,
+    agent_name: str,
+    *,
+    recovering: bool = False,
+    tools: Callable[[], Mapping[str, BaseTool]] | None = None,
 ) -> ResumeDecision:
     """Inspect this invocation's branch events for unanswered calls of ``agent_name``.
 
     ``recovering``: the run continues an invocation whose orchestrator stopped mid-run; if
     the agent's final answer is the last event of the invocation, its turn was over (DONE),
-    and calling the model again would answer twice.
+    and calling the model again would answer twice. Open remote calls that may need a
+    confirmation and have none are REPLAYed then (through the gate); ``tools`` gives the
+    agent's tools by name, to tell which those are.
     """
     events = _branch_events(ctx)
     ledger = CallLedger.of(events, ctx.invocation_id)
-    for entry in ledger.open_calls():
-        if entry.event.author == agent_name:
-            return ResumeDecision(ResumeAction.PAUSE)
+    waiting = [entry for entry in ledger.open_calls() if entry.event.author == agent_name]
+    if recovering and waiting and tools is not None:
+        ungated = _ungated_remote_calls(ctx, ledger, waiting, tools())
+        if ungated:
+            event = ungated[0].event
+            return ResumeDecision(ResumeAction.REPLAY_CALLS, event,
+                                  {entry.id for entry in ungated if entry.event is event})
+    if waiting:
+        return ResumeDecision(ResumeAction.PAUSE)
     if recovering and _ends_with_final_answer(ctx, agent_name):
         return ResumeDecision(ResumeAction.DONE)
-    answered = ledger.answered
+    answered = ledger.responded
     for event in reversed(events):
         calls = event.get_function_calls()
         if event.author != agent_name or not calls:
@@ -77,6 +95,29 @@ def decide_step_resume(
             return ResumeDecision(ResumeAction.REPLAY_CALLS, event, open_ids)
         break
     return ResumeDecision(ResumeAction.CONTINUE)
+
+
+def _ungated_remote_calls(
+    ctx: InvocationContext,
+    ledger: CallLedger,
+    waiting: list[CallEntry],
+    tools: Mapping[str, BaseTool],
+) -> list[CallEntry]:
+    """Open remote calls that may need a confirmation and have no approved one.
+
+    The log cannot tell whether the gate let such a call through (it leaves no event then)
+    or never ran: only the gate may send it, never a recovery on its own.
+    """
+    transport = ctx.transport
+    if transport is None:
+        return []
+    found = []
+    for entry in waiting:
+        tool = tools.get(entry.name)
+        if tool is not None and not tool.never_requires_confirmation() and \
+                transport.route(tool) and ledger.approved(entry.id) is None:
+            found.append(entry)
+    return found
 
 
 def _ends_with_final_answer(ctx: InvocationContext, agent_name: str) -> bool:
@@ -91,13 +132,17 @@ def _ends_with_final_answer(ctx: InvocationContext, agent_name: str) -> bool:
 
 
 async def answer_confirmations(
-    ctx: InvocationContext, tools: Callable[[], dict[str, BaseTool]]
+    ctx: InvocationContext,
+    tools: Callable[[], dict[str, BaseTool]],
+    dispatched: list[str] | None = None,
 ) -> AsyncGenerator[Event, None]:
     """If the latest user event answers ``adk_request_confirmation`` calls, run those tools.
 
     Approved calls run with ``tool_context.tool_confirmation`` set; rejected ones answer with
-    an error. Each original call id gets its real answer. ``tools`` gives the agent's tools
-    by name (asked only when there is something to run).
+    an error. Each original call id gets its real answer: at once, or, for an approved call
+    of a tool that runs on workers, when its job's result comes back (its id is appended to
+    ``dispatched``; the step must stop). ``tools`` gives the agent's tools by name (asked
+    only when there is something to run).
     """
     # The last event of this invocation's branch first: reading every event of a long
     # session on each model call is for the rare call that answers a confirmation.
@@ -131,6 +176,6 @@ async def answer_confirmations(
         content=types.Content(role="model", parts=[types.Part(function_call=c) for c in originals]),
     )
     async for event in functions.handle_function_calls(
-        ctx, synthetic, tools(), confirmations=confirmations
+        ctx, synthetic, tools(), confirmations=confirmations, dispatched=dispatched
     ):
         yield event

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator import platform
-from orchestrator.errors import AlreadyExistsError, SessionNotFoundError
+from orchestrator.errors import AlreadyAnsweredError, AlreadyExistsError, SessionNotFoundError
+from orchestrator.events.answers import final_answer_ids
 from orchestrator.events.event import Event
 from orchestrator.sessions.base_session_service import (
     BaseSessionService,
@@ -28,7 +29,23 @@ class _StoredSession:
     state: dict[str, Any]
     events: list[Event] = field(default_factory=list)
     event_ids: set[str] = field(default_factory=set)
+    answered: set[str] = field(default_factory=set)
+    """Ids of the calls with a final answer among the events."""
     last_update_time: float = 0.0
+
+
+class _AnswerOnceWriter:
+    """Appends to an :class:`InMemorySessionService` that refuse a second answer to a call."""
+
+    def __init__(self, service: InMemorySessionService) -> None:
+        self._service = service
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Commit ``event``, unless a call it answers for good has its final answer already.
+
+        Then ``AlreadyAnsweredError`` is raised, and nothing is written.
+        """
+        return self._service._append(session, event, answer_once=True)
 
 
 class InMemorySessionService(BaseSessionService):
@@ -156,6 +173,19 @@ class InMemorySessionService(BaseSessionService):
 
     async def append_event(self, session: Session, event: Event) -> Event:
         """Commit an event; a repeated event id is ignored (idempotent)."""
+        return self._append(session, event, answer_once=False)
+
+    def answer_once_writer(self) -> _AnswerOnceWriter:
+        """A writer whose appends never commit a second final answer to a call.
+
+        What the embedded runtime commits through, as orchestrators commit through the Redis
+        service's leased writer; plain appends (in-process use, as google-adk's services)
+        are not guarded. A provisional answer (see :mod:`orchestrator.events.answers`) does
+        not count: the confirmed call is answered again, once.
+        """
+        return _AnswerOnceWriter(self)
+
+    def _append(self, session: Session, event: Event, *, answer_once: bool) -> Event:
         if event.partial:
             return event
         stored = self._find(session.app_name, session.user_id, session.id)
@@ -166,6 +196,11 @@ class InMemorySessionService(BaseSessionService):
             )
         if event.id in stored.event_ids:
             return event
+        answers = final_answer_ids(event)
+        if answer_once and (again := stored.answered.intersection(answers)):
+            raise AlreadyAnsweredError(
+                f"Call {sorted(again)[0]!r} of session {session.id!r} already has its answer; "
+                f"event {event.id!r} answering it again was not appended.")
         self._apply_to_session(session, event)
         app_delta, user_delta, session_delta = split_state_delta(event.actions.state_delta)
         if app_delta:
@@ -178,6 +213,7 @@ class InMemorySessionService(BaseSessionService):
             stored.state.update(copy.deepcopy(session_delta))
         stored.events.append(event)
         stored.event_ids.add(event.id)
+        stored.answered.update(answers)
         stored.last_update_time = event.timestamp
         return event
 

@@ -15,12 +15,17 @@ from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from tests.apps import ALL_APPS, APP_SPECS
+from tests.apps_confirm import CONFIRM_APP_SPECS, CONFIRM_APPS, noted_runs
 from tests.support.processes import stack_env, start_celery_process
+
+CONTRACT_APPS = [*ALL_APPS, *CONFIRM_APPS]
+"""The apps every backend of the contract suite serves."""
+CONTRACT_APP_SPECS = f"{APP_SPECS},{CONFIRM_APP_SPECS}"
 
 
 class EmbeddedBackend:
     def __init__(self) -> None:
-        self.rt = EmbeddedRuntime(AppRegistry(ALL_APPS))
+        self.rt = EmbeddedRuntime(AppRegistry(CONTRACT_APPS))
 
     async def create_session(self, app: str, user: str) -> str:
         return (await self.rt.session_service.create_session(app_name=app, user_id=user)).id
@@ -41,6 +46,10 @@ class EmbeddedBackend:
 
     async def cancel(self, app: str, inv: str) -> None:
         await self.rt.cancel(app, inv)
+
+    async def tool_runs(self, tag: str) -> list[tuple[str, int]]:
+        """Runs of the test apps' tools noted under ``tag`` (see ``tests.apps_confirm``)."""
+        return noted_runs(tag)
 
 
 class CeleryBackend:
@@ -69,6 +78,10 @@ class CeleryBackend:
     async def cancel(self, app: str, inv: str) -> None:
         await asyncio.to_thread(self.client.cancel, app, inv)
 
+    async def tool_runs(self, tag: str) -> list[tuple[str, int]]:
+        """Runs of the test apps' tools noted under ``tag`` (see ``tests.apps_confirm``)."""
+        return await asyncio.to_thread(noted_runs, tag, self.stack["url"])
+
 
 LIBRARY_TRICKS_OFF = {
     "fast_publish": "false",
@@ -80,7 +93,7 @@ internals"): the contract suite runs with them on and off."""
 
 
 @contextlib.contextmanager
-def running_stack(redis_url: str, db: int, *args: str, apps: str = APP_SPECS,
+def running_stack(redis_url: str, db: int, *args: str, apps: str = CONTRACT_APP_SPECS,
                   env: dict[str, str] | None = None, **settings: str) -> Iterator[dict[str, Any]]:
     """One orchestrator and one worker process on Redis db ``db`` (flushed), and a Client.
 
@@ -94,7 +107,7 @@ def running_stack(redis_url: str, db: int, *args: str, apps: str = APP_SPECS,
     worker = start_celery_process("worker", f"work-{db}", env, *args)
     from workers.client import Client
 
-    client = Client(Settings(redis_url=url, apps=APP_SPECS, lease_retry_seconds=0.2))
+    client = Client(Settings(redis_url=url, apps=apps, lease_retry_seconds=0.2))
     try:
         yield {"client": client, "orchestrator": orchestrator, "worker": worker, "url": url}
     finally:

@@ -51,7 +51,6 @@ from orchestrator.backends.redis.session_scripts import (
 from orchestrator.backends.redis.session_writer import (
     LeasedSessionWriter,
     Mirror,
-    final_answers,
     jobs_sent_with,
 )
 from orchestrator.errors import (
@@ -60,6 +59,7 @@ from orchestrator.errors import (
     SessionNotFoundError,
     StaleSessionError,
 )
+from orchestrator.events.answers import final_answer_ids
 from orchestrator.events.event import Event
 from orchestrator.sessions.base_session_service import (
     BaseSessionService,
@@ -332,7 +332,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             stream_ttl=mirror.ttl_seconds if mirror is not None else 0,
             record=record_json, status=status_value, state_pairs=session_delta,
             app_state_pairs=app_delta, user_state_pairs=user_delta,
-            answers=final_answers(event) if fence is not None else [],
+            answers=final_answer_ids(event) if fence is not None else [],
             **(sent.operands if sent is not None else {}),
         )
         try:

@@ -53,15 +53,6 @@ class Mirror:
         self.status = (record_key, statuses_key, record_json, status)
 
 
-def final_answers(event: Event) -> list[str]:
-    """Call ids ``event`` answers for good.
-
-    A "confirmation required" answer is provisional: the confirmed call is answered again.
-    """
-    provisional = event.actions.requested_tool_confirmations or {}
-    return [r.id for r in event.get_function_responses() if r.id and r.id not in provisional]
-
-
 @dataclass
 class JobsSent:
     """The jobs one append sends (:func:`jobs_sent_with`), and the calls they answer for."""
