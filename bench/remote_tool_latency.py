@@ -14,6 +14,10 @@ flags) on db 1, and a bare Celery worker with one no-op task on db 2 (``_raw_noo
 - throughput: ``--burst`` invocations enqueued at once, invocations/s until all completed.
   Target >= 250/s (the crash-proof invocations issue).
 
+``--setting KEY=VALUE`` gives our processes an ``ADK_CELERY_`` setting: ``--setting
+pause_linger_ms=0`` measures them without the pause linger (README: "How an invocation
+flows", step 3), to see what it earns.
+
 Raw and ours alternate in ``--rounds`` blocks so a change of load on the (shared) machine
 hits both. ``--profile DIR`` samples the orchestrator and the worker with py-spy during an
 extra throughput run (never during the measured ones) and prints their hotspots.
@@ -120,7 +124,9 @@ class Bench:
         self.url, self.noop_url = f"{base}/1", f"{base}/2"
         for url in (self.url, self.noop_url):
             redis.Redis.from_url(url).flushdb()
-        env = stack_env(self.url, APP_SPECS)
+        env = stack_env(self.url, APP_SPECS, **dict(
+            (key.strip().lower().removeprefix("adk_celery_"), value)
+            for key, _, value in (pair.partition("=") for pair in args.setting)))
         pool = ["--pool", args.pool] if args.pool else []  # None: the CLI's defaults
         # Every process logs to a file: read from pipes by threads of this process, each
         # task's two log lines would wake them while the round trip they log is timed.
@@ -302,6 +308,9 @@ def main() -> None:
                         help="pool of the raw Celery worker (default solo: the fastest raw "
                              "round trip in baseline.md 3b, so the strictest baseline)")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
+                        help="an ADK_CELERY_ setting of our orchestrator and worker, e.g. "
+                             "pause_linger_ms=0 (repeatable)")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="also sample orchestrator and worker with py-spy (extra run)")
     args = parser.parse_args()
@@ -315,7 +324,8 @@ def main() -> None:
 
 def run(bench: Bench, args: argparse.Namespace) -> None:
     print(f"ours: pool={args.pool or 'CLI defaults (orchestrator solo, worker threads)'} "
-          f"concurrency={args.concurrency}; raw Celery worker: pool={args.raw_pool}; "
+          f"concurrency={args.concurrency} settings={args.setting or 'defaults'}; "
+          f"raw Celery worker: pool={args.raw_pool}; "
           f"redis {bench.url.rsplit('/', 1)[0]}")
     bench.raw_round_trips(50)
     for _ in range(args.warmup):
