@@ -16,7 +16,8 @@ In Redis a fourth kind, ``{"kind": "waiting", "call": ..., "tool": ...}``, says 
 now waits for an answer from outside (its tool ran on a worker and returned nothing: a
 pending placeholder, stored in the same script); the status-only stream gets it too. It is
 not an item: ``follow`` reads past it (a pause followed only by such entries is still the
-latest status).
+latest status), and the API's runs end at a pause for an outside answer as soon as they
+read it (``workers/api/runs.py``).
 
 Events and statuses are written by the process running the invocation, one after the
 other, so a follower sees a run's events before the status that ends it. ``follow`` reads
