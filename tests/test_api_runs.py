@@ -46,19 +46,42 @@ async def pair(backend):
                  RedisInvocationStore(services.redis, record_ttl_seconds=60))
 
 
+class _Looks(asyncio.Event):
+    """Set each time a run has looked in Redis whether a pause waits for outside; counts them."""
+
+    count = 0
+
+
 @pytest.fixture
 async def checks(backend, monkeypatch):
-    """An event set each time a run has looked whether a pause waits for outside."""
-    looked = asyncio.Event()
+    """The looks a run makes (:class:`_Looks`)."""
+    looked = _Looks()
     real = runs._waits_for_outside
 
     async def spy(backend, record):
         answer = await real(backend, record)
+        looked.count += 1
         looked.set()
         return answer
 
     monkeypatch.setattr(runs, "_waits_for_outside", spy)
     return looked
+
+
+@pytest.fixture
+def pause_read(monkeypatch):
+    """An event set once a run has read a pause (what it decides next is its own)."""
+    read_it = asyncio.Event()
+    read = Watch.read
+
+    async def reading(self: Watch, timeout: float | None = None) -> Any:
+        items, at_end = await read(self, timeout)
+        if any(item.status is S.PAUSED for item in items):
+            read_it.set()
+        return items, at_end
+
+    monkeypatch.setattr(Watch, "read", reading)
+    return read_it
 
 
 @pytest.fixture(params=["live", "at the end"])
@@ -121,21 +144,11 @@ async def test_a_pause_while_a_worker_runs_the_call_is_not_the_end(backend, pair
 
 
 async def test_a_run_that_goes_on_soon_after_a_pause_never_looks_at_it(
-        backend, pair, checks, monkeypatch, live):
+        backend, pair, checks, pause_read, monkeypatch, live):
     # A call that a worker answers quickly: no round trip to tell that pause from one for an
     # outside answer (the look would come _FIRST_LOOK_SECONDS after the pause).
     monkeypatch.setattr(runs, "_FIRST_LOOK_SECONDS", GUARD)
     shown = await _start_and_pause(pair, job_out=True)
-    pause_read = asyncio.Event()
-    read = Watch.read
-
-    async def reading(self: Watch, timeout: float | None = None) -> Any:
-        items, at_end = await read(self, timeout)
-        if any(item.status is S.PAUSED for item in items):
-            pause_read.set()
-        return items, at_end
-
-    monkeypatch.setattr(Watch, "read", reading)
     run = _run(backend, live)
     await asyncio.wait_for(pause_read.wait(), GUARD)
     rest = await _resume_and_complete(pair)
@@ -148,16 +161,79 @@ async def test_a_pause_for_an_outside_answer_ends_the_run(backend, pair, live):
     assert await _run(backend, live) == [event.to_wire() for event in shown]
 
 
-async def test_a_tool_that_left_its_call_to_an_outside_answer_ends_the_run(
-        backend, pair, checks, monkeypatch, live):
-    monkeypatch.setattr(runs, "_RECHECK_SECONDS", 0.05)
+def _placeholder(call_id: str = "c1") -> ToolResult:
+    """What a worker stores for a tool that returned nothing: the call waits for outside."""
+    return ToolResult(function_call_id=call_id, tool_name="tool")
+
+
+async def test_a_tool_that_left_its_call_to_an_outside_answer_ends_the_run_at_once(
+        backend, pair, checks, pause_read, monkeypatch, live):
+    # No look in Redis can end this run (the first would come after GUARD): only the entry the
+    # worker's placeholder writes can, as soon as it is read.
+    monkeypatch.setattr(runs, "_FIRST_LOOK_SECONDS", GUARD)
     shown = await _start_and_pause(pair, job_out=True)
     run = _run(backend, live)
+    await asyncio.wait_for(pause_read.wait(), GUARD)
+    assert not run.done()
+    await pair.store.put_result(APP, "e-1", _placeholder())
+    assert await run == [event.to_wire() for event in shown]
+    assert checks.count == 0
+
+
+async def test_after_its_one_look_a_run_is_ended_by_the_placeholder_not_by_looking_again(
+        backend, pair, checks, live):
+    shown = await _start_and_pause(pair, job_out=True)
+    run = _run(backend, live)
+    await asyncio.wait_for(checks.wait(), GUARD)  # the job is out: not a pause for outside
+    assert not run.done()
+    await pair.store.put_result(APP, "e-1", _placeholder())
+    assert await run == [event.to_wire() for event in shown]
+    assert checks.count == 1
+
+
+async def test_a_placeholder_stored_before_the_pause_ends_the_run_at_the_pause(
+        backend, pair, checks, monkeypatch, live):
+    # The worker can be quicker than the orchestrator's save of the pause: the entry comes
+    # first, and the pause that follows it ends the run (still no look).
+    monkeypatch.setattr(runs, "_FIRST_LOOK_SECONDS", GUARD)
+    record = _record()
+    await pair.status(record, S.QUEUED)
+    await pair.status(record, S.RUNNING)
+    call = _call_event()
+    await pair.stream.publish(record, call)
+    await pair.store._redis.hset(keys.invocation_jobs(APP, "e-1"), "a:c1", "1")
+    await pair.store.put_result(APP, "e-1", _placeholder())
+    record.pending_calls, record.pending_tools = ["c1"], {"c1": "tool"}
+    await pair.status(record, S.PAUSED)
+    assert await _run(backend, live) == [call.to_wire()]
+    assert checks.count == 0
+
+
+async def test_a_call_left_to_outside_earlier_does_not_end_a_later_pause(
+        backend, pair, checks, monkeypatch):
+    # A run resumed after an answer (followed after the pause it resumes from) reads the
+    # entry of the call it answered: its next pause, on a call a worker runs, goes on.
+    monkeypatch.setattr(runs, "_FIRST_LOOK_SECONDS", 0.0)
+    await _start_and_pause(pair, job_out=True)
+    after = (await pair.store._redis.xrevrange(keys.invocation_stream(APP, "e-1"), count=1))[0][0]
+    await pair.store.put_result(APP, "e-1", _placeholder("c1"))
+    record = _record()
+    await pair.status(record, S.RUNNING)
+    second = _call_event(call_id="c2")
+    await pair.stream.publish(record, second)
+    await pair.store._redis.hset(keys.invocation_jobs(APP, "e-1"), "a:c2", "1")
+    record.pending_calls, record.pending_tools = ["c2"], {"c2": "tool"}
+    await pair.status(record, S.PAUSED)
+    run = asyncio.create_task(asyncio.wait_for(
+        _collect_after(backend, after), GUARD))
     await asyncio.wait_for(checks.wait(), GUARD)
     assert not run.done()
-    # The worker ran the tool, which returned nothing: a pending placeholder, no new entry.
-    await pair.store.put_result(APP, "e-1", ToolResult(function_call_id="c1", tool_name="tool"))
-    assert await run == [event.to_wire() for event in shown]
+    rest = await _resume_and_complete(pair)
+    assert await run == [event.to_wire() for event in [second, *rest]]
+
+
+async def _collect_after(backend: Backend, after: str) -> list[Any]:
+    return [item async for item in runs.run_events(backend, _record(), partial=False, after=after)]
 
 
 async def test_progress_after_a_pause_does_not_hide_it(backend, pair, live):

@@ -1,6 +1,7 @@
 """``adk-celery api --dev-ui`` over real processes: google-adk's own web UI, served from the
 installed google-adk (the ``devui`` extra), the routes it calls, and a real headless Chromium
-chatting with a distributed agent (a worker's tool call, a call answered in the page).
+chatting with a distributed agent (a worker's tool call, a call answered in the page, also
+while its job still waits for a worker).
 
 The browser tests need Playwright and Debian's chromium (tests/run.sh installs both); like
 redis-server, they are skipped where missing and fail in CI.
@@ -14,12 +15,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
-from tests.support.processes import stack_env
+from tests.apps import APP_SPECS, PARKED_QUEUE
+from tests.support.processes import stack_env, start_celery_process
 from tests.test_api import start_api
 from workers.api import dev_ui
 
-APPS = "tests.apps:lookup_app,tests.apps:approval_app"
+APPS = "tests.apps:lookup_app,tests.apps:approval_app,tests.apps:parked_app"
 
 
 def _require(thing: object, what: str) -> None:
@@ -138,11 +141,49 @@ def browser():
         launched.close()
 
 
+_FOCUS_MOVES = """
+// ADK's UI moves the focus to its message box in a timer (focusInput: setTimeout, 50 ms) once
+// the page has loaded and after each run ends: keystrokes meant for an answer box when it
+// fires land in the message box. Counted here: the runs whose /run_sse body was read to its
+// end, the focusInput timers still to fire, and the most runs ended when one that fired was set.
+(() => {
+  Error.stackTraceLimit = 50;  // focusInput is below zone.js's frames when a timer is set
+  const ui = window.adkCeleryTest = {runsEnded: 0, pending: 0, movedAfter: -1};
+  const setTimeout0 = window.setTimeout;
+  window.setTimeout = function (callback, ...rest) {
+    if (!/focusInput/.test(new Error().stack)) return setTimeout0.call(this, callback, ...rest);
+    const runs = ui.runsEnded;
+    ui.pending++;
+    return setTimeout0.call(this, function (...args) {
+      try { return callback.apply(this, args); } finally {
+        ui.pending--;
+        ui.movedAfter = Math.max(ui.movedAfter, runs);
+      }
+    }, ...rest);
+  };
+  const fetch0 = window.fetch;
+  window.fetch = async function (input, init) {
+    const response = await fetch0.call(this, input, init);
+    if (!String(input).endsWith('/run_sse') || !response.body) return response;
+    const reader = response.body.getReader();
+    return new Response(new ReadableStream({
+      async pull(controller) {
+        const {done, value} = await reader.read();
+        if (done) { ui.runsEnded++; controller.close(); } else controller.enqueue(value);
+      },
+      cancel(reason) { return reader.cancel(reason); },
+    }), {status: response.status, statusText: response.statusText, headers: response.headers});
+  };
+})();
+"""
+
+
 @pytest.fixture
 def page(browser, ui, tmp_path):
     """A page of the UI; its calls to the API are recorded, with their statuses."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
+    page.add_init_script(_FOCUS_MOVES)
     page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(ui)
                else route.abort())  # no network here: Google Fonts stay out
     page.api_calls = []
@@ -171,19 +212,60 @@ def test_chat_with_a_distributed_agent_in_adks_ui(page, ui):
     assert failed == [] and any(call[2] == "/run_sse" for call in page.api_calls)
 
 
+def _settled(page, runs: int) -> None:
+    """Wait until the UI is done with the end of its ``runs``-th run (0: with the page's load).
+
+    That is, until its move of the focus to the message box has happened (``_FOCUS_MOVES``):
+    a person types into an answer box once the page is still, and so does a test.
+    """
+    page.wait_for_function("""runs => {
+        const ui = window.adkCeleryTest;
+        return ui.runsEnded >= runs && ui.movedAfter >= runs && ui.pending === 0;
+    }""", arg=runs, timeout=30_000)
+
+
 def test_answer_a_long_running_call_in_adks_ui(page, ui):
     page.goto(f"{ui}/dev-ui/?app=approval")
-    # Answered once the agent's turn is over, as a person would: the run's stream ends at
-    # the pause only once the worker has left the call to an outside answer (looked at
-    # again each second), and the UI drops a message sent while a run still streams.
-    with page.expect_event("requestfinished", lambda r: r.url.endswith("/run_sse"),
-                           timeout=30_000):
-        _send(page, "pay 100")
+    _send(page, "pay 100")
     answer = page.get_by_placeholder("Enter your response")
     answer.wait_for(timeout=30_000)
+    # The run ends once the worker has left the call to an outside answer (its placeholder
+    # says so on the run's stream). Answered once the UI is done with that end, as a person
+    # would: typed earlier, the UI's move of the focus can take the keystrokes elsewhere.
+    _settled(page, 1)
     answer.fill('{"approved": true}')
     answer.press("Enter")
     page.get_by_text("approval: {'approved': True}").wait_for(timeout=30_000)
     runs = [call for call in page.api_calls if call[2] == "/run_sse"]
     assert [status for status, _, _ in runs] == [200, 200]
     assert [call for call in page.api_calls if call[0] >= 400] == []
+
+
+def test_an_answer_sent_while_the_call_waits_for_a_worker_is_not_lost(page, ui, celery_stack):
+    # The parked app's job waits in a queue no worker of this stack takes: the run still
+    # streams when the person answers (the UI sends it: its answer box is not held back
+    # while a run streams), and the answer resumes the invocation.
+    finished: list[str] = []
+    page.on("requestfinished", lambda request: finished.append(request.url)
+            if request.url.endswith("/run_sse") else None)
+    page.goto(f"{ui}/dev-ui/?app=parked")
+    page.get_by_placeholder("Type a message").wait_for()
+    _settled(page, 0)  # the focus moves once the page has loaded, then not while a run streams
+    _send(page, "typed-early")
+    answer = page.get_by_placeholder("Enter your response")
+    answer.wait_for(timeout=30_000)
+    assert finished == []
+    answer.fill('{"tag": "answered by hand"}')
+    answer.press("Enter")
+    page.get_by_text("ran answered by hand").wait_for(timeout=30_000)
+    runs = [call for call in page.api_calls if call[2] == "/run_sse"]
+    assert [status for status, _, _ in runs] == [200, 200]
+    assert [call for call in page.api_calls if call[0] >= 400] == []
+    # A worker that takes the job only now does not run the tool: the call is answered.
+    url = celery_stack["url"]
+    worker = start_celery_process("worker", "parked-ui", stack_env(url, APP_SPECS), "-Q", PARKED_QUEUE)
+    try:
+        worker.wait_for_line(lambda line: "already answered" in line)
+    finally:
+        worker.stop()
+    assert not redis.Redis.from_url(url).exists("test:parked:typed-early")

@@ -23,7 +23,7 @@ from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.distributed.embedded import EmbeddedRuntime
-from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.streams import StreamItem
 from orchestrator.events.event import Event
@@ -243,6 +243,48 @@ async def test_unknown_entry_kinds_are_skipped(redis_client):
     record.status = S.FAILED
     await store.save(record)
     assert _shape(await _collect(stream, timeout=5)) == [S.QUEUED, S.FAILED]
+
+
+def _waiting_entry(call_id: str = "c1") -> dict[str, str]:
+    return {"kind": "waiting", "call": call_id, "tool": "tool"}
+
+
+async def test_a_placeholder_says_on_both_streams_that_its_call_waits_for_outside(redis_client):
+    store = RedisInvocationStore(redis_client, record_ttl_seconds=60)
+    record = _record()
+    await store.create(record)
+    live, statuses = keys.invocation_stream(APP, "e-1"), keys.invocation_statuses(APP, "e-1")
+    placeholder = ToolResult(function_call_id="c1", tool_name="tool")
+    assert await store.put_result(APP, "e-1", placeholder)
+    for key in (live, statuses):
+        entries = await redis_client.xrange(key)
+        assert [fields["kind"] for _, fields in entries] == ["status", "waiting"]
+        assert entries[-1][1] == _waiting_entry()
+    # A final answer says nothing there (its resume does); a placeholder that comes after
+    # it is refused, and says nothing either.
+    assert await store.put_result(APP, "e-1", ToolResult(function_call_id="c1", tool_name="tool",
+                                                         response={"ok": True}))
+    assert not await store.put_result(APP, "e-1", placeholder)
+    assert [await redis_client.xlen(key) for key in (live, statuses)] == [2, 2]
+    # Streams that are gone are not made again for it.
+    await redis_client.delete(live, statuses)
+    assert await store.put_result(APP, "e-1", ToolResult(function_call_id="c2", tool_name="tool"))
+    assert await redis_client.exists(live, statuses) == 0
+
+
+async def test_a_call_left_to_outside_after_a_pause_does_not_hide_the_pause(redis_client):
+    stream = RedisEventStream(redis_client, ttl_seconds=60)
+    pair = _Pair(stream, RedisInvocationStore(redis_client, record_ttl_seconds=60))
+    record = _record()
+    await pair.status(record, S.QUEUED)
+    call = _call_event()
+    await stream.publish(record, call)
+    await pair.status(record, S.PAUSED)
+    await pair.store.put_result(APP, "e-1", ToolResult(function_call_id="c1", tool_name="tool"))
+    # The pause is still the current status: a follow stops there (from the start, or from
+    # now), and the entry is no item of it.
+    assert _shape(await _collect(stream, timeout=5)) == [S.QUEUED, (call.id, False), S.PAUSED]
+    assert _shape(await _collect(stream, from_start=False, timeout=5)) == [S.PAUSED]
 
 
 async def test_in_memory_stream_keeps_copies_and_caps_its_length():

@@ -16,7 +16,7 @@ from redis.exceptions import ResponseError
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.streams import RedisEventStream
-from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.models import InvocationStatus, ToolResult
 from tests.test_event_stream import APP, _call_event, _Pair, _record, _text_event
 from workers.api.stream_hub import StreamHub
 from workers.api.watches import LiveItem
@@ -175,6 +175,14 @@ async def test_unknown_entry_kinds_are_skipped_and_a_follower_that_leaves_distur
     assert _shape(await _collect(hub, "e-1", timeout=GUARD)) == [S.QUEUED, S.FAILED]
     await pair.status(other, S.COMPLETED)
     assert _shape(await staying) == [S.QUEUED, S.COMPLETED]
+
+
+async def test_a_call_left_to_outside_after_a_pause_does_not_hide_the_pause(hub, pair):
+    record = _record()
+    await pair.status(record, S.QUEUED)
+    await pair.status(record, S.PAUSED)
+    await pair.store.put_result(APP, "e-1", ToolResult(function_call_id="c1", tool_name="tool"))
+    assert _shape(await _collect(hub, timeout=GUARD)) == [S.QUEUED, S.PAUSED]
 
 
 async def test_a_read_that_fails_fails_its_followers_and_the_reader_goes_on(hub, pair, client):

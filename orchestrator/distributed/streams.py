@@ -12,6 +12,13 @@ An invocation's stream holds, in order, three kinds of entries:
   a remote call's ``report_progress``, added by the worker running it; it never ends a
   follow.
 
+In Redis a fourth kind, ``{"kind": "waiting", "call": ..., "tool": ...}``, says that a call
+now waits for an answer from outside (its tool ran on a worker and returned nothing: a
+pending placeholder, stored in the same script); the status-only stream gets it too. It is
+not an item: ``follow`` reads past it (a pause followed only by such entries is still the
+latest status), and the API's runs end at a pause for an outside answer as soon as they
+read it (``workers/api/runs.py``).
+
 Events and statuses are written by the process running the invocation, one after the
 other, so a follower sees a run's events before the status that ends it. ``follow`` reads
 from the first entry (replay) or from now on, and stops at a finished status, or at the

@@ -2,11 +2,13 @@
 
 A run ends when its invocation ends, or pauses for an answer from outside (a human's, another
 service's). A pause while workers run its remote tools is not an end, as a long-running tool
-that returns a value does not end ADK's run either. Which of the two a pause is can only be
-seen in Redis (jobs out, answers stored), so a run that pauses and hears nothing more for
-:data:`_FIRST_LOOK_SECONDS` looks (one round trip), keeps following meanwhile, and looks again
-each :data:`_RECHECK_SECONDS` that nothing happens: a tool on a worker may finish and leave
-its call to an outside answer.
+that returns a value does not end ADK's run either. A tool on a worker that leaves its call
+to an outside answer says so on the stream (a ``waiting`` entry, written with its pending
+placeholder): a run paused on that call ends as soon as it reads it, with no look in Redis
+and no polling. Whether a pause waits for outside from the start (a call that no worker
+runs) can only be seen in Redis (jobs out, answers stored), so a run that pauses and hears
+nothing more for :data:`_FIRST_LOOK_SECONDS` looks once (one round trip), and keeps
+following meanwhile.
 
 The events go out as the live stream holds them (ADK's wire JSON), with no parse into an
 ``Event`` and back: ``/run``'s body is their JSON joined as it is, never encoded again (each
@@ -32,16 +34,13 @@ from workers.api.backend import Backend
 from workers.api.stream_hub import StreamHub
 from workers.api.watches import LiveItem, Watch
 
-_RECHECK_SECONDS = 1.0
-"""While paused on calls that workers run, how often a run looks again whether the
-invocation now waits for an answer from outside (a tool that returned nothing)."""
 _FIRST_LOOK_SECONDS = 0.025
 """How long after a pause a run first looks whether it waits for an answer from outside, if
 nothing came meanwhile. A call that a worker runs quickly resumes the run within a few
 milliseconds, and looking sooner would cost a round trip to Redis, and the server's CPU,
 just as the worker needs the machine: 0.1–0.3 ms of each such run on two busy cores.
-A run that does end at a pause for an outside answer (a person's, another service's, which
-take seconds) answers this much later."""
+A run that ends at a pause on a call that no worker runs (answered by a person or another
+service, which take seconds) answers this much later; a worker's placeholder ends it at once."""
 
 
 class RunFailedError(Exception):
@@ -128,29 +127,23 @@ async def run_items(backend: Backend, record: InvocationRecord, *, partial: bool
     at_the_end = watch is not None or (not live and after is None)  # resumed: live
     ended: LiveItem | None = None  # the finished status, if the run ends with one
     async with _watching(backend, record, after, at_the_end, watch) as watch:
-        loop = asyncio.get_running_loop()
-        pause: LiveItem | None = None  # the pause the stream ends with, if it does
-        look_at = 0.0  # when to look first at that pause (loop time)
+        pause = _Pause(asyncio.get_running_loop())
         while ended is None:
-            wait = None if pause is None else max(look_at - loop.time(), 0.0) or _RECHECK_SECONDS
             try:
-                items, at_end = await watch.read(wait)
-            except TimeoutError:  # still paused, and nothing came: look (again)
+                items, at_end = await watch.read(pause.wait())
+            except TimeoutError:  # still paused, and nothing came: look
                 items, at_end = [], True
             for item in items:
                 if item.kind == "progress":  # a tool's report changes nothing of the pause
                     continue
-                pause = None
+                pause.saw(item)
                 if item.kind == "event":
                     if _shown(item, partial):
                         yield item
                 elif item.status is not None and item.status.is_finished:
                     ended = item
                     break
-                elif item.status is InvocationStatus.PAUSED:
-                    pause, look_at = item, loop.time() + _FIRST_LOOK_SECONDS
-            if pause is not None and at_end and loop.time() >= look_at and await _waits_for_outside(
-                    backend, pause.record or await backend.record(record.app_name, record.invocation_id)):
+            if at_end and await pause.waits_for_outside(backend, record):
                 break
     if at_the_end:
         # Read by the stream reader along with the finished status (else, after a pause for
@@ -161,6 +154,51 @@ async def run_items(backend: Backend, record: InvocationRecord, *, partial: bool
     if ended is not None and ended.status is InvocationStatus.FAILED:
         final = ended.record or await backend.record(record.app_name, record.invocation_id)
         yield RuntimeError(final.error or "the invocation failed")
+
+
+class _Pause:
+    """The pause a run's stream ends with, if it does, and whether it waits for outside."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._pause: LiveItem | None = None
+        self._look_at: float | None = None
+        """When to look in Redis whether the pause waits for outside (loop time); None: no
+        look due."""
+        self._left_outside: set[str] = set()
+        """Calls that a worker's tool left to an outside answer (``waiting`` entries)."""
+
+    def wait(self) -> float | None:
+        """How long to wait for the next entries before looking (None: as long as it takes)."""
+        return None if self._look_at is None else max(self._look_at - self._loop.time(), 0.0)
+
+    def saw(self, item: LiveItem) -> None:
+        """An entry came: a pause, a call left to an outside answer, or news that ends the pause."""
+        if item.kind == "waiting":  # says what the pause waits for; ends nothing
+            self._left_outside.add(item.call or "")
+        elif item.status is InvocationStatus.PAUSED:
+            self._pause, self._look_at = item, self._loop.time() + _FIRST_LOOK_SECONDS
+        else:
+            self._pause = self._look_at = None
+
+    async def waits_for_outside(self, backend: Backend, record: InvocationRecord) -> bool:
+        """At the stream's end: whether the run ends at its pause (the pause waits for outside).
+
+        A ``waiting`` entry for one of the pause's calls says so at once. Otherwise, once
+        :data:`_FIRST_LOOK_SECONDS` have passed without news, one look in Redis finds a
+        call that no worker runs, or a placeholder whose entry came before the place this
+        run follows from. After that look every change comes on the stream (an answer's
+        resume, a placeholder's ``waiting`` entry): no look again.
+        """
+        if self._pause is None:
+            return False
+        paused = self._pause.record or await backend.record(record.app_name, record.invocation_id)
+        if self._left_outside.intersection(paused.pending_calls):
+            return True
+        if self._look_at is None or self._loop.time() < self._look_at:
+            return False
+        self._look_at = None
+        return await _waits_for_outside(backend, paused)
 
 
 @contextlib.asynccontextmanager

@@ -159,6 +159,8 @@ class StreamHub:
                     raise TimeoutError(f"Invocation {invocation_id!r} did not reach the end of "
                                        f"its follow within {timeout} s.") from None
                 for item in items:
+                    if item.kind == "waiting":  # not an item of a follow: the pause stays the latest
+                        continue
                     yield item
                     ends = ends_follow(item.status, until)
                     if ends:

@@ -28,17 +28,18 @@ def position_of(entry_id: str) -> tuple[int, int]:
 class LiveItem:
     """One entry of an invocation's live stream, as :class:`StreamItem` but parsed on demand.
 
-    ``kind`` is ``event``, ``status`` or ``progress``; :attr:`wire` is an event's JSON as the
-    stream holds it (ADK's wire form), :attr:`event` that event parsed.
+    ``kind`` is ``event``, ``status``, ``progress`` or ``waiting`` (a call left to an answer
+    from outside: see :mod:`orchestrator.distributed.streams`); :attr:`wire` is an event's
+    JSON as the stream holds it (ADK's wire form), :attr:`event` that event parsed.
     """
 
-    __slots__ = ("_event", "_event_json", "_record", "_record_json", "_wire", "entry_id", "kind",
-                 "partial", "position", "progress", "status")
+    __slots__ = ("_event", "_event_json", "_record", "_record_json", "_wire", "call", "entry_id",
+                 "kind", "partial", "position", "progress", "status")
 
-    def __init__(self, entry_id: str, kind: Literal["event", "status", "progress"], *,
+    def __init__(self, entry_id: str, kind: Literal["event", "status", "progress", "waiting"], *,
                  event_json: str | None = None, partial: bool = False,
                  status: InvocationStatus | None = None, record_json: str | None = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, call: str | None = None) -> None:
         self.entry_id = entry_id
         """Its id in the stream, to resume after it."""
         self.position = position_of(entry_id)
@@ -49,6 +50,8 @@ class LiveItem:
         """The invocation's new status (``kind == "status"``)."""
         self.progress = progress
         """A remote call's progress report (``kind == "progress"``)."""
+        self.call = call
+        """The call now waiting for an answer from outside (``kind == "waiting"``)."""
         self._event_json = event_json
         self._record_json = record_json
         self._wire: dict[str, Any] | None = None
@@ -63,6 +66,8 @@ class LiveItem:
             partial = (fields["partial"] == "1" if "partial" in fields
                        else bool(json.loads(raw).get("partial")))
             return cls(entry_id, "event", event_json=raw, partial=partial)
+        if fields.get("kind") == "waiting" and "call" in fields:
+            return cls(entry_id, "waiting", call=fields["call"])
         item = parse_entry(fields)
         if item is None or item.kind == "event":
             return None

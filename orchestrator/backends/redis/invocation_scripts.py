@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.jobs import watch_member
 from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
-from orchestrator.backends.redis.lua_functions import LUA_PUT_RESULT, LUA_SAVE_RECORD
+from orchestrator.backends.redis.lua_functions import LUA_PUT_RESULT, LUA_SAVE_RECORD, STATUSES_MAXLEN
 from orchestrator.distributed.models import InvocationRecord, ToolResult
 from orchestrator.distributed.streams import STREAM_MAXLEN
 
@@ -86,6 +86,48 @@ if not put_result(results, watch, call_id, result, ttl, member) then return 0 en
 return 1
 """, functions=[LUA_PUT_RESULT])
 """Store a call's result: 1, or 0 (nothing written) if a final one is there already."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PutPending(PutResult):
+    """Operands of :data:`PUT_PENDING`: a call's pending placeholder, and where to say so."""
+
+    stream: str = key_field()
+    """The invocation's live stream."""
+    statuses: str = key_field()
+    """Its status-only stream."""
+    tool: str
+    maxlen: int
+    """The live stream's cap (``XADD MAXLEN ~``)."""
+
+
+PUT_PENDING = LuaScript(PutPending, f"""
+if not put_result(results, watch, call_id, result, ttl, member) then return 0 end
+-- The call now waits for an answer from outside, and nothing else would say so: a follower
+-- paused on it (a /run, a /run_sse) learns it from this entry, written with the placeholder
+-- (never one without the other). Streams that are gone (expired) are not made again.
+local function tell(key, cap)
+  if redis.call('EXISTS', key) == 1 then
+    redis.call('XADD', key, 'MAXLEN', '~', cap, '*', 'kind', 'waiting', 'call', call_id, 'tool', tool)
+  end
+end
+tell(stream, maxlen)
+tell(statuses, {STATUSES_MAXLEN})
+return 1
+""", functions=[LUA_PUT_RESULT])
+"""Store a call's pending placeholder (as :data:`PUT_RESULT`) and, if it was stored, add a
+``waiting`` entry (``call``, ``tool``) to the invocation's live and status streams: 1, else
+0 and nothing written."""
+
+
+def put_pending_operands(
+    app_name: str, invocation_id: str, result: ToolResult, *, watch: str, ttl: int
+) -> PutPending:
+    """The operands storing the placeholder ``result`` and telling the invocation's followers."""
+    stored = put_result_operands(app_name, invocation_id, result, watch=watch, ttl=ttl)
+    _, stream, statuses = keys.invocation_record_keys(app_name, invocation_id)
+    return PutPending(**stored.field_values(), stream=stream, statuses=statuses,
+                      tool=result.tool_name, maxlen=STREAM_MAXLEN)
 
 
 def put_result_operands(

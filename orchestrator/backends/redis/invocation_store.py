@@ -16,8 +16,10 @@ from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.invocation_lists import list_invocations
 from orchestrator.backends.redis.invocation_scripts import (
     CREATE_RECORD,
+    PUT_PENDING,
     PUT_RESULT,
     SAVE_RECORD,
+    put_pending_operands,
     put_result_operands,
     save_record_operands,
 )
@@ -136,6 +138,7 @@ class RedisInvocationStore:
         self.job_watch_key = job_watch_key
         """The watch index of this deployment's jobs (see :mod:`.jobs`)."""
         self._put_result = PUT_RESULT.register(client)
+        self._put_pending = PUT_PENDING.register(client)
         self._claim = CLAIM.register(client)
         self._create = CREATE_RECORD.register(client)
         self._save = SAVE_RECORD.register(client)
@@ -232,9 +235,19 @@ class RedisInvocationStore:
         return await list_invocations(self._redis, query)
 
     async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
-        """First final result wins (a pending placeholder can be replaced)."""
-        stored = await self._put_result(put_result_operands(
-            app_name, invocation_id, result, watch=self.job_watch_key, ttl=self._ttl))
+        """First final result wins (a pending placeholder can be replaced).
+
+        A pending placeholder (the tool left its call to an answer from outside) also puts a
+        ``waiting`` entry on the invocation's live and status streams, in the same script
+        (:data:`~.invocation_scripts.PUT_PENDING`): a follower paused on that call learns
+        at once that the pause waits for outside, without looking again and again.
+        """
+        if result.answered:
+            stored = await self._put_result(put_result_operands(
+                app_name, invocation_id, result, watch=self.job_watch_key, ttl=self._ttl))
+        else:
+            stored = await self._put_pending(put_pending_operands(
+                app_name, invocation_id, result, watch=self.job_watch_key, ttl=self._ttl))
         return bool(stored)
 
     async def results(self, app_name: str, invocation_id: str) -> dict[str, ToolResult]:

@@ -31,6 +31,8 @@ from orchestrator.events.event import Event
 
 _READ_COUNT = 500
 """Entries read per XREAD."""
+_LATEST_LOOKBACK = 16
+"""Entries read back from the end to find a stream's current item (``from_start=False``)."""
 _BLOCK_MS = 1000
 """Longest single XREAD BLOCK; ``follow`` loops, so this only bounds one round trip. Kept
 well under redis-py's default socket timeout (5 s), which would otherwise cut the read."""
@@ -156,25 +158,34 @@ class RedisEventStream:
         deadline = FollowDeadline(timeout, f"Invocation {invocation_id!r}")
         last_id = after or "0-0"
         if not from_start and after is None:
-            latest = await self._redis.xrevrange(stream, count=1)
+            latest = await self._redis.xrevrange(stream, count=_LATEST_LOOKBACK)
             if latest:
                 last_id = _text(latest[0][0])
-                item = parse_entry(latest[0][1])
+                # The newest entry that is an item: entries that are not (a call left to an
+                # outside answer) may follow the pause that is the current status.
+                item = next((found for _, fields in latest
+                             if (found := parse_entry(fields)) is not None), None)
                 if item is not None and ends_follow(item.status, until) is not False:
                     yield item
                     return
+        stop_at_end = False  # the last item is a status in ``until``: stop if it stays the latest
         while True:
-            remaining = deadline.remaining()
-            block = _BLOCK_MS if remaining is None else max(1, min(_BLOCK_MS, int(remaining * 1000)))
+            if stop_at_end:
+                block = None  # only look whether anything came after it
+            else:
+                remaining = deadline.remaining()
+                block = _BLOCK_MS if remaining is None else max(1, min(_BLOCK_MS, int(remaining * 1000)))
             entries = _entries(await self._redis.xread({stream: last_id}, count=_READ_COUNT, block=block))
-            for position, (entry_id, fields) in enumerate(entries):
+            for entry_id, fields in entries:
                 last_id = entry_id
                 item = parse_entry(fields)
-                if item is None:
+                if item is None:  # not an item (see the module), or of a later version
                     continue
                 item = dataclasses.replace(item, entry_id=_text(entry_id))
                 yield item
                 ends = ends_follow(item.status, until)
-                if ends or (ends is None and position == len(entries) - 1
-                            and not await self._redis.xread({stream: last_id}, count=1)):
+                if ends:
                     return
+                stop_at_end = ends is None
+            if stop_at_end and len(entries) < _READ_COUNT:  # read to the end: still the latest
+                return
