@@ -11,11 +11,27 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+def new_loop(use_uvloop: bool = True) -> asyncio.AbstractEventLoop:
+    """A new event loop: uvloop's where it is installed and wanted, else asyncio's own.
+
+    uvloop runs the same asyncio programs with less CPU per callback, timer and socket
+    operation, which is most of what an orchestrator's loop does between Redis round trips.
+    """
+    if use_uvloop:
+        try:
+            import uvloop
+        except ImportError:  # an optional speed-up (not built for every platform)
+            pass
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
 class LoopThread:
     """One event loop thread; ``run`` submits a coroutine and waits for its result."""
 
-    def __init__(self, name: str = "adk-celery-loop") -> None:
-        self._loop = asyncio.new_event_loop()
+    def __init__(self, name: str = "adk-celery-loop", *, use_uvloop: bool = True) -> None:
+        self._loop = new_loop(use_uvloop)
         self._pid = os.getpid()
         self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
         self._thread.start()

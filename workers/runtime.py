@@ -118,7 +118,7 @@ class Runtime:
         self.limits = Limits.from_settings(self.settings)
         """What clients' requests are checked against."""
         self._load_apps = load_apps
-        self._loop = LoopThread()
+        self._loop = LoopThread(use_uvloop=self.settings.uvloop)
         self._services: Services | None = None
         self._registry: AppRegistry | None = None
         self._registry_lock = threading.Lock()
