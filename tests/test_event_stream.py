@@ -437,9 +437,7 @@ def stream_stack(redis_url):
     """Redis db 6, one orchestrator process and one worker process serving tests/apps_stream."""
     url = redis_url.rsplit("/", 1)[0] + "/6"
     redis.Redis.from_url(url).flushdb()
-    # No pause linger: a run's pause is saved as it pauses, so a follower sees every status
-    # however soon a test releases the gated tool (tests/test_pause_linger.py has the linger).
-    env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2", pause_linger_ms="0")
+    env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2")
     orchestrator = start_celery_process("orchestrator", "stream-orch", env)
     try:
         worker = start_celery_process("worker", "stream-work", env)

@@ -26,7 +26,6 @@ from orchestrator.distributed.answer_events import Plan, plan_resume, run_config
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import Limits, check_answer, check_identifier
 from orchestrator.distributed.ledger import CallLedger
-from orchestrator.distributed.linger import after_pause
 from orchestrator.distributed.models import (
     InvocationRecord,
     InvocationStatus,
@@ -48,6 +47,7 @@ from orchestrator.distributed.transport import Transport
 from orchestrator.distributed.wakeups import News
 from orchestrator.errors import is_infrastructure_error
 from orchestrator.events.event import Event
+from orchestrator.flows.contents import REQUEST_CONFIRMATION, REQUEST_CREDENTIAL
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService, SessionWriter
@@ -56,6 +56,9 @@ from orchestrator.sessions.session import Session
 logger = logging.getLogger(__name__)
 
 _CANCEL_CHECK_SECONDS = 0.25
+
+_OUTSIDE_ANSWERS = frozenset({REQUEST_CONFIRMATION, REQUEST_CREDENTIAL})
+"""Calls that only an answer from outside ends: a pause on those alone does not linger."""
 
 EventSink = Callable[[InvocationRecord, Event], Awaitable[None]]
 """``await sink(record, event)`` for each event, in order; used for live event streams."""
@@ -228,8 +231,8 @@ class InvocationService:
                 if ended is not None and ended.status is InvocationStatus.PAUSED:
                     if ended is not carried:  # a new pause: held at most the linger from now
                         linger_until = time.monotonic() + self.pause_linger_seconds
-                    item, loaded = await after_pause(
-                        self.queue, key, token, item, ended, earlier, news, linger_until)
+                    item, loaded = await self._after_pause(
+                        key, token, item, ended, earlier, news, linger_until)
                     continue
                 loaded = None
                 if ended is not None:  # before the save: a watcher that sees it sees this
@@ -244,6 +247,39 @@ class InvocationService:
             if not released:
                 await self.queue.release(key, token)
         return True
+
+    async def _after_pause(
+        self, key: SessionKey, token: str, finished: WorkItem, paused: InvocationRecord,
+        earlier: Session | None, news: News | None, linger_until: float,
+    ) -> tuple[WorkItem | None, Loaded | None]:
+        """Save the pause and claim the next item, unless the pause's answers came first.
+
+        With ``news``, a pause on calls that workers answer first waits for them (holding
+        the lease) until ``linger_until`` (monotonic) at the latest. If the next queued item
+        is the paused invocation's own, it is claimed with ``paused`` carried over as its
+        record (see :meth:`SessionQueue.claim_after_pause`): the pause is not saved, and the
+        record says running until the invocation next pauses or ends.
+        """
+        left = linger_until - time.monotonic()
+        if news is not None and left > 0 and self._lingers(paused):
+            failpoints.hit("orchestrator.lingering")
+            await news(left)
+        taken = await self.queue.claim_after_pause(
+            key, token, finished=finished, paused=paused, known=earlier)
+        if taken.loaded is None:  # saved: watchers may see it now
+            observe.invocation_status(paused.app_name, paused.status.value, paused.created_at)
+            return taken.item, None
+        failpoints.hit("orchestrator.went_on")
+        return taken.item, taken.loaded._replace(carried=True)
+
+    @staticmethod
+    def _lingers(paused: InvocationRecord) -> bool:
+        """True if ``paused`` waits for calls that workers answer on their own.
+
+        A tool's job or a branch, not only answers from outside (a confirmation, a
+        credential).
+        """
+        return any(name not in _OUTSIDE_ANSWERS for name in paused.pending_tools.values())
 
     def _start_renewer(self, key: SessionKey, token: str) -> asyncio.Task[None] | None:
         if not self._lease_renew_seconds:

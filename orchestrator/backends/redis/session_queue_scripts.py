@@ -99,58 +99,30 @@ session exists. A door that must refuse an unknown session (the HTTP API's 404) 
 in the enqueue's own round trip."""
 
 
-_LUA_READ_INVOCATION = """
-local function read_invocation(cancel, results, meta, state, app_state, user_state, events,
-                               first_event)
-  return redis.call('EXISTS', cancel), redis.call('HGETALL', results),
-    redis.call('HGETALL', meta), redis.call('HGETALL', state), redis.call('HGETALL', app_state),
-    redis.call('HGETALL', user_state), redis.call('LRANGE', events, tonumber(first_event), -1)
-end
-"""
-"""``read_invocation(...)``: what an orchestrator reads with the item it claims (see
-:class:`InvocationReads`), as multiple values: the cancel flag, the results and the
-session's hashes (flat field/value lists), and its events from ``first_event`` on."""
-
-
 @dataclass(frozen=True, kw_only=True)
-class InvocationReads(Operands):
-    """Keys of what is read along with a claimed item of an invocation, in the same step."""
-
-    cancel: str | None = optional_key_field()
-    """The invocation's cancel flag and results..."""
-    results: str | None = optional_key_field()
-    meta: str | None = optional_key_field()
-    """... and its session's reads (:func:`~.session_service.session_read_keys`)."""
-    state: str | None = optional_key_field()
-    app_state: str | None = optional_key_field()
-    user_state: str | None = optional_key_field()
-    events: str | None = optional_key_field()
-    first_event: int = 0
-    """The index to read the session's events from."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Lease(Operands):
-    """A session's lease, fencing counter and lists (the first keys of :data:`TAKE`)."""
+class TakeSession(Operands):
+    """Operands of :data:`TAKE`: a session's lease and queue; with ``hint``, what to read."""
 
     lease: str = key_field()
     fence: str = key_field()
     """The counter issuing fencing tokens."""
     processing: str = key_field()
     queue: str = key_field()
-
-
-@dataclass(frozen=True, kw_only=True)
-class TakeSession(InvocationReads, _Lease):
-    """Operands of :data:`TAKE`: a session's lease and queue, and what to read.
-
-    With ``hint``: the hinted invocation's record hash, and :class:`InvocationReads`.
-    """
-
     record_key: str | None = optional_key_field()
+    """With ``hint``: the hinted invocation's record hash, cancel flag and results..."""
+    cancel: str | None = optional_key_field()
+    results: str | None = optional_key_field()
+    meta: str | None = optional_key_field()
+    """... and the session's reads (:func:`~.session_service.session_read_keys`)."""
+    state: str | None = optional_key_field()
+    app_state: str | None = optional_key_field()
+    user_state: str | None = optional_key_field()
+    events: str | None = optional_key_field()
     ttl_ms: int
     hint: str = ""
     """The invocation the wake-up announced ('': none)."""
+    first_event: int = 0
+    """The index to read the session's events from."""
 
 
 TAKE = LuaScript(TakeSession, f"""
@@ -166,9 +138,11 @@ local ok, decoded = pcall(cjson.decode, item)  -- a malformed item is the caller
 if hint == '' or not ok or type(decoded) ~= 'table' or decoded['invocation_id'] ~= hint then
   return {{token, item}}
 end
-return {{token, item, redis.call('HGET', record_key, 'record'),
-  read_invocation(cancel, results, meta, state, app_state, user_state, events, first_event)}}
-""", functions=[_LUA_READ_INVOCATION])
+return {{token, item, redis.call('HGET', record_key, 'record'), redis.call('EXISTS', cancel),
+  redis.call('HGETALL', results), redis.call('HGETALL', meta), redis.call('HGETALL', state),
+  redis.call('HGETALL', app_state), redis.call('HGETALL', user_state),
+  redis.call('LRANGE', events, tonumber(first_event), -1)}}
+""")
 """Take a session: false while its lease is held. Else the next fencing token, after a
 previous holder's in-progress items went back to the head of the queue (which counts as a
 takeover in ``keys.stats``, for metrics); then ``{token}`` (nothing queued: the lease is not
@@ -238,15 +212,26 @@ is empty and return false."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class ClaimAfterPause(InvocationReads, ClaimOrRelease):
+class ClaimAfterPause(ClaimOrRelease):
     """Operands of :data:`CLAIM_AFTER_PAUSE`: :class:`ClaimOrRelease`'s, and more.
 
-    ``record`` is the paused record; :class:`InvocationReads` are read when the next item
+    ``record`` is the paused record; the keys below are what is read when the next item
     goes on with that invocation.
     """
 
+    cancel: str | None = optional_key_field()
+    """The paused invocation's cancel flag and results..."""
+    results: str | None = optional_key_field()
+    meta: str | None = optional_key_field()
+    """... and its session's reads (:func:`~.session_service.session_read_keys`)."""
+    state: str | None = optional_key_field()
+    app_state: str | None = optional_key_field()
+    user_state: str | None = optional_key_field()
+    events: str | None = optional_key_field()
     paused: str
     """The paused invocation's id."""
+    first_event: int = 0
+    """The index to read the session's events from."""
 
 
 CLAIM_AFTER_PAUSE = LuaScript(ClaimAfterPause, """
@@ -266,9 +251,10 @@ if not item then
   return false
 end
 if not goes_on then return {item} end
-return {item, read_invocation(cancel, results, meta, state, app_state, user_state, events,
-  first_event)}
-""", functions=[LUA_SAVE_RECORD, _LUA_READ_INVOCATION])
+return {item, redis.call('EXISTS', cancel), redis.call('HGETALL', results),
+  redis.call('HGETALL', meta), redis.call('HGETALL', state), redis.call('HGETALL', app_state),
+  redis.call('HGETALL', user_state), redis.call('LRANGE', events, tonumber(first_event), -1)}
+""", functions=[LUA_SAVE_RECORD])
 """After a run paused: if the next queued item is the paused invocation's own (its answers
 came while the lease was still held), claim it without saving the pause, which then never
 shows, and return ``{item, cancel flag, results, session hashes, events from first_event}``
