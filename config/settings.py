@@ -61,11 +61,6 @@ class Settings(BaseSettings):
     holds (doubling up to half the lease TTL)."""
     orchestrator_concurrency: int = 64
     """Sessions one orchestrator process drains at once (Runner loops on its event loop)."""
-    pause_linger_ms: float = Field(default=20.0, ge=0)
-    """How long an orchestrator keeps a session whose run paused on calls that workers
-    answer (tool jobs, branches) before saving the pause and letting the session go: answers
-    that come meanwhile resume the run at once, and the pause is never saved. Held only
-    while the orchestrator has another slot free; 0: pause at once."""
     visibility_timeout_seconds: int = 3600
     """Redis broker visibility timeout: keep it above your longest tool call."""
     broker_transport_options: dict[str, Any] = Field(default_factory=dict)

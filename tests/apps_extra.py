@@ -116,23 +116,4 @@ slow_app = App(name="slow", root_agent=LlmAgent(
     name="agent", model=FunctionLlm(record_requests=False, fn=_slow_model),
     tools=[LongRunningFunctionTool(long_wait)]))
 
-
-def quick_step(label: str) -> dict[str, Any]:
-    """Answers at once."""
-    return {"label": label, "quick": True}
-
-
-def _half_gated_model(request: LlmRequest) -> Any:
-    answers = function_responses(request)
-    if not answers:  # one turn, two calls: one answers at once, one waits at the gate
-        return [types.Part(function_call=types.FunctionCall(name=name, args={"label": "x"}))
-                for name in ("quick_step", "gated_step")]
-    return "both: " + ", ".join(sorted(a.name or "" for a in answers))
-
-
-half_gated_app = App(name="half_gated", root_agent=LlmAgent(
-    name="agent", model=FunctionLlm(record_requests=False, fn=_half_gated_model),
-    tools=[LongRunningFunctionTool(quick_step), LongRunningFunctionTool(gated_step)]))
-
-APP_SPECS = ("tests.apps_extra:gated_app,tests.apps_extra:fragile_app,tests.apps_extra:slow_app,"
-             "tests.apps_extra:half_gated_app")
+APP_SPECS = "tests.apps_extra:gated_app,tests.apps_extra:fragile_app,tests.apps_extra:slow_app"

@@ -24,7 +24,7 @@ async def test_a_wake_up_is_drained_once_then_acknowledged_and_deleted(redis_cli
     drained: list[tuple] = []
     done = asyncio.Event()
 
-    async def drain(key, hint, news=None):
+    async def drain(key, hint):
         drained.append((key, hint))
         done.set()
         return True
@@ -53,7 +53,7 @@ async def test_a_wake_up_left_by_a_dead_orchestrator_is_claimed_by_another(redis
 
     drained = asyncio.Event()
 
-    async def drain(key, hint, news=None):
+    async def drain(key, hint):
         assert (key, hint) == (KEY, "e-2")
         drained.set()
         return True
@@ -72,7 +72,7 @@ async def test_a_busy_session_is_retried_until_its_holder_lets_go(redis_client):
     attempts = 0
     drained = asyncio.Event()
 
-    async def drain(key, hint, news=None):
+    async def drain(key, hint):
         nonlocal attempts
         attempts += 1
         if attempts < 3:
@@ -97,7 +97,7 @@ async def test_a_failing_drain_leaves_its_wake_up_pending(redis_client):
     wakeups = RedisWakeups(redis_client, STREAM)
     failed = asyncio.Event()
 
-    async def drain(key, hint, news=None):
+    async def drain(key, hint):
         failed.set()
         raise RuntimeError("Redis went away mid-drain")
 
@@ -165,7 +165,7 @@ class _Sessions:
     def done(self, key) -> asyncio.Event:
         return self.drained.setdefault(key, asyncio.Event())
 
-    async def drain(self, key, hint, news=None) -> bool:
+    async def drain(self, key, hint) -> bool:
         if key in self._held:
             return False  # the lease is busy
         self._held.add(key)
@@ -210,7 +210,7 @@ async def test_waiting_out_a_busy_lease_holds_no_slot(redis_client):
     free = asyncio.Event()
     attempts = 0
 
-    async def drain(key, hint, news=None):
+    async def drain(key, hint):
         nonlocal attempts
         if key == FLOODED and not free.is_set():
             attempts += 1

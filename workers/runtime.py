@@ -237,7 +237,6 @@ class Runtime:
                 writer_for=lambda key, token, record: _leased_writer(
                     sessions, events, key, token, record),
                 limits=self.limits,
-                pause_linger_seconds=settings.pause_linger_ms / 1000,
             )
         return Services(client, sessions, artifacts, store, queue, registry, service,
                         events=events, wakeups=wakeups, transport=transport)

@@ -44,10 +44,8 @@ from orchestrator.distributed.stores import (
     session_key,
 )
 from orchestrator.distributed.transport import Transport
-from orchestrator.distributed.wakeups import News
 from orchestrator.errors import is_infrastructure_error
 from orchestrator.events.event import Event
-from orchestrator.flows.contents import REQUEST_CONFIRMATION, REQUEST_CREDENTIAL
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService, SessionWriter
@@ -56,9 +54,6 @@ from orchestrator.sessions.session import Session
 logger = logging.getLogger(__name__)
 
 _CANCEL_CHECK_SECONDS = 0.25
-
-_OUTSIDE_ANSWERS = frozenset({REQUEST_CONFIRMATION, REQUEST_CREDENTIAL})
-"""Calls that only an answer from outside ends: a pause on those alone does not linger."""
 
 EventSink = Callable[[InvocationRecord, Event], Awaitable[None]]
 """``await sink(record, event)`` for each event, in order; used for live event streams."""
@@ -91,12 +86,8 @@ class InvocationService:
         event_sink: EventSink | None = None,
         writer_for: WriterFactory | None = None,
         limits: Limits | None = None,
-        pause_linger_seconds: float = 0.0,
     ) -> None:
         self.registry = registry
-        self.pause_linger_seconds = pause_linger_seconds
-        """How long a drain given ``news`` holds a session whose run paused on workers'
-        calls, for their answers to resume it at once (0: never)."""
         self.limits = limits or Limits()
         """What answers and cancels from clients are checked against."""
         self.event_sink = event_sink
@@ -195,16 +186,10 @@ class InvocationService:
 
     # ---- processing -------------------------------------------------------------------
 
-    async def drain(
-        self, key: SessionKey, hint: str | None = None, news: News | None = None
-    ) -> bool:
+    async def drain(self, key: SessionKey, hint: str | None = None) -> bool:
         """Process the session's queue if its lease is free; False if another holder has it.
 
         ``hint``: the invocation expected first (read together with taking the lease).
-        ``news``: waits for the next wake-up of this session (see :data:`News`); with it, a
-        run that paused on calls that workers answer holds the lease a little longer
-        (``pause_linger_seconds``), and answers that come meanwhile resume it at once,
-        without the pause ever being saved, let go of and taken up again.
         """
         known = self.sessions_read.take(key)
         taken = await self.queue.take(key, hint, known)
@@ -220,21 +205,11 @@ class InvocationService:
         # the whole history's parse, and the event loop stays free for other sessions); kept
         # after the drain too, for the next lease on the session.
         earlier: Session | None = known if loaded is None else None
-        linger_until = 0.0
         try:
             while item is not None:
-                carried = loaded.record if loaded is not None and loaded.carried else None
                 ended, earlier = await self._process(key, token, item, loaded, earlier)
-                if ended is None and carried is not None:
-                    ended = carried  # still paused (an answer of a step not all answered yet)
-                # The record is saved in the step that claims the next item or lets go.
-                if ended is not None and ended.status is InvocationStatus.PAUSED:
-                    if ended is not carried:  # a new pause: held at most the linger from now
-                        linger_until = time.monotonic() + self.pause_linger_seconds
-                    item, loaded = await self._after_pause(
-                        key, token, item, ended, earlier, news, linger_until)
-                    continue
                 loaded = None
+                # The record is saved in the step that claims the next item or lets go.
                 if ended is not None:  # before the save: a watcher that sees it sees this
                     observe.invocation_status(ended.app_name, ended.status.value, ended.created_at)
                 item = await self.queue.claim_or_release(key, token, finished=item, save=ended)
@@ -247,39 +222,6 @@ class InvocationService:
             if not released:
                 await self.queue.release(key, token)
         return True
-
-    async def _after_pause(
-        self, key: SessionKey, token: str, finished: WorkItem, paused: InvocationRecord,
-        earlier: Session | None, news: News | None, linger_until: float,
-    ) -> tuple[WorkItem | None, Loaded | None]:
-        """Save the pause and claim the next item, unless the pause's answers came first.
-
-        With ``news``, a pause on calls that workers answer first waits for them (holding
-        the lease) until ``linger_until`` (monotonic) at the latest. If the next queued item
-        is the paused invocation's own, it is claimed with ``paused`` carried over as its
-        record (see :meth:`SessionQueue.claim_after_pause`): the pause is not saved, and the
-        record says running until the invocation next pauses or ends.
-        """
-        left = linger_until - time.monotonic()
-        if news is not None and left > 0 and self._lingers(paused):
-            failpoints.hit("orchestrator.lingering")
-            await news(left)
-        taken = await self.queue.claim_after_pause(
-            key, token, finished=finished, paused=paused, known=earlier)
-        if taken.loaded is None:  # saved: watchers may see it now
-            observe.invocation_status(paused.app_name, paused.status.value, paused.created_at)
-            return taken.item, None
-        failpoints.hit("orchestrator.went_on")
-        return taken.item, taken.loaded._replace(carried=True)
-
-    @staticmethod
-    def _lingers(paused: InvocationRecord) -> bool:
-        """True if ``paused`` waits for calls that workers answer on their own.
-
-        A tool's job or a branch, not only answers from outside (a confirmation, a
-        credential).
-        """
-        return any(name not in _OUTSIDE_ANSWERS for name in paused.pending_tools.values())
 
     def _start_renewer(self, key: SessionKey, token: str) -> asyncio.Task[None] | None:
         if not self._lease_renew_seconds:
@@ -309,7 +251,7 @@ class InvocationService:
         """
         if loaded is None:
             loaded = await self.store.load(key[0], item.invocation_id)
-        record, cancelled, results, session = loaded[:4]
+        record, cancelled, results, session = loaded
         if session is not None:
             earlier = _stored_copy(session)
         if record is None:

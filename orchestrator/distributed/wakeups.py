@@ -18,15 +18,9 @@ from typing import Protocol
 
 from orchestrator.distributed.stores import SessionKey
 
-News = Callable[[float], Awaitable[bool]]
-"""``await news(seconds)``: True as soon as a wake-up for the session being drained is read
-(an item may have been pushed since), False if none came within ``seconds``. The wake-up is
-then answered by the drain's next look at the session's queue."""
-
-DrainHandler = Callable[[SessionKey, str | None, News], Awaitable[bool]]
-"""``await drain(key, hint, news)``: True once the session was drained, False if its lease
-was busy; ``hint`` is the invocation the wake-up announced, if it named one; ``news``
-waits for the session's next wake-up while the drain runs."""
+DrainHandler = Callable[[SessionKey, str | None], Awaitable[bool]]
+"""``await drain(key, hint)``: True once the session was drained, False if its lease was
+busy; ``hint`` is the invocation the wake-up announced, if it named one."""
 
 
 class WakeupConsumer(Protocol):

@@ -125,11 +125,9 @@ def celery_stack(redis_url):
 
 @pytest.fixture(scope="module")
 def celery_stack_plain(redis_url):
-    """As ``celery_stack`` (db 15), with every trick on a library's internals switched off,
-    no linger after a pause (``pause_linger_ms``) and asyncio's own event loop (not
-    uvloop): the contract runs both ways."""
-    with running_stack(redis_url, 15, **LIBRARY_TRICKS_OFF, pause_linger_ms="0",
-                       uvloop="false") as stack:
+    """As ``celery_stack`` (db 15), with every trick on a library's internals switched off
+    and asyncio's own event loop (not uvloop): the contract runs both ways."""
+    with running_stack(redis_url, 15, **LIBRARY_TRICKS_OFF, uvloop="false") as stack:
         yield stack
 
 

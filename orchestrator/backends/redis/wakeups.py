@@ -39,7 +39,6 @@ wake-ups arrives in one read.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import socket
@@ -79,11 +78,8 @@ class _Followed:
     entries: list[str]
     """Wake-ups the drain running now answers for: acknowledged once it ended."""
     parked: str | None = None
-    """The first wake-up read since that drain began: answered by one more drain, or by
-    the drain itself if it was waiting for news (:meth:`WakeConsumer._news`)."""
+    """The first wake-up read since that drain began: answered by one more drain."""
     parked_hint: str | None = None
-    waiter: asyncio.Future[None] | None = None
-    """Set while the drain waits for news of its session."""
 
 
 class RedisWakeups:
@@ -280,8 +276,6 @@ class WakeConsumer:
             return True  # one of ours, reclaimed while its drain runs long: still followed
         if followed.parked is None:
             followed.parked, followed.parked_hint = entry_id, hint
-            if followed.waiter is not None and not followed.waiter.done():
-                followed.waiter.set_result(None)
             return True
         return False
 
@@ -315,7 +309,7 @@ class WakeConsumer:
         while True:
             try:
                 async with self._slots:
-                    drained = await self._drain(key, hint, functools.partial(self._news, key))
+                    drained = await self._drain(key, hint)
                 if drained:
                     return True
                 # Another orchestrator holds the session: it most likely takes the new item
@@ -332,32 +326,6 @@ class WakeConsumer:
                                key, type(error).__name__, error, failure_delay)
                 await self._rest(failure_delay)
                 failure_delay = min(failure_delay * 2, self._retry_cap)
-
-    async def _news(self, key: SessionKey, seconds: float) -> bool:
-        """Wait up to ``seconds`` for a wake-up of ``key`` (whose drain calls this).
-
-        Only while another slot is free: a drain waiting for its session's news must not
-        keep other sessions' wake-ups waiting for a slot. A wake-up read meanwhile (parked
-        on the drain) counts as answered by the drain's next look at the queue, which comes
-        after it was read: it is acknowledged with the drain's own.
-        """
-        followed = self._followed.get(key)
-        if followed is None:
-            return False
-        if followed.parked is None:
-            if self._slots.locked() or self._stopping:
-                return False
-            followed.waiter = asyncio.get_running_loop().create_future()
-            try:
-                await asyncio.wait_for(followed.waiter, seconds)
-            except TimeoutError:
-                return False
-            finally:
-                followed.waiter = None
-        if followed.parked is not None:
-            followed.entries.append(followed.parked)
-            followed.parked = followed.parked_hint = None
-        return True
 
     async def _rest(self, seconds: float) -> None:
         """Wait between two attempts on a session, holding no slot."""
