@@ -71,9 +71,6 @@ class Loaded(NamedTuple):
     results: dict[str, ToolResult]
     session: Session | None = None
     """The invocation's session, when it was read in the same step (under the lease)."""
-    carried: bool = False
-    """``record`` was carried over from the run that paused it and never saved so: the
-    stored record still says running."""
 
 
 class Taken(NamedTuple):
@@ -125,20 +122,6 @@ class SessionQueue(Protocol):
         record is stored before the lease can pass on.
         Releasing in the same step as finding the queue empty means an item pushed later
         always finds the lease free, so its sender can drain it.
-        """
-        ...
-
-    async def claim_after_pause(
-        self, key: SessionKey, token: str, finished: WorkItem, paused: InvocationRecord,
-        known: Session | None = None,
-    ) -> Taken:
-        """:meth:`claim_or_release` (saving ``paused``) after a run paused, in one step.
-
-        Except when the next item is the paused invocation's own (its answers came while the
-        lease was held): then the pause is not saved (no watcher ever sees it) and the item
-        is returned with ``paused`` as its record in ``loaded``, with the invocation's cancel
-        flag and results (and, where the queue can read it in the same step, the session
-        read after ``known``). ``item`` None: the queue was empty and the lease released.
         """
         ...
 

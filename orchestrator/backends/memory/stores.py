@@ -173,21 +173,6 @@ class InMemorySessionQueue:
             await self.release(key, token)
         return item
 
-    async def claim_after_pause(
-        self, key: SessionKey, token: str, finished: WorkItem, paused: InvocationRecord,
-        known: Session | None = None,
-    ) -> Taken:
-        """See :meth:`SessionQueue.claim_after_pause` (the session is never read here)."""
-        if self._store is None:
-            raise RuntimeError("This queue was built without a store to save records in.")
-        queue = self._queues.get(key)
-        if not queue or queue[0].invocation_id != paused.invocation_id:
-            return Taken(token, await self.claim_or_release(key, token, finished, paused), None)
-        item = self._claim(key, finished)
-        app, invocation_id = paused.app_name, paused.invocation_id
-        return Taken(token, item, Loaded(paused, await self._store.is_cancelled(app, invocation_id),
-                                         await self._store.results(app, invocation_id)))
-
     def _claim(self, key: SessionKey, finished: WorkItem | None) -> WorkItem | None:
         """Forget ``finished``; pop the oldest item into the in-progress list."""
         if finished is not None:

@@ -18,7 +18,6 @@ from orchestrator.backends.redis.codec import pairs_to_dict
 from orchestrator.backends.redis.invocation_scripts import put_result_operands, save_record_operands
 from orchestrator.backends.redis.invocation_store import loaded_from
 from orchestrator.backends.redis.session_queue_scripts import (
-    CLAIM_AFTER_PAUSE,
     CLAIM_OR_RELEASE,
     CREATE_AND_PUSH,
     CREATE_AND_PUSH_IF_SESSION,
@@ -27,7 +26,6 @@ from orchestrator.backends.redis.session_queue_scripts import (
     RELEASE,
     RENEW,
     TAKE,
-    ClaimAfterPause,
     ClaimOrRelease,
     CreateAndPush,
     CreateAndPushIfSession,
@@ -44,7 +42,7 @@ from orchestrator.backends.redis.session_service import (
 )
 from orchestrator.backends.redis.wakeups import RedisWakeups
 from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
-from orchestrator.distributed.stores import Loaded, SessionKey, Taken
+from orchestrator.distributed.stores import SessionKey, Taken
 from orchestrator.sessions.session import Session
 
 
@@ -76,7 +74,6 @@ class RedisSessionQueue:
         self._renew = RENEW.register(client)
         self._release = RELEASE.register(client)
         self._claim_or_release = CLAIM_OR_RELEASE.register(client)
-        self._claim_after_pause = CLAIM_AFTER_PAUSE.register(client)
 
     async def push(self, key: SessionKey, item: WorkItem, result: ToolResult | None = None) -> bool:
         """Append an item, and post a wake-up for it in the same round trip.
@@ -154,9 +151,15 @@ class RedisSessionQueue:
         item = WorkItem.model_validate_json(reply[1])
         if len(reply) < 3:
             return Taken(token, item, None)
-        raw, cancelled, results, *reads = reply[2:]
+        raw, cancelled, results, meta, state, app_state, user_state, events = reply[2:]
         loaded = loaded_from(raw or None, cancelled, pairs_to_dict(results))
-        return Taken(token, item, _with_session(loaded, key, known, reads))
+        hashes = [pairs_to_dict(raw_hash) for raw_hash in (meta, state, app_state, user_state)]
+        if known is None:
+            return Taken(token, item, loaded._replace(session=session_from_replies(
+                *key, [*hashes, events])))
+        same, session = session_after(known, hashes, events)
+        # Not the session ``known`` was: no session here, the caller reads it whole.
+        return Taken(token, item, loaded._replace(session=session) if same else loaded)
 
     async def renew(self, key: SessionKey, token: str) -> bool:
         """Extend the lease if still held."""
@@ -182,48 +185,3 @@ class RedisSessionQueue:
             finished=finished.model_dump_json() if finished is not None else "", token=token))
         return WorkItem.model_validate_json(raw) if raw else None
 
-    async def claim_after_pause(
-        self, key: SessionKey, token: str, finished: WorkItem, paused: InvocationRecord,
-        known: Session | None = None,
-    ) -> Taken:
-        """:meth:`claim_or_release` after a run paused ``paused``: one script.
-
-        If the next item is the paused invocation's own (its answers came while the lease
-        was held), it is claimed without saving the pause, and returned with ``paused`` as
-        its record and the invocation's cancel flag, results and session (events read after
-        ``known``'s, as :meth:`take`) as ``loaded``. Else the record is saved as
-        :meth:`claim_or_release` saves it.
-        """
-        meta, state, app_state, user_state, events = session_read_keys(*key)
-        raw = await self._claim_after_pause(ClaimAfterPause(
-            processing=keys.session_processing(*key), queue=keys.session_queue(*key),
-            lease=keys.session_lease(*key),
-            **save_record_operands(paused, self._record_ttl).field_values(),
-            cancel=keys.cancel_flag(key[0], paused.invocation_id),
-            results=keys.invocation_results(key[0], paused.invocation_id), meta=meta,
-            state=state, app_state=app_state, user_state=user_state, events=events,
-            finished=finished.model_dump_json(), token=token, paused=paused.invocation_id,
-            first_event=first_unread(known)))
-        if not raw:
-            return Taken(token, None, None)
-        item = WorkItem.model_validate_json(raw[0])
-        if len(raw) < 2:
-            return Taken(token, item, None)
-        cancelled, results, *reads = raw[1:]
-        loaded = loaded_from(None, cancelled, pairs_to_dict(results))._replace(record=paused)
-        return Taken(token, item, _with_session(loaded, key, known, reads))
-
-
-
-def _with_session(loaded: Loaded, key: SessionKey, known: Session | None, reads: list[Any]) -> Loaded:
-    """``loaded`` with the session read in the same script (hashes, then events).
-
-    With ``known``, the events were read from its last one on (:func:`first_unread`); if the
-    stored list no longer starts as ``known``'s, no session: the caller reads it whole.
-    """
-    meta, state, app_state, user_state, events = reads
-    hashes = [pairs_to_dict(raw_hash) for raw_hash in (meta, state, app_state, user_state)]
-    if known is None:
-        return loaded._replace(session=session_from_replies(*key, [*hashes, events]))
-    same, session = session_after(known, hashes, events)
-    return loaded._replace(session=session) if same else loaded
