@@ -14,9 +14,8 @@ flags) on db 1, and a bare Celery worker with one no-op task on db 2 (``_raw_noo
 - throughput: ``--burst`` invocations enqueued at once, invocations/s until all completed.
   Target >= 250/s (the crash-proof invocations issue).
 
-``--setting KEY=VALUE`` gives our processes an ``ADK_CELERY_`` setting: ``--setting
-pause_linger_ms=0`` measures them without the pause linger (README: "How an invocation
-flows", step 3), to see what it earns.
+``--setting KEY=VALUE`` gives our processes an ``ADK_CELERY_`` setting (``--setting
+uvloop=false`` measures them on asyncio's own loop), to see what a setting earns.
 
 Raw and ours alternate in ``--rounds`` blocks so a change of load on the (shared) machine
 hits both. ``--profile DIR`` samples the orchestrator and the worker with py-spy during an
@@ -310,7 +309,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE",
                         help="an ADK_CELERY_ setting of our orchestrator and worker, e.g. "
-                             "pause_linger_ms=0 (repeatable)")
+                             "uvloop=false (repeatable)")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
                         help="also sample orchestrator and worker with py-spy (extra run)")
     args = parser.parse_args()
