@@ -54,6 +54,23 @@ def _orchestrator_worker_client(
     return orchestrator, client
 
 
+def _doomed_orchestrator(
+    stack: ExitStack, url: str, env: dict[str, str], armed: dict[str, str], apps: str
+) -> tuple[ManagedProcess, Any]:
+    """An orchestrator started with the failpoints of ``armed``, a worker with ``env`` and a
+    client; stopped by ``stack``. The test waits for the orchestrator's death, then starts
+    its heir."""
+    from workers.client import Client
+
+    doomed = start_celery_process("orchestrator", "doomed", armed)
+    stack.callback(doomed.stop)
+    worker = start_celery_process("worker", "crash-worker", env)
+    stack.callback(worker.stop)
+    client = Client(Settings(redis_url=url, apps=apps, lease_retry_seconds=0.2))
+    stack.callback(client.close)
+    return doomed, client
+
+
 def _wait_dead(process: ManagedProcess, timeout: float = 30.0) -> None:
     process.proc.wait(timeout)
     assert process.proc.returncode == -9, process.output()  # killed by its failpoint
@@ -100,15 +117,9 @@ def test_an_orchestrator_killed_mid_invocation_is_taken_over_and_answers_once(
     url, env, armed = _stack(redis_url, 8, failpoint, **(fast_watch if plain else {}))
     if plain:
         armed["ADK_CELERY_FAST_PUBLISH"] = "false"
-    from workers.client import Client
 
     with ExitStack() as stack:
-        doomed = start_celery_process("orchestrator", "doomed", armed)
-        stack.callback(doomed.stop)
-        worker = start_celery_process("worker", "crash-worker", env)
-        stack.callback(worker.stop)
-        client = Client(Settings(redis_url=url, apps=APP_SPECS, lease_retry_seconds=0.2))
-        stack.callback(client.close)
+        doomed, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
 
         inv = client.enqueue(app, "u", "find Oslo")
         _wait_dead(doomed)
@@ -207,15 +218,9 @@ def test_an_orchestrator_killed_around_a_confirmation_runs_the_confirmed_tool_on
 
     tool, _, result, prefix = GUARDED[app]
     url, env, armed = _stack(redis_url, 8, failpoint, apps=CONFIRM_APP_SPECS)
-    from workers.client import Client
 
     with ExitStack() as stack:
-        doomed = start_celery_process("orchestrator", "doomed", armed)
-        stack.callback(doomed.stop)
-        worker = start_celery_process("worker", "crash-worker", env)
-        stack.callback(worker.stop)
-        client = Client(Settings(redis_url=url, apps=CONFIRM_APP_SPECS, lease_retry_seconds=0.2))
-        stack.callback(client.close)
+        doomed, client = _doomed_orchestrator(stack, url, env, armed, CONFIRM_APP_SPECS)
 
         def take_over() -> None:
             _wait_dead(doomed)
