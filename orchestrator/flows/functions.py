@@ -12,6 +12,7 @@ from google.genai import types
 from orchestrator import failpoints, observe, platform
 from orchestrator.agents.context import ToolContext
 from orchestrator.distributed.transport import commit_dispatch
+from orchestrator.events.answers import final_answer_ids
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.flows import tool_callbacks
@@ -322,10 +323,4 @@ def with_confirmation_request(
     request = build_confirmation_request_event(ctx, call_event, answer)
     if request is None:
         return [answer]
-    return [request, answer] if not _has_settled_answers(answer) else [answer, request]
-
-
-def _has_settled_answers(answer: Event) -> bool:
-    """True if some answer is final: its call did not ask for a confirmation."""
-    waiting = answer.actions.requested_tool_confirmations
-    return any(r.id not in waiting for r in answer.get_function_responses())
+    return [answer, request] if final_answer_ids(answer) else [request, answer]
