@@ -224,6 +224,16 @@ def _settled(page, runs: int) -> None:
     }""", arg=runs, timeout=30_000)
 
 
+def _answer_and_see(page, answer, text: str, reply: str) -> None:
+    """Send ``text`` from the answer box, see ``reply``; the UI made two runs, none refused."""
+    answer.fill(text)
+    answer.press("Enter")
+    page.get_by_text(reply).wait_for(timeout=30_000)
+    runs = [call for call in page.api_calls if call[2] == "/run_sse"]
+    assert [status for status, _, _ in runs] == [200, 200]
+    assert [call for call in page.api_calls if call[0] >= 400] == []
+
+
 def test_answer_a_long_running_call_in_adks_ui(page, ui):
     page.goto(f"{ui}/dev-ui/?app=approval")
     _send(page, "pay 100")
@@ -233,12 +243,7 @@ def test_answer_a_long_running_call_in_adks_ui(page, ui):
     # says so on the run's stream). Answered once the UI is done with that end, as a person
     # would: typed earlier, the UI's move of the focus can take the keystrokes elsewhere.
     _settled(page, 1)
-    answer.fill('{"approved": true}')
-    answer.press("Enter")
-    page.get_by_text("approval: {'approved': True}").wait_for(timeout=30_000)
-    runs = [call for call in page.api_calls if call[2] == "/run_sse"]
-    assert [status for status, _, _ in runs] == [200, 200]
-    assert [call for call in page.api_calls if call[0] >= 400] == []
+    _answer_and_see(page, answer, '{"approved": true}', "approval: {'approved': True}")
 
 
 def test_an_answer_sent_while_the_call_waits_for_a_worker_is_not_lost(page, ui, celery_stack):
@@ -255,12 +260,7 @@ def test_an_answer_sent_while_the_call_waits_for_a_worker_is_not_lost(page, ui, 
     answer = page.get_by_placeholder("Enter your response")
     answer.wait_for(timeout=30_000)
     assert finished == []
-    answer.fill('{"tag": "answered by hand"}')
-    answer.press("Enter")
-    page.get_by_text("ran answered by hand").wait_for(timeout=30_000)
-    runs = [call for call in page.api_calls if call[2] == "/run_sse"]
-    assert [status for status, _, _ in runs] == [200, 200]
-    assert [call for call in page.api_calls if call[0] >= 400] == []
+    _answer_and_see(page, answer, '{"tag": "answered by hand"}', "ran answered by hand")
     # A worker that takes the job only now does not run the tool: the call is answered.
     url = celery_stack["url"]
     worker = start_celery_process("worker", "parked-ui", stack_env(url, APP_SPECS), "-Q", PARKED_QUEUE)
