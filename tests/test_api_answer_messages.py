@@ -13,7 +13,8 @@ from tests.test_api import frames, start_api
 
 @pytest.fixture(scope="module")
 def api(celery_stack):
-    api, base = start_api(stack_env(celery_stack["url"], "tests.apps:approval_app,tests.apps:chat_app"))
+    api, base = start_api(stack_env(celery_stack["url"], "tests.apps:approval_app,tests.apps:chat_app,"
+                                                         "tests.apps_confirm:guarded_app"))
     yield base
     api.stop()
 
@@ -82,3 +83,22 @@ def test_answers_that_answer_nothing_here_are_refused(api):
     assert httpx.get(f"{api}/apps/approval/invocations/{call['invocationId']}").json()["status"] == "paused"
     done = httpx.post(f"{api}/run", timeout=30, json={**base, "newMessage": _answer(call, {"ok": 1})})
     assert done.json()[-1]["content"]["parts"][0]["text"] == "approval: {'ok': 1}"
+
+
+def test_a_confirmation_answer_that_is_no_confirmation_is_refused_and_nothing_is_answered(api):
+    session = httpx.post(f"{api}/apps/guarded/users/dan/sessions").json()["id"]
+    base = {"appName": "guarded", "userId": "dan", "sessionId": session}
+    events = httpx.post(f"{api}/run", timeout=30, json={
+        **base, "newMessage": {"role": "user", "parts": [{"text": "pay"}]}}).json()
+    [request] = [p["functionCall"] for e in events for p in e["content"]["parts"]
+                 if p.get("functionCall", {}).get("name") == "adk_request_confirmation"]
+    bad = httpx.post(f"{api}/run", timeout=30, json={
+        **base, "newMessage": _answer(request, {"confirmed": True, "note": "ok by me"})})
+    assert bad.status_code == 422
+    assert bad.json()["detail"].startswith(
+        "new_message.parts[0].function_response: response.note: Extra inputs are not permitted")
+    invocation = httpx.get(f"{api}/apps/guarded/invocations/{events[0]['invocationId']}").json()
+    assert invocation["status"] == "paused" and invocation["pendingCalls"] == [request["id"]]
+    done = httpx.post(f"{api}/run", timeout=30, json={
+        **base, "newMessage": _answer(request, {"confirmed": False})}).json()
+    assert done[-1]["content"]["parts"][0]["text"] == "payout: {'error': 'This tool call is rejected.'}"

@@ -31,10 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.genai import types
+from pydantic import ValidationError
 
 from config import Settings
 from orchestrator.errors import PayloadError, RequestError
 from orchestrator.sessions.state import State
+from orchestrator.tools.tool_confirmation import ToolConfirmation
 
 _DEFAULT = Settings.model_fields  # one source for the defaults: the settings
 
@@ -213,3 +215,21 @@ def check_answer(
     check_json("response", response, limits)
     check_size(response, limits.max_payload_bytes, "response")
     return response
+
+
+def check_confirmation(response: dict[str, Any]) -> None:
+    """An answer to an ``adk_request_confirmation`` call must read as a tool confirmation.
+
+    (``{"confirmed": bool, "hint"?, "payload"?}``, or that as JSON text under ``response``.)
+    Refused here, naming the field, rather than failing the invocation when it resumes.
+    """
+    try:
+        ToolConfirmation.from_response_dict(response)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise PayloadError(f"response.{where}" if where else "response",
+                           f"{first['msg']} (a tool confirmation is {{\"confirmed\": true|false, "
+                           f"\"hint\"?, \"payload\"?}}).") from None
+    except ValueError as error:  # the JSON text under "response" does not parse
+        raise PayloadError("response.response", f"is not JSON: {error}.") from None

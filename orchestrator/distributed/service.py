@@ -24,7 +24,12 @@ from orchestrator import failpoints, observe, platform
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.distributed.answer_events import Plan, plan_resume, run_config_for
 from orchestrator.distributed.hand_back import deliver_result
-from orchestrator.distributed.intake import Limits, check_answer, check_identifier
+from orchestrator.distributed.intake import (
+    Limits,
+    check_answer,
+    check_confirmation,
+    check_identifier,
+)
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import (
     InvocationRecord,
@@ -46,6 +51,7 @@ from orchestrator.distributed.stores import (
 from orchestrator.distributed.transport import Transport
 from orchestrator.errors import is_infrastructure_error
 from orchestrator.events.event import Event
+from orchestrator.flows.contents import REQUEST_CONFIRMATION
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService, SessionWriter
@@ -160,6 +166,8 @@ class InvocationService:
                 f"(pending: {record.pending_calls or 'none'})."
             )
         name = await self._call_name(record, function_call_id)
+        if name == REQUEST_CONFIRMATION:
+            check_confirmation(response)
         result = ToolResult(
             function_call_id=function_call_id, tool_name=name, response=response, source="client"
         )

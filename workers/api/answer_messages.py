@@ -13,7 +13,10 @@ from typing import Any
 
 from fastapi import HTTPException
 
+from orchestrator.distributed.intake import check_confirmation
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.errors import PayloadError
+from orchestrator.flows.contents import REQUEST_CONFIRMATION
 from workers.api.backend import Backend
 
 _POSITION_SECONDS = 5.0
@@ -46,7 +49,7 @@ async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
     is not pending (answered already, or its invocation is not paused on it).
     """
     session = await backend.session(app_name, user_id, session_id)
-    issued = {call.id: event.invocation_id for event in session.events
+    issued = {call.id: (event.invocation_id, call.name) for event in session.events
               for call in event.get_function_calls() if call.id}
     owners = set()
     for index, response in enumerate(responses):
@@ -55,7 +58,13 @@ async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
             raise _refused(index, f"{call_id!r} answers no call of this session")
         if not isinstance(response.get("response"), dict):
             raise _refused(index, "response must be a JSON object")
-        owners.add(issued[call_id])
+        owner, name = issued[call_id]
+        if name == REQUEST_CONFIRMATION:  # checked before any answer is stored
+            try:
+                check_confirmation(response["response"])
+            except PayloadError as error:
+                raise _refused(index, str(error)) from None
+        owners.add(owner)
     if len(owners) != 1 or (invocation_id is not None and owners != {invocation_id}):
         raise HTTPException(422, "new_message: function responses must answer calls of one "
                                  "invocation (the request's invocation_id, if given)")
