@@ -197,26 +197,32 @@ def test_an_api_killed_with_a_batch_of_enqueues_loses_none_and_runs_none_twice(
             assert len(user_messages) == 1  # one run per invocation, not one per request
 
 
-@pytest.mark.parametrize(("app", "failpoint"), [
+@pytest.mark.parametrize(("app", "failpoint", "gate_answer"), [
     # The call was committed; died before the confirmation gate decided on it (the log
     # cannot tell that from a call the gate let through): the heir asks again.
-    ("safe", "flow.calls_committed=kill"),
+    ("safe", "flow.calls_committed=kill", True),
+    # The gate's step half done. Its request came first (the call alone in its turn); died
+    # before its answer: the call is held all the same, not asked about again (its
+    # provisional answer is not made again: the call's one answer is its real one).
+    ("safe", "flow.confirmation_half_committed=kill", False),
+    # Its answer came first (beside a plain call's); died before the request: the heir asks.
+    ("guarded_mixed", "flow.confirmation_half_committed=kill", True),
     # The approval was committed; died before the confirmed call's job went out.
-    ("safe", "runner.answers_committed=kill"),
-    ("guarded", "runner.answers_committed=kill"),
-    ("safe", "dispatch.before_publish=kill"),
+    ("safe", "runner.answers_committed=kill", True),
+    ("guarded", "runner.answers_committed=kill", True),
+    ("safe", "dispatch.before_publish=kill", True),
     # The confirmed call's job went out; died before the invocation's record was saved.
-    ("safe", "dispatch.after_publish=kill"),
+    ("safe", "dispatch.after_publish=kill", True),
 ])
 def test_an_orchestrator_killed_around_a_confirmation_runs_the_confirmed_tool_once(
-    redis_url, app, failpoint
+    redis_url, app, failpoint, gate_answer
 ):
     """A remote tool that needs a confirmation runs only confirmed, once, and its call gets
-    one real answer after the gate's, whichever step the orchestrator died at."""
+    one real answer (after the gate's), whichever step the orchestrator died at."""
     from tests.apps_confirm import CONFIRM_APP_SPECS, noted_runs
     from tests.test_invocation_contract import GUARDED, REQUIRES_CONFIRMATION
 
-    tool, _, result, prefix = GUARDED[app]
+    tool, _, result, prefix = {**GUARDED, "guarded_mixed": GUARDED["guarded"][:3] + ("mixed",)}[app]
     url, env, armed = _stack(redis_url, 8, failpoint, apps=CONFIRM_APP_SPECS)
 
     with ExitStack() as stack:
@@ -245,7 +251,7 @@ def test_an_orchestrator_killed_around_a_confirmation_runs_the_confirmed_tool_on
         [call_id] = [c.id for e in events for c in e.get_function_calls() if c.name == tool]
         answers = [r.response for e in events for r in e.get_function_responses()
                    if r.id == call_id]
-        assert answers == [REQUIRES_CONFIRMATION, result]
+        assert answers == ([REQUIRES_CONFIRMATION, result] if gate_answer else [result])
         requests = [c for e in events for c in e.get_function_calls()
                     if c.name == "adk_request_confirmation"]
         assert len(requests) == 1  # asked once, answered once

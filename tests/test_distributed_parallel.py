@@ -112,24 +112,29 @@ async def test_a_branch_that_pauses_is_answered_and_resumed_later(backend):
     assert simplify_all([e for e in events if e.author == "after" and e.content])[0][1].startswith("summary of")
     assert record.pending_calls == []
 
+async def _asked(backend, app: str, inv: str):
+    """The record once a branch's confirmation is asked (the pause of a branch's job comes
+    before its branch has asked, so a settled status is waited for until it has)."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + 20
+    while True:
+        record = await backend.wait(app, inv)
+        if "adk_request_confirmation" in record.pending_tools.values():
+            return record
+        assert time.monotonic() < deadline, f"no confirmation asked: {record}"
+        await asyncio.sleep(0.02)
+
+
 async def test_a_call_confirmed_in_a_paused_branch_runs_on_a_worker_then_the_branch_goes_on(
     backend
 ):
     """The branch pauses on its worker for the confirmation; once approved, its call goes to a
     worker with the confirmation, and the branch's model reads the tool's real answer."""
-    import asyncio
-    import time
-
     inv = await backend.enqueue("branch_confirm", "u", "go")
-    deadline = time.monotonic() + 20
-    while True:
-        record = await backend.wait("branch_confirm", inv)
-        asked = [cid for cid, name in record.pending_tools.items()
-                 if name == "adk_request_confirmation"]
-        if asked:
-            break
-        assert time.monotonic() < deadline, f"no confirmation asked: {record}"
-        await asyncio.sleep(0.02)
+    record = await _asked(backend, "branch_confirm", inv)
+    asked = [cid for cid, name in record.pending_tools.items() if name == "adk_request_confirmation"]
     assert await backend.tool_runs(inv) == []
 
     await backend.answer("branch_confirm", inv, asked[0], {"confirmed": True})
@@ -147,6 +152,22 @@ async def test_a_call_confirmed_in_a_paused_branch_runs_on_a_worker_then_the_bra
     assert [what for what, _ in await backend.tool_runs(inv)] == ["confirmed"]
     assert simplify_all([e for e in events if e.author == "after" and e.content]) == [
         ("after", "summary")]
+
+
+async def test_a_confirmed_plain_routed_call_of_a_branch_made_on_a_worker_is_answered(backend):
+    """The branch ran where nothing routes its tool, so its call does not wait for a later
+    answer; approved, it runs where the branch goes on, and its answer is the branch's."""
+    inv = await backend.enqueue("branch_routed", "u", "go")
+    record = await _asked(backend, "branch_routed", inv)
+    [request_id] = [cid for cid, name in record.pending_tools.items()
+                    if name == "adk_request_confirmation"]
+    await backend.answer("branch_routed", inv, request_id, {"confirmed": True})
+    record = await backend.wait("branch_routed", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    x = [payload for author, payload in simplify_all(await backend.events("branch_routed", inv))
+         if author == "x"]
+    assert x[-3:-1] == [("response", "wire", {"wired": 5}), "x: {'wired': 5}"]
+    assert [what for what, _ in await backend.tool_runs(inv)] == ["confirmed"]
 
 
 def test_a_branch_routed_to_its_own_queue_runs_on_the_worker_of_that_queue(redis_url):

@@ -199,6 +199,58 @@ async def test_calls_of_one_turn_confirmed_and_rejected_get_one_real_answer_each
     assert [what for what, _ in await backend.tool_runs(inv)] == ["confirmed"]
 
 
+async def test_an_agent_waits_for_its_confirmed_remote_call_even_when_another_answer_ends_its_turn(
+    backend,
+):
+    """Both calls of a turn approved (the approvals of one turn are taken up together):
+    ``finish`` ends the turn (no summary), ``pay_out`` runs where remote tools run. The
+    agent waits for pay_out's real answer before the pipeline goes on."""
+    inv = await backend.enqueue("guarded_final", "u", "go")
+    record = await backend.wait("guarded_final", inv)
+    assert record.status is InvocationStatus.PAUSED, record.error
+    events = await backend.events("guarded_final", inv)
+    [pay_id] = [c.id for e in events for c in e.get_function_calls() if c.name == "pay_out"]
+    for request_id in record.pending_calls:
+        await backend.answer("guarded_final", inv, request_id, {"confirmed": True})
+    record = await backend.wait("guarded_final", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("guarded_final", inv)
+    paid = [i for i, e in enumerate(events) for r in e.get_function_responses()
+            if r.id == pay_id and r.response == {"paid": 10}]
+    b_ran = [i for i, e in enumerate(events) if simplify_all([e])[0] == ("b", "b ran")]
+    assert len(paid) == 1 and len(b_ran) == 1 and paid[0] < b_ran[0], simplify_all(events)
+    assert [what for what, _ in await backend.tool_runs(inv)] == ["confirmed"]
+    assert [what for what, _ in await backend.tool_runs(f"finish:{inv}")] == ["confirmed"]
+
+
+async def test_a_confirmation_rule_is_asked_once_per_call(backend):
+    """A rule that would answer differently the second time does not let the call through:
+    the flow decides on one answer of the rule (``fickle``: True, then False)."""
+    inv = await backend.enqueue("fickle", "u", "open")
+    record = await backend.wait("fickle", inv)
+    assert record.status is InvocationStatus.PAUSED, record.error
+    assert list(record.pending_tools.values()) == ["adk_request_confirmation"]
+    assert await backend.tool_runs(inv) == []
+
+async def test_an_answer_to_a_confirmation_that_is_no_confirmation_is_refused_naming_the_field(
+    backend,
+):
+    """Refused when it is sent (not a failed invocation when it is read), nothing stored:
+    the confirmation still waits, and a well-formed answer still goes through."""
+    inv, _, request_id = await _paused_for_confirmation(backend, "guarded")
+    for bad, field in (({"confirmed": True, "note": "ok by me"}, "response.note"),
+                       ({"confirmed": "maybe"}, "response.confirmed"),
+                       ({"response": "{not json"}, "response.response")):
+        with pytest.raises(RequestError) as refused:
+            await backend.answer("guarded", inv, request_id, bad)
+        assert refused.value.field == field, refused.value
+    record = await backend.wait("guarded", inv)
+    assert record.status is InvocationStatus.PAUSED and record.pending_calls == [request_id]
+    await backend.answer("guarded", inv, request_id, {"confirmed": False})
+    record = await backend.wait("guarded", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+
+
 async def test_custom_metadata_reaches_every_event_also_after_a_pause(backend):
     """``custom_metadata`` of the enqueue, as ``RunConfig.custom_metadata`` in process."""
     inv = await backend.enqueue("approval", "u", "pay", custom_metadata={"ticket": "T-1"})

@@ -11,10 +11,11 @@ that needs a confirmation is only *provisional* (see :mod:`orchestrator.events.a
 
 A call is *open* when its id is in the ``long_running_tool_ids`` of the event that made it
 (a long-running tool, a tool routed to a worker, a confirmation request, a parallel branch)
-and it has no final answer, unless the confirmation gate answered it provisionally: such a
-call waits for its ``adk_request_confirmation`` call (the open one) and is open again only
-once that confirmation is answered with an approval (its job goes out then, carrying the
-confirmation). A rejected call is answered with the rejection error in process, by no job.
+and it has no final answer, unless the confirmation gate held it (answered it provisionally,
+or asked for its confirmation): such a call waits for its ``adk_request_confirmation`` call
+(the open one) and is open again only once that confirmation is answered with an approval
+(its job goes out then, carrying the confirmation). A rejected call is answered with the
+rejection error in process, by no job.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class CallLedger:
     """The answer to each call's confirmation request, by the id of the call confirmed."""
     _confirming: dict[str, str] = field(default_factory=dict)
     """Confirmation request id -> the id of the call it asks about."""
+    asked: set[str] = field(default_factory=set)
+    """Ids of the calls a confirmation request asks about."""
 
     @classmethod
     def of(cls, events: Iterable[Event], invocation_id: str) -> CallLedger:
@@ -87,6 +90,7 @@ class CallLedger:
                     original = (call.args or {}).get("originalFunctionCall")
                     if isinstance(original, dict) and isinstance(original.get("id"), str):
                         self._confirming[call.id] = original["id"]
+                        self.asked.add(original["id"])
         self.answered.update(final_answer_ids(event))
         self.provisional.update(provisional_answer_ids(event))
         for response in event.get_function_responses():
@@ -104,11 +108,23 @@ class CallLedger:
         confirmation = self.confirmations.get(call_id)
         return confirmation if confirmation is not None and confirmation.confirmed else None
 
+    def gated(self, call_id: str) -> bool:
+        """True if the gate held the call for a confirmation (its answer or request is in).
+
+        Either half of the gate's step says so: an orchestrator that died between
+        committing the two leaves only one of them.
+        """
+        return call_id in self.provisional or call_id in self.asked
+
+    def unasked(self) -> set[str]:
+        """Calls the gate answered provisionally whose confirmation request is not in."""
+        return self.provisional - self.asked - self.answered
+
     def _waits(self, call_id: str, entry: CallEntry) -> bool:
         if not entry.long_running or call_id in self.answered:
             return False
-        # Answered by the gate: waits for its confirmation, then (approved) for its job.
-        return call_id not in self.provisional or self.approved(call_id) is not None
+        # Held by the gate: waits for its confirmation, then (approved) for its job.
+        return not self.gated(call_id) or self.approved(call_id) is not None
 
     @property
     def open(self) -> set[str]:

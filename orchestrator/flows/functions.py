@@ -81,11 +81,13 @@ async def handle_function_calls(
     confirmations: dict[str, ToolConfirmation] | None = None,
     only_ids: set[str] | None = None,
     dispatched: list[str] | None = None,
+    in_process: frozenset[str] = frozenset(),
 ) -> AsyncGenerator[Event, None]:
     """Run the calls of ``call_event`` concurrently; yield the merged answer event, if any.
 
     With a transport, calls of remote tools are submitted as jobs instead (their ids are
-    appended to ``dispatched``); their answers arrive later.
+    appended to ``dispatched``); their answers arrive later. Calls in ``in_process`` run
+    here whatever their tool.
 
     If a tool raises and no ``on_tool_error_callback`` recovers, the answers already finished
     are yielded first, then the exception propagates (remaining calls are cancelled).
@@ -103,7 +105,7 @@ async def handle_function_calls(
     published = sent.published if sent is not None else set()
     coros = [
         _execute_call(ctx, agent, call, tools, confirmations.get(call.id or ""), dispatched,
-                      published)
+                      published, here=call.id in in_process)
         for call in calls
     ]
     outcomes: list[_CallOutcome | None]
@@ -170,6 +172,8 @@ async def _execute_call(
     confirmation: ToolConfirmation | None,
     dispatched: list[str] | None = None,
     published: set[str] | frozenset[str] = frozenset(),
+    *,
+    here: bool = False,
 ) -> _CallOutcome:
     name = call.name or ""
     args = copy.deepcopy(call.args or {})
@@ -179,8 +183,14 @@ async def _execute_call(
     tool = tools.get(name)
     if tool is None:
         return await _answer_unknown_tool(ctx, agent, call, name, args, tools, tool_context)
-    queue = ctx.transport.route(tool) if ctx.transport is not None else None
-    if queue and not await _held_for_confirmation(tool, args, tool_context, confirmation):
+    queue = ctx.transport.route(tool) if ctx.transport is not None and not here else None
+    # The tool's confirmation rule is asked once per call: a rule that answers differently
+    # the second time must not let a held call run here.
+    required: bool | None = None
+    if queue and confirmation is None:
+        required = bool(await tool.check_require_confirmation(args, tool_context))
+    held = required if confirmation is None else not confirmation.confirmed
+    if queue and not held:
         # A remote call runs its tool callbacks where the tool runs: on the worker.
         if call.id in published:
             failpoints.hit("dispatch.published_with_commit")
@@ -191,7 +201,7 @@ async def _execute_call(
         return _CallOutcome(None, tool_context.actions)
 
     async def invoke() -> Any:
-        gate = await _confirmation_gate(tool, args, tool_context, confirmation)
+        gate = await _confirmation_gate(tool, args, tool_context, confirmation, required)
         if gate is not None:
             return gate
         return await observe.timed_tool(
@@ -232,31 +242,23 @@ async def _answer_unknown_tool(
     return _answer(call, name, result, tool_context)
 
 
-async def _held_for_confirmation(
-    tool: BaseTool,
-    args: dict[str, Any],
-    tool_context: ToolContext,
-    confirmation: ToolConfirmation | None,
-) -> bool:
-    """True if the confirmation gate answers this call instead of its tool running."""
-    if confirmation is not None:
-        return not confirmation.confirmed
-    return bool(await tool.check_require_confirmation(args, tool_context))
-
-
 async def _confirmation_gate(
     tool: BaseTool,
     args: dict[str, Any],
     tool_context: ToolContext,
     confirmation: ToolConfirmation | None,
+    required: bool | None = None,
 ) -> dict[str, Any] | None:
     """Return an error answer if the call must wait for (or was refused) confirmation.
 
     Only a tool that requires confirmation is gated, as in google-adk: a tool that asked for
     one itself (``tool_context.request_confirmation``, maybe with a payload to fill in) runs
     again with the answer in ``tool_context.tool_confirmation``, rejected or not.
+    ``required``: the tool's rule, if it was asked already for this call.
     """
-    if not await tool.check_require_confirmation(args, tool_context):
+    if required is None:
+        required = bool(await tool.check_require_confirmation(args, tool_context))
+    if not required:
         return None
     if confirmation is not None:
         return None if confirmation.confirmed else {"error": CONFIRMATION_REJECTED_ERROR}

@@ -1,14 +1,20 @@
-"""Instruction templating: ``{key}``, ``{key?}``, ``{app:key}``, ``{artifact.name}``."""
+"""An agent's instructions: their parts, and their templating.
+
+Placeholders: ``{key}``, ``{key?}``, ``{app:key}``, ``{artifact.name}``.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from google.genai import types
 
 from orchestrator.sessions.state import State
 
 if TYPE_CHECKING:
     from orchestrator.agents.context import ReadonlyContext
+    from orchestrator.agents.llm_agent import LlmAgent
 
 # A brace group not preceded by '$', '{' or '\' (those are literal, e.g. ${x} or \{x}).
 _PLACEHOLDER = re.compile(r"(?<![$\\{])\{+[^{}]*\}+")
@@ -72,3 +78,36 @@ async def _render_artifact(filename: str, optional: bool, ctx: ReadonlyContext) 
             return ""
         raise KeyError(f"Artifact {filename} not found.")
     return part.text or ""
+
+
+async def agent_instructions(agent: LlmAgent, ctx: ReadonlyContext) -> list[str]:
+    """The system instruction parts of ``agent``'s model requests, as google-adk orders them.
+
+    The root agent's global instruction, the agent's static instruction, its instruction
+    (templated with the session state unless a provider says to bypass that), then who it is.
+    """
+    from orchestrator.agents.llm_agent import LlmAgent
+
+    parts: list[str] = []
+    root = agent.root_agent
+    if isinstance(root, LlmAgent) and root.global_instruction:
+        text, bypass = await root.canonical_global_instruction(ctx)
+        parts.append(text if bypass else await inject_session_state(text, ctx))
+    if agent.static_instruction:
+        parts.append(_static_text(agent.static_instruction))
+    if agent.instruction:
+        text, bypass = await agent.canonical_instruction(ctx)
+        parts.append(text if bypass else await inject_session_state(text, ctx))
+    identity = f'You are an agent. Your internal name is "{agent.name}".'
+    if agent.description:
+        identity += f' The description about you is "{agent.description}".'
+    parts.append(identity)
+    return parts
+
+
+def _static_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, types.Content):
+        return "".join(p.text or "" for p in value.parts or [])
+    return str(value)

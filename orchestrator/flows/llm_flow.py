@@ -14,7 +14,7 @@ from orchestrator.agents.run_config import StreamingMode
 from orchestrator.events.event import Event
 from orchestrator.flows import functions, remote_calls, step_resume, transfer
 from orchestrator.flows.contents import build_contents
-from orchestrator.flows.instructions import inject_session_state
+from orchestrator.flows.instructions import agent_instructions
 from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
 from orchestrator.tools.base_tool import BaseTool
@@ -100,18 +100,24 @@ class LlmFlow:
         or recovered invocation, whatever its log leaves open (see ``step_resume``).
         """
         dispatched: list[str] = []
+        ended = False
         async for event in step_resume.answer_confirmations(ctx, callable_tools, dispatched):
             yield event
-            if event.is_final_response():
-                step.stop = True
-                return
+            ended = ended or event.is_final_response()
         if dispatched:
-            # Confirmed calls went to workers: the model goes on once their answers are in.
+            # Confirmed calls went to workers: the turn waits for their answers, even when
+            # an answer given here ends it (the approvals of one turn's calls come together).
             _pause(ctx, agent, step)
+            return
+        if ended:
+            step.stop = True
             return
         recovering = ctx.take_recovery()
         if not (ctx.is_resumable or recovering):
             return
+        if recovering:
+            for request in step_resume.requests_owed(ctx, agent.name):
+                yield request
         decision = step_resume.decide_step_resume(
             ctx, agent.name, recovering=recovering, tools=callable_tools)
         if decision.action is step_resume.ResumeAction.DONE:
@@ -145,7 +151,7 @@ class LlmFlow:
             llm_request.config.labels = {
                 **(llm_request.config.labels or {}), **ctx.run_config.labels
             }
-        llm_request.append_instructions(await _instructions(agent, readonly))
+        llm_request.append_instructions(await agent_instructions(agent, readonly))
 
     async def _add_tools(
         self,
@@ -275,7 +281,10 @@ class LlmFlow:
         async for answer in functions.handle_function_calls(
             ctx, call_event, llm_request.tools_dict, dispatched=dispatched
         ):
-            for event in functions.with_confirmation_request(ctx, call_event, answer):
+            for index, event in enumerate(
+                    functions.with_confirmation_request(ctx, call_event, answer)):
+                if index:  # the gate's answer or its request is in, not both
+                    failpoints.hit("flow.confirmation_half_committed")
                 yield event
             target_name = answer.actions.transfer_to_agent
             if target_name:
@@ -288,26 +297,6 @@ class LlmFlow:
             step.stop = True
 
 
-async def _instructions(agent: LlmAgent, ctx: ReadonlyContext) -> list[str]:
-    from orchestrator.agents.llm_agent import LlmAgent
-
-    parts: list[str] = []
-    root = agent.root_agent
-    if isinstance(root, LlmAgent) and root.global_instruction:
-        text, bypass = await root.canonical_global_instruction(ctx)
-        parts.append(text if bypass else await inject_session_state(text, ctx))
-    if agent.static_instruction:
-        parts.append(_static_text(agent.static_instruction))
-    if agent.instruction:
-        text, bypass = await agent.canonical_instruction(ctx)
-        parts.append(text if bypass else await inject_session_state(text, ctx))
-    identity = f'You are an agent. Your internal name is "{agent.name}".'
-    if agent.description:
-        identity += f' The description about you is "{agent.description}".'
-    parts.append(identity)
-    return parts
-
-
 def _callable_tools(
     agent: LlmAgent, groups: list[tuple[Any, list[BaseTool]]]
 ) -> dict[str, BaseTool]:
@@ -317,14 +306,6 @@ def _callable_tools(
     if transfer_tool is not None:
         tools[transfer_tool.name] = transfer_tool
     return tools
-
-
-def _static_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, types.Content):
-        return "".join(p.text or "" for p in value.parts or [])
-    return str(value)
 
 
 def _insert_model_input_context(llm_request: LlmRequest, ctx: InvocationContext) -> None:

@@ -120,6 +120,33 @@ def _ungated_remote_calls(
     return found
 
 
+def requests_owed(ctx: InvocationContext, agent_name: str) -> list[Event]:
+    """Confirmation requests the gate decided on but that never reached the log.
+
+    The gate's step commits two events, its provisional answer and the
+    ``adk_request_confirmation`` call; an orchestrator that died between the two leaves the
+    answer alone when it came first (beside answers of other calls). The request is built
+    again from that answer, as the gate built it, so the log reads as if nothing had
+    happened. (The other order leaves the request alone: the call is held all the same, see
+    :meth:`CallLedger.gated`.)
+    """
+    events = _branch_events(ctx)
+    ledger = CallLedger.of(events, ctx.invocation_id)
+    unasked = ledger.unasked()
+    owed = []
+    for answer in events:
+        asked = answer.actions.requested_tool_confirmations or {}
+        if answer.author != agent_name or not unasked.intersection(asked):
+            continue
+        entry = ledger.calls.get(next(iter(unasked.intersection(asked))))
+        if entry is None:
+            continue
+        request = functions.build_confirmation_request_event(ctx, entry.event, answer)
+        if request is not None:
+            owed.append(request)
+    return owed
+
+
 def _ends_with_final_answer(ctx: InvocationContext, agent_name: str) -> bool:
     """True if the invocation's last committed event is ``agent_name``'s final answer."""
     last = next((e for e in reversed(ctx.session.events)
@@ -155,18 +182,25 @@ async def answer_confirmations(
     if not answers:
         return
     events = _branch_events(ctx)
+    ledger = CallLedger.of(events, ctx.invocation_id)
     requests = {c.id: c for e in events for c in e.get_function_calls() if c.name == REQUEST_CONFIRMATION}
     originals: list[types.FunctionCall] = []
     confirmations: dict[str, ToolConfirmation] = {}
+    in_process: set[str] = set()
     for answer in answers:
         request = requests.get(answer.id)
         if request is None:
             continue
         original = types.FunctionCall.model_validate((request.args or {}).get("originalFunctionCall", {}))
-        if not original.id:
-            continue
+        if not original.id or original.id in ledger.answered:
+            continue  # answered for good already: a call has one real answer
         originals.append(original)
         confirmations[original.id] = ToolConfirmation.from_response_dict(answer.response or {})
+        entry = ledger.calls.get(original.id)
+        if entry is not None and not entry.long_running:
+            # Its call does not wait for a later answer (made where no transport routes its
+            # tool: a branch on a worker): it runs here, so its answer is the step's own.
+            in_process.add(original.id)
     if not originals:
         return
     synthetic = Event(
@@ -176,6 +210,7 @@ async def answer_confirmations(
         content=types.Content(role="model", parts=[types.Part(function_call=c) for c in originals]),
     )
     async for event in functions.handle_function_calls(
-        ctx, synthetic, tools(), confirmations=confirmations, dispatched=dispatched
+        ctx, synthetic, tools(), confirmations=confirmations, dispatched=dispatched,
+        in_process=frozenset(in_process),
     ):
         yield event
