@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from google.genai import types
+
 from orchestrator import InMemoryRunner
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.flows.contents import RUN_BRANCH
@@ -242,3 +244,99 @@ async def test_a_failing_branch_fails_the_invocation_as_in_process(backend):
     events = await backend.events("failing_branch", inv)
     errors = [e for e in events if e.error_code]
     assert [(e.author, e.branch, e.error_code) for e in errors] == [("boom", "fan.boom", "RuntimeError")]
+
+
+async def _waiting_calls(backend, app: str, inv: str, count: int) -> dict[tuple[str, str], str]:
+    """Once ``count`` calls of the branches wait for answers: (branch, tool) -> call id."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + 20
+    while True:
+        record = await backend.wait(app, inv)
+        waiting = [cid for cid, name in record.pending_tools.items() if name != RUN_BRANCH]
+        if len(waiting) >= count:
+            break
+        assert time.monotonic() < deadline, f"not {count} calls waiting: {record}"
+        await asyncio.sleep(0.02)
+    events = await backend.events(app, inv)
+    return {(e.branch, c.name): c.id for e in events for c in e.get_function_calls()
+            if c.id in waiting}
+
+
+async def test_two_branches_answered_back_to_back_both_go_on(backend):
+    """The answers may be taken up together: each branch continues from its own answer
+    (before, a branch took its sibling's answer for its own to continue, and recursed)."""
+    inv = await backend.enqueue("two_ask", "u", "go")
+    calls = await _waiting_calls(backend, "two_ask", inv, 2)
+    await backend.answer("two_ask", inv, calls[("fan.x1", "ask")], {"a": 1})
+    await backend.answer("two_ask", inv, calls[("fan.x2", "ask")], {"a": 2})
+    record = await backend.wait("two_ask", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    texts = {(author, payload) for author, payload in simplify_all(await backend.events("two_ask", inv))
+             if isinstance(payload, str)}
+    assert {("x1", "heard {'a': 1}"), ("x2", "heard {'a': 2}"), ("after", "summary")} <= texts
+
+
+async def test_an_answer_to_one_branch_leaves_the_other_paused_in_process():
+    """In process too (google-adk reads a branch's own events to know what to resume)."""
+    from tests.apps_branches import two_ask_app
+
+    runner = InMemoryRunner(app=two_ask_app)
+    session = await runner.session_service.create_session(app_name="two_ask", user_id="u")
+    events = [e async for e in runner.run_async(user_id="u", session_id=session.id,
+                                                new_message=user_text("go"))]
+    calls = {e.branch: c for e in events for c in e.get_function_calls() if c.name == "ask"}
+    answer = types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
+        id=calls["fan.x2"].id, name="ask", response={"a": 2}))])
+    more = [e async for e in runner.run_async(user_id="u", session_id=session.id, new_message=answer)]
+    assert ("x2", "heard {'a': 2}") in simplify_all(more)
+    assert {e.branch for e in more if e.branch} <= {"fan.x2", None, ""}, simplify_all(more)
+    assert not any(e.author == "x1" for e in more)
+
+
+async def test_a_confirmed_call_left_to_an_outside_answer_runs_once_while_its_sibling_goes_on(
+    backend,
+):
+    """The holder's branch is continued again when the asker's answer comes, its last event
+    still the approval: the hold's job, ended already, is not run a second time."""
+    import asyncio
+
+    inv = await backend.enqueue("branch_hold", "u", "go")
+    calls = await _waiting_calls(backend, "branch_hold", inv, 2)
+    await backend.answer("branch_hold", inv, calls[("fan.holder", "adk_request_confirmation")],
+                         {"confirmed": True})
+    calls = await _waiting_calls(backend, "branch_hold", inv, 2)  # ask, and hold's own call
+    hold_id = calls[("fan.holder", "hold")]
+    while not await backend.left_to_outside("branch_hold", inv, hold_id):
+        await asyncio.sleep(0.02)  # until the hold's job has run and ended
+    await backend.answer("branch_hold", inv, calls[("fan.asker", "ask")], {"a": "yes"})
+    await _waiting_calls(backend, "branch_hold", inv, 1)
+    await backend.answer("branch_hold", inv, hold_id, {"settled": True})
+    record = await backend.wait("branch_hold", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    assert [what for what, _ in await backend.tool_runs(inv)] == ["hold"]  # once
+
+
+async def test_a_loop_around_the_branches_runs_them_on_every_pass(backend):
+    inv = await backend.enqueue("loop_fan", "u", "go")
+    record = await backend.wait("loop_fan", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    said = [payload for _, payload in simplify_all(await backend.events("loop_fan", inv))
+            if payload in ("a said", "b said")]
+    assert sorted(said) == ["a said", "a said", "b said", "b said"]
+
+
+async def test_a_branch_that_escalates_ends_the_loop(backend):
+    inv = await backend.enqueue("loop_exit", "u", "go")
+    record = await backend.wait("loop_exit", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("loop_exit", inv)
+    assert [payload for _, payload in simplify_all(events) if payload == "b done"] == ["b done"]
+
+
+async def test_a_failed_branch_fails_the_invocation_while_its_sibling_waits(backend):
+    inv = await backend.enqueue("fail_wait", "u", "go")
+    record = await backend.wait("fail_wait", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.FAILED, record
+    assert "exploded" in (record.error or "")

@@ -175,6 +175,37 @@ class InvocationContext:
             self.set_agent_state(sub.name)
             self.reset_sub_agent_states(sub.name)
 
+    def branch_view(self) -> list[Event]:
+        """The invocation's events as seen from this branch (google-adk's current branch).
+
+        Other authors' events on exactly this branch; the user's events on it, below it or on
+        none, and of those carrying answers only the ones answering a call made on this
+        branch or below it, so an answer to a parallel sibling's call is not seen here.
+        """
+        events = [e for e in self.session.events if e.invocation_id == self.invocation_id]
+        branch = self.branch
+        if branch is None:
+            return [e for e in events if e.author == "user" or e.branch is None]
+        below = branch + "."
+
+        def on_or_below(name: str | None) -> bool:
+            return name == branch or (name or "").startswith(below)
+
+        calls = {c.id for e in events if on_or_below(e.branch)
+                 for c in e.get_function_calls() if c.id}
+        seen = []
+        for event in events:
+            if event.author != "user":
+                if event.branch == branch:
+                    seen.append(event)
+                continue
+            if event.branch is not None and not on_or_below(event.branch):
+                continue
+            answered = {r.id for r in event.get_function_responses() if r.id}
+            if not answered or answered & calls:
+                seen.append(event)
+        return seen
+
     def should_pause_invocation(self, event: Event) -> bool:
         """True if the event carries long-running (interrupt) calls that pause the run."""
         if not event.long_running_tool_ids:

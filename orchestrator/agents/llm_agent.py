@@ -226,8 +226,12 @@ class LlmAgent(BaseAgent):
             yield self._create_agent_state_event(ctx)
 
     def _sub_agent_to_resume(self, ctx: InvocationContext) -> BaseAgent | None:
-        """On resume, the agent below this one whose call (or transfer) is being continued."""
-        events = [e for e in ctx.session.events if e.invocation_id == ctx.invocation_id]
+        """On resume, the agent below this one whose call (or transfer) is being continued.
+
+        Read from this branch's view of the log: in a ParallelAgent, the answer to a
+        sibling branch's call is that sibling's to continue.
+        """
+        events = ctx.branch_view()
         if not events:
             return None
         last = events[-1]

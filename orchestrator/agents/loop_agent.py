@@ -49,6 +49,7 @@ class LoopAgent(BaseAgent):
                 if paused or ctx.is_paused(sub.name):
                     ctx.mark_paused(self.name)
                     return
+                escalated = escalated or (ctx.is_resumable and self._escalated_in_log(ctx))
                 if escalated:
                     break
             start = 0
@@ -58,3 +59,19 @@ class LoopAgent(BaseAgent):
         if ctx.is_resumable:
             ctx.set_agent_state(self.name, end_of_agent=True)
             yield self._create_agent_state_event(ctx)
+
+    def _escalated_in_log(self, ctx: InvocationContext) -> bool:
+        """True if an event committed since this sub-agent's checkpoint escalates.
+
+        The events of ParallelAgent branches that ran on workers are committed as their
+        results come back, not passed up through the sub-agent's run: their escalation
+        (``exit_loop``) is read from the log.
+        """
+        for event in reversed(ctx.session.events):
+            if event.invocation_id != ctx.invocation_id:
+                continue
+            if event.author == self.name and event.actions.agent_state is not None:
+                return False  # this iteration's checkpoint: nothing since escalated
+            if event.actions.escalate:
+                return True
+        return False

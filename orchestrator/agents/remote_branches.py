@@ -31,10 +31,18 @@ if TYPE_CHECKING:
 
 
 def _dispatch_event(ctx: InvocationContext, agent: BaseAgent) -> Event | None:
-    for event in ctx.session.events:
+    """The dispatch of the agent's current run, if it made one.
+
+    Only a run under way has one (the agent's checkpoint is in): a run that starts afresh
+    (a LoopAgent's next iteration) dispatches its branches again.
+    """
+    if agent.name not in ctx.agent_states:
+        return None
+    for event in reversed(ctx.session.events):
         if (
             event.invocation_id == ctx.invocation_id
             and event.author == agent.name
+            and event.branch == ctx.branch
             and any(c.name == RUN_BRANCH for c in event.get_function_calls())
         ):
             return event
@@ -139,14 +147,16 @@ async def _collect(
     # A call confirmed since its branch paused is open, but its job goes out only when the
     # branch goes on here (its step sends it and pauses again; sending it twice is a no-op).
     still_open = [entry for entry in ledger.open_calls() if ledger.approved(entry.id) is None]
+    for call in dispatch.get_function_calls():
+        # A failed branch fails the agent at once, as in process: its siblings are not
+        # waited for (nor continued).
+        error = (getattr(answers.get(call.id or ""), "response", None) or {}).get("error")
+        if error:
+            raise RemoteBranchError(f"Branch {(call.args or {}).get('branch')} failed: {error}")
     waiting = False
     for call in dispatch.get_function_calls():
         args = call.args or {}
-        answer = answers.get(call.id or "")
-        if answer is not None:
-            error = (answer.response or {}).get("error")
-            if error:
-                raise RemoteBranchError(f"Branch {args.get('branch')} failed: {error}")
+        if call.id in answers:
             continue
         sub = next((s for s in agent.sub_agents if s.name == args.get("agent")), None)
         if sub is None:

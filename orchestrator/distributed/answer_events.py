@@ -78,8 +78,9 @@ async def plan_resume(
         ids = [c.id for c in call_event.get_function_calls() if c.id in waiting]
         if any(c.name == RUN_BRANCH for c in call_event.get_function_calls()):
             batch, branches_in = _branch_results(call_event, ids, results, in_log)
-            if not ledger.unanswered_in(call_event) - branches_in:
-                answers += batch  # the last branch is in: the agent goes on
+            failed = any((results[cid].response or {}).get("error") for cid in branches_in)
+            if failed or not ledger.unanswered_in(call_event) - branches_in:
+                answers += batch  # the last branch is in, or one failed: the agent goes on
             else:
                 direct += batch  # commit what arrived; others are still out
             continue

@@ -173,8 +173,14 @@ class EmbeddedRuntime:
     async def _execute(
         self, job: ToolJob | AgentJob, run: Callable[[], Awaitable[ToolResult]]
     ) -> None:
-        """Run a job unless its invocation was cancelled; hand the result back."""
+        """Run a job and hand its result back; skipped if its invocation was cancelled.
+
+        Also skipped if its call has a stored result (its answer, or the placeholder of a
+        call left to an outside answer): a job sent again runs nothing, as a worker skips it.
+        """
         if await self.store.is_cancelled(job.app_name, job.invocation_id):
+            return
+        if job.function_call_id in await self.store.results(job.app_name, job.invocation_id):
             return
         self._wake(await self.service.deliver(job.app_name, job.invocation_id, await run()))
 

@@ -15,12 +15,13 @@ from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from tests.apps import ALL_APPS, APP_SPECS
+from tests.apps_branches import BRANCH_APP_SPECS, BRANCH_APPS
 from tests.apps_confirm import CONFIRM_APP_SPECS, CONFIRM_APPS, noted_runs
 from tests.support.processes import stack_env, start_celery_process
 
-CONTRACT_APPS = [*ALL_APPS, *CONFIRM_APPS]
+CONTRACT_APPS = [*ALL_APPS, *CONFIRM_APPS, *BRANCH_APPS]
 """The apps every backend of the contract suite serves."""
-CONTRACT_APP_SPECS = f"{APP_SPECS},{CONFIRM_APP_SPECS}"
+CONTRACT_APP_SPECS = f"{APP_SPECS},{CONFIRM_APP_SPECS},{BRANCH_APP_SPECS}"
 
 
 class EmbeddedBackend:
@@ -50,6 +51,11 @@ class EmbeddedBackend:
     async def tool_runs(self, tag: str) -> list[tuple[str, int]]:
         """Runs of the test apps' tools noted under ``tag`` (see ``tests.apps_confirm``)."""
         return noted_runs(tag)
+
+    async def left_to_outside(self, app: str, inv: str, call_id: str) -> bool:
+        """True once the call's job ended leaving the call to an outside answer."""
+        result = (await self.rt.store.results(app, inv)).get(call_id)
+        return result is not None and not result.answered
 
 
 class CeleryBackend:
@@ -81,6 +87,12 @@ class CeleryBackend:
     async def tool_runs(self, tag: str) -> list[tuple[str, int]]:
         """Runs of the test apps' tools noted under ``tag`` (see ``tests.apps_confirm``)."""
         return await asyncio.to_thread(noted_runs, tag, self.stack["url"])
+
+    async def left_to_outside(self, app: str, inv: str, call_id: str) -> bool:
+        """True once the call's job ended leaving the call to an outside answer."""
+        calls = await asyncio.to_thread(self.client.calls, app, inv)
+        return any(c.function_call_id == call_id and c.where == "waiting for an answer"
+                   for c in calls)
 
 
 LIBRARY_TRICKS_OFF = {
