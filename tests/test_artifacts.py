@@ -344,6 +344,20 @@ async def test_circular_reference_is_reported(artifact_service: BaseArtifactServ
         await load(artifact_service, "loop")
 
 
+@pytest.mark.parametrize("owner", [("other-app", USER), (APP, "other-user")])
+async def test_a_reference_to_another_apps_or_users_artifact_is_refused(
+    artifact_service: BaseArtifactService, owner: tuple[str, str]
+):
+    """A reference reads nothing its saver may not read itself (an API token of one app)."""
+    app, user = owner
+    await artifact_service.save_artifact(app_name=app, user_id=user, session_id="s-x",
+                                         filename="secret", artifact=text("secret"))
+    uri = f"artifact://apps/{app}/users/{user}/sessions/s-x/artifacts/secret/versions/0"
+    with pytest.raises(InputValidationError, match="outside app"):
+        await save(artifact_service, "steal", {"fileData": {"fileUri": uri}})
+    assert await load(artifact_service, "steal") is None
+
+
 @pytest.mark.parametrize(
     "uri",
     [

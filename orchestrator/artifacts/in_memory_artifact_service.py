@@ -89,7 +89,7 @@ class InMemoryArtifactService(BaseArtifactService):
         location = _scoping.locate(
             app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
         )
-        part = _scoping.coerce_part(artifact)
+        part = _scoping.coerce_part(artifact, location)
         version = self._store.next_version(location)
         info = ArtifactVersion(
             version=version,
@@ -138,6 +138,8 @@ class InMemoryArtifactService(BaseArtifactService):
         if parsed is None:  # rejected on save; kept as a guard
             raise InputValidationError(f"Invalid artifact reference URI: {ref!r}.")
         target, target_version = parsed
+        if not _scoping.same_owner(target, location):  # refused on save; kept as a guard
+            raise InputValidationError(f"Artifact reference {ref!r} points outside its owner.")
         return self._load(target, target_version, seen)
 
     def _select(self, location: ArtifactLocation, version: int | None) -> _StoredVersion | None:

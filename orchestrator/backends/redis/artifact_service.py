@@ -127,7 +127,7 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
         location = _scoping.locate(
             app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
         )
-        part = _scoping.coerce_part(artifact)
+        part = _scoping.coerce_part(artifact, location)
         meta = {
             "customMetadata": {
                 str(key): loads(encode_value(value, what=f"custom_metadata key {key!r}"))
@@ -174,6 +174,8 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
             parsed = _scoping.parse_artifact_uri(ref)
             if parsed is None:  # rejected on save; kept as a guard
                 raise InputValidationError(f"Invalid artifact reference URI: {ref!r}.")
+            if not _scoping.same_owner(parsed[0], location):  # refused on save; a guard too
+                raise InputValidationError(f"Artifact reference {ref!r} points outside its owner.")
             location, version = parsed
 
     async def _read(self, list_key: str, version: int | None) -> tuple[int, Any] | None:
