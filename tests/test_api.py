@@ -193,6 +193,18 @@ async def test_a_fresh_server_takes_a_burst_of_requests(celery_stack):
     assert [r.status_code for r in replies] == [202] * 150, replies[0].text
 
 
+def test_an_enqueue_sent_again_with_its_invocation_id_makes_no_second_session(api):
+    body = {"newMessage": "hi", "invocationId": "e-sent-again"}
+    first = httpx.post(f"{api}/apps/chat/users/rep/invocations", json=body)
+    again = [httpx.post(f"{api}/apps/chat/users/rep/invocations", json=body) for _ in range(3)]
+    assert first.status_code == 202 and {r.status_code for r in again} == {202}
+    assert {r.json()["sessionId"] for r in again} == {first.json()["sessionId"]}
+    other = httpx.post(f"{api}/apps/chat/users/intruder/invocations", json=body)
+    assert other.status_code == 422 and "invocation_id" in other.text
+    assert len(httpx.get(f"{api}/apps/chat/users/rep/sessions").json()) == 1
+    assert httpx.get(f"{api}/apps/chat/users/intruder/sessions").json() == []
+
+
 def test_the_access_log_can_be_turned_off(celery_stack):
     env = stack_env(celery_stack["url"], "")
     lines = {}
@@ -228,6 +240,27 @@ def test_tokens_open_their_apps_only_and_bodies_are_bounded(locked_api):
                        headers={**chat, "content-type": "application/json"})
     assert small.status_code == 200
     assert httpx.get(f"{locked_api}/docs", headers=chat).status_code == 200
+    assert httpx.get(f"{locked_api}/version").status_code == 401
+    assert httpx.get(f"{locked_api}/version", headers=chat).status_code == 200
+    assert httpx.get(f"{locked_api}/health").status_code == 200
+
+
+def test_stream_positions_and_limits_out_of_range_are_refused_not_read(api):
+    """An entry id Redis would refuse must not reach the read every follow of the process
+    shares (it failed them all); digits that are not ASCII are no number here either."""
+    invocation_id = httpx.post(f"{api}/apps/chat/users/pos/invocations",
+                               json={"newMessage": "hi"}).json()["invocationId"]
+    stream = f"{api}/apps/chat/invocations/{invocation_id}/stream"
+    for position in ("99999999999999999999999-0", "18446744073709551616-0", b"\xb9-1", "1-"):
+        refused = httpx.get(stream, headers=[("last-event-id", position)], timeout=10)
+        assert refused.status_code == 422 and "Last-Event-ID" in refused.text, position
+    ended = frames(httpx.get(stream, timeout=30))  # the whole follow, to its end
+    assert ended[-1]["data"] == {"status": "completed"}
+    for position in (ended[-1]["id"], "18446744073709551615-0"):  # at or past the end
+        back = httpx.get(stream, headers={"Last-Event-ID": position}, timeout=10)
+        assert back.status_code == 200 and frames(back) == []  # ends at once, nothing more
+    listed = httpx.get(f"{api}/apps/chat/invocations", params={"limit": "\u00b2"})
+    assert listed.status_code == 422 and "limit" in listed.text
 
 
 def test_without_tokens_the_api_refuses_to_listen_beyond_loopback(celery_stack):

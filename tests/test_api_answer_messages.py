@@ -14,7 +14,7 @@ from tests.test_api import frames, start_api
 @pytest.fixture(scope="module")
 def api(celery_stack):
     api, base = start_api(stack_env(celery_stack["url"], "tests.apps:approval_app,tests.apps:chat_app,"
-                                                         "tests.apps_confirm:guarded_app"))
+                                                         "tests.apps_confirm:guarded_app,tests.apps_confirm:guarded_pair_app"))
     yield base
     api.stop()
 
@@ -102,3 +102,33 @@ def test_a_confirmation_answer_that_is_no_confirmation_is_refused_and_nothing_is
     done = httpx.post(f"{api}/run", timeout=30, json={
         **base, "newMessage": _answer(request, {"confirmed": False})}).json()
     assert done[-1]["content"]["parts"][0]["text"] == "payout: {'error': 'This tool call is rejected.'}"
+
+
+
+def test_a_message_with_one_refused_answer_stores_none_of_them(api):
+    """Two confirmations asked in one turn: a message answering both, one of them wrongly,
+    or answering a call that is not pending beside a right answer, answers neither."""
+    session = httpx.post(f"{api}/apps/guarded_pair/users/eve/sessions").json()["id"]
+    base = {"appName": "guarded_pair", "userId": "eve", "sessionId": session}
+    events = httpx.post(f"{api}/run", timeout=30, json={
+        **base, "newMessage": {"role": "user", "parts": [{"text": "pay"}]}}).json()
+    calls = [p["functionCall"] for e in events for p in e["content"]["parts"] if "functionCall" in p]
+    pay, requests = calls[0], [c for c in calls if c["name"] == "adk_request_confirmation"]
+    deep: dict = {}
+    for _ in range(40):
+        deep = {"a": deep}
+    for second, status in (((requests[1], {"confirmed": "maybe"}), 422),
+                           ((requests[1], {"confirmed": True, "payload": deep}), 422),
+                           ((requests[0], {"confirmed": False}), 422),  # the same call twice
+                           ((pay, {"paid": 1}), 409)):  # waits for its confirmation
+        message = {"role": "user", "parts": [*_answer(requests[0], {"confirmed": True})["parts"],
+                                             *_answer(*second)["parts"]]}
+        refused = httpx.post(f"{api}/run", timeout=30, json={**base, "newMessage": message})
+        assert refused.status_code == status, refused.text
+    # Nothing of them was stored: both confirmations are still to be answered, once.
+    message = {"role": "user", "parts": [*_answer(requests[0], {"confirmed": False})["parts"],
+                                         *_answer(requests[1], {"confirmed": False})["parts"]]}
+    done = httpx.post(f"{api}/run", timeout=30, json={**base, "newMessage": message})
+    assert done.status_code == 200, done.text
+    rejected = {"error": "This tool call is rejected."}
+    assert done.json()[-1]["content"]["parts"][0]["text"] == f"payouts: {rejected}, {rejected}"

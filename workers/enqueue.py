@@ -99,7 +99,8 @@ def queue_invocation(
     :func:`enqueue_scripts` and send it again. Read the replies with :func:`was_queued`.
     """
     if new_session:
-        sessions.queue_create_if_absent(pipe, record.app_name, record.user_id, record.session_id)
+        sessions.queue_create_if_absent(pipe, record.app_name, record.user_id, record.session_id,
+                                        unless_invocation=record.invocation_id)
     queue.queue_create_and_push(pipe, record, WorkItem(kind="start", invocation_id=record.invocation_id),
                                 session_must_exist=session_must_exist and not new_session)
 

@@ -173,8 +173,9 @@ async def health() -> dict[str, str]:
 
 
 @router.get("/version")
-async def version() -> dict[str, str]:
-    """The version of adk-celery serving."""
+async def version(request: Request) -> dict[str, str]:
+    """The version of adk-celery serving (to a caller with a token, where tokens are set)."""
+    backend_of(request).access.apps_of(request)  # 401 without a valid token
     return {"version": metadata.version("adk-celery"), "language": "python",
             "language_version": python_platform.python_version()}
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from fastapi import HTTPException
 
-from orchestrator.distributed.intake import check_confirmation
+from orchestrator.distributed.intake import check_answer, check_confirmation
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
-from orchestrator.errors import PayloadError
+from orchestrator.errors import RequestError
 from orchestrator.flows.contents import REQUEST_CONFIRMATION
 from workers.api.backend import Backend
 
@@ -52,23 +52,36 @@ async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
     issued = {call.id: (event.invocation_id, call.name) for event in session.events
               for call in event.get_function_calls() if call.id}
     owners = set()
+    answered: set[str] = set()
+    # Every response is checked before any is stored: a refused message answers nothing.
     for index, response in enumerate(responses):
         call_id = response.get("id")
         if not isinstance(call_id, str) or call_id not in issued:
             raise _refused(index, f"{call_id!r} answers no call of this session")
+        if call_id in answered:
+            raise _refused(index, f"{call_id!r} is answered twice in this message")
+        answered.add(call_id)
         if not isinstance(response.get("response"), dict):
             raise _refused(index, "response must be a JSON object")
         owner, name = issued[call_id]
-        if name == REQUEST_CONFIRMATION:  # checked before any answer is stored
-            try:
+        try:
+            check_answer(owner, call_id, response["response"], backend.runtime.limits)
+            if name == REQUEST_CONFIRMATION:
                 check_confirmation(response["response"])
-            except PayloadError as error:
-                raise _refused(index, str(error)) from None
+        except RequestError as error:
+            raise _refused(index, str(error)) from None
         owners.add(owner)
     if len(owners) != 1 or (invocation_id is not None and owners != {invocation_id}):
         raise HTTPException(422, "new_message: function responses must answer calls of one "
                                  "invocation (the request's invocation_id, if given)")
     record = await backend.record(app_name, owners.pop())
+    if record.status.is_finished:
+        raise HTTPException(409, f"Invocation {record.invocation_id!r} is {record.status.value}; "
+                                 "it takes no answers.")
+    waiting = [call_id for call_id in answered if call_id not in record.pending_calls]
+    if waiting:
+        raise HTTPException(409, f"Invocation {record.invocation_id!r} has no pending call "
+                                 f"{waiting[0]!r} (pending: {record.pending_calls or 'none'}).")
     after = await _stream_end(backend, record) if record.status is InvocationStatus.PAUSED else None
     for response in responses:
         await backend.answer(app_name, record.invocation_id, response["id"], response["response"])

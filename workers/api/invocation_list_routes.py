@@ -25,7 +25,8 @@ async def _page(backend: Backend, app_name: str, *, status: str | None, limit: s
     try:
         query = invocation_query(
             app_name, status=status, user_id=user_id, session_id=session_id,
-            limit=int(limit) if limit is not None and limit.isdigit() else limit or DEFAULT_LIMIT,
+            limit=int(limit) if limit is not None and limit.isascii() and limit.isdigit()
+            else limit or DEFAULT_LIMIT,
             cursor=cursor, limits=backend.runtime.limits)
     except RequestError as error:
         raise HTTPException(422, str(error)) from None

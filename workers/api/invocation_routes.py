@@ -5,12 +5,14 @@ An invocation is addressed by its app and id (``/apps/{app}/invocations/{id}``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Header, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from orchestrator.backends.redis import keys
 from orchestrator.distributed.models import InvocationStatus
 from workers.api.adk_routes import _Camel, checked
 from workers.api.backend import Backend, event_json, record_json, sse
@@ -101,6 +103,11 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
     if last_event_id is not None and not _is_entry_id(last_event_id):
         raise HTTPException(422, "Last-Event-ID: not an id this stream sent")
     record = await backend.record(app_name, invocation_id)
+    if last_event_id is not None and record.status.is_finished and await _read_to_end(
+            backend, record, last_event_id):
+        # A client back after the last frame (EventSource reconnects once a stream ends):
+        # nothing more will come, so the follow ends at once rather than waiting for ever.
+        return StreamingResponse(iter(()), media_type="text/event-stream")
 
     stop_at = InvocationStatus.FINISHED if until == "finished" else InvocationStatus.SETTLED
 
@@ -116,9 +123,33 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
     return StreamingResponse(frames(), media_type="text/event-stream")
 
 
+async def _read_to_end(backend: Backend, record: Any, last_event_id: str) -> bool:
+    """True if ``last_event_id`` is at or past the last entry of the invocation's stream."""
+    services = await backend.services()
+    last = await services.redis.xrevrange(
+        keys.invocation_stream(record.app_name, record.invocation_id), count=1)
+    return not last or _entry_number(last[0][0]) <= _entry_number(last_event_id)
+
+
+def _entry_number(entry_id: str) -> tuple[int, int]:
+    left, _, right = entry_id.partition("-")
+    return int(left), int(right or 0)
+
+
+_ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
+_ENTRY_PART_MAX = 2**64 - 1
+"""Each part of a Redis stream entry id is an unsigned 64-bit number."""
+
+
 def _is_entry_id(value: str) -> bool:
+    """True for a stream entry id Redis accepts.
+
+    An id out of its range would fail the read that every follow of this process shares.
+    """
+    if not _ENTRY_ID.fullmatch(value):
+        return False
     left, _, right = value.partition("-")
-    return left.isdigit() and right.isdigit() and len(value) <= 40
+    return int(left) <= _ENTRY_PART_MAX and int(right) <= _ENTRY_PART_MAX
 
 
 @router.post("/apps/{app_name}/invocations/{invocation_id}/answer", status_code=202)

@@ -94,7 +94,7 @@ class BodyLimit:
             return
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit():
+        if declared is not None and declared.isascii() and declared.isdigit():
             if int(declared) > self.limit:
                 await _too_large(send, self.limit)
             elif b"transfer-encoding" in headers:  # which of the two frames it is unclear

@@ -88,6 +88,9 @@ class CreateSession(SessionKeys):
 
     session_seq: str = key_field()
     """The app's counter of sessions (orders sessions created at the same time)."""
+    unless: str | None = optional_key_field()
+    """An invocation record: the session is not created if it exists (an enqueue sent
+    again with its invocation id, for which the session was made the first time)."""
     session_id: str
     app_name: str
     user_id: str
@@ -102,7 +105,7 @@ class CreateSession(SessionKeys):
 
 
 CREATE = LuaScript(CreateSession, f"""
-if redis.call('EXISTS', meta) == 1 then
+if redis.call('EXISTS', meta) == 1 or (unless ~= meta and redis.call('EXISTS', unless) == 1) then
   return redis.error_reply('{EXISTS}')
 end
 local bad = wrong_type({{{_LUA_SESSION_TYPES}, {{session_seq, 'string'}}}})
@@ -221,12 +224,16 @@ with the token, or the event answers a call already answered."""
 
 
 def create_operands(
-    app_name: str, user_id: str, session_id: str, now: str, encoded: dict[str, str]
+    app_name: str, user_id: str, session_id: str, now: str, encoded: dict[str, str],
+    unless: str | None = None,
 ) -> CreateSession:
-    """The operands of :data:`CREATE`: the session's identity, creation time and state."""
+    """The operands of :data:`CREATE`: the session's identity, creation time and state.
+
+    ``unless``: see :attr:`CreateSession.unless`.
+    """
     app_delta, user_delta, session_state = split_state_delta(encoded)
     return CreateSession(
-        **session_keys(app_name, user_id, session_id),
+        **session_keys(app_name, user_id, session_id), unless=unless,
         session_seq=keys.app_session_seq(app_name), session_id=session_id, app_name=app_name,
         user_id=user_id, now=now, app_member=app_member(user_id, session_id),
         state_pairs=session_state, app_state_pairs=app_delta, user_state_pairs=user_delta)

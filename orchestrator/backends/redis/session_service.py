@@ -160,14 +160,19 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             last_update_time=float(now),
         )
 
-    def queue_create_if_absent(self, pipe: Any, app_name: str, user_id: str, session_id: str) -> None:
+    def queue_create_if_absent(self, pipe: Any, app_name: str, user_id: str, session_id: str,
+                               *, unless_invocation: str | None = None) -> None:
         """Add the creation of an empty session (unless it exists) to a pipeline.
 
-        The script is called by its sha (load :attr:`create_script_source` after a Redis restart).
-        Check its reply with :func:`check_created_if_absent`.
+        ``unless_invocation``: nor if that invocation of the app exists (its enqueue sent
+        again: the session was made the first time). The script is called by its sha (load
+        :attr:`create_script_source` after a Redis restart). Check its reply with
+        :func:`check_created_if_absent`.
         """
         now = score(platform.get_time(), what="the creation time")
-        self._create_script.queue(pipe, create_operands(app_name, user_id, session_id, now, {}))
+        unless = keys.invocation(app_name, unless_invocation) if unless_invocation else None
+        self._create_script.queue(
+            pipe, create_operands(app_name, user_id, session_id, now, {}, unless=unless))
 
     @property
     def create_script_source(self) -> str:
