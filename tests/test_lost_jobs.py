@@ -12,6 +12,7 @@ second run of the tool.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -22,6 +23,7 @@ import redis
 
 from config import Settings
 from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.jobs import watch_member
 from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS, PARKED_QUEUE
 from tests.apps_extra import APP_SPECS as EXTRA_SPECS
@@ -237,3 +239,41 @@ def test_an_async_tool_past_its_deadline_is_stopped(redis_url):
         assert "timed out" in answer.response["error"]
         s.worker.wait_for_line(lambda line: "stopped: invocation cancelled or call answered" in line,
                              timeout=10)
+
+
+def test_a_copy_of_a_running_job_delivered_again_does_not_run_it_a_second_time(redis_url):
+    """kombu restores an unacknowledged message (a visibility timeout, a closed channel)
+    while its job still runs: the copy finds the attempt running on a live worker."""
+    with _stack(redis_url, 9) as s:
+        check, client = s.check, s.client
+        inv = client.enqueue("fragile", "u", "go")
+        started = check.blpop([runs_key(inv)], timeout=15)
+        assert started is not None, s.worker.output()
+        call_id = started[1].split()[1]
+        sent = json.loads(check.hget(keys.invocation_jobs("fragile", inv), f"c:{call_id}"))
+        check.lpush(sent["queue_key"], sent["message"])  # the message, as kombu restores it
+        s.worker.wait_for_line(lambda line: "running on a live worker" in line)
+        check.lpush(gate_key(inv), "test")
+        record = client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        assert check.llen(runs_key(inv)) == 0  # the one run only (popped above)
+        assert [r.id for r in _responses(client, "fragile", inv)] == [call_id]
+
+
+def test_without_fast_publish_a_job_waiting_in_its_queue_is_not_taken_for_lost(redis_url):
+    """Sent by kombu's own publish, a job's place in its queue is unknown: while the queue
+    holds messages the job waits there; it is not dispatched again and again."""
+    from tests.apps import PARKED_QUEUE
+
+    with _stack(redis_url, 8, worker=False, fast_publish="false") as s:
+        inv = s.client.enqueue("parked", "u", "x")
+        assert s.client.wait("parked", inv, timeout=15).status is InvocationStatus.PAUSED
+        [call] = s.client.calls("parked", inv)
+        member = watch_member("parked", inv, call.function_call_id)
+        watch = keys.job_watch(Settings(redis_url=s.url).invocations_queue)
+        looks = [s.check.zscore(watch, member)]
+        while len(looks) < 4:  # the watchdog looked at it three times since it was sent
+            looks.append(_wait_for(lambda: (score := s.check.zscore(watch, member)) != looks[-1]
+                                   and score, what="the watchdog's next look"))
+        assert s.check.hget(keys.invocation_jobs("parked", inv), f"a:{call.function_call_id}") == "1"
+        assert s.check.llen(PARKED_QUEUE) == 1

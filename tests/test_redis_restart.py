@@ -38,6 +38,7 @@ import redis
 from kombu import Connection, Exchange, Producer, Queue
 
 from config import Settings
+from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.connection import connect
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from tests.apps_extra import APP_SPECS, gate_key, runs_key
@@ -220,3 +221,40 @@ def test_a_broker_channel_closed_after_losing_its_connection_requeues_its_unacke
     finally:
         connection.release()
         check.close()
+
+
+def test_a_job_running_through_an_outage_longer_than_its_silence_limit_is_not_run_again(
+    server: RedisServer,
+) -> None:
+    """No worker can beat while Redis is away: the silence of an outage is not taken for a
+    dead worker (the watchdog gives jobs their time to beat again once Redis is back)."""
+    url = server.url
+    env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2", job_heartbeat_seconds="1",
+                    watchdog_interval_seconds="0.1")  # taken for dead after 3 s of silence
+    with ExitStack() as stack:
+        orchestrator = start_celery_process("orchestrator", "outage-orch", env)
+        stack.callback(orchestrator.kill)
+        worker = _adk_worker(env)
+        stack.callback(worker.kill)
+        client = Client(Settings(redis_url=url, apps=APP_SPECS, lease_retry_seconds=0.2))
+        stack.callback(client.close)
+        check = redis.Redis.from_url(url, decode_responses=True, socket_timeout=WAIT_SECONDS + 5)
+        stack.callback(check.close)
+
+        inv = client.enqueue("fragile", "u", "go")
+        started = check.blpop([runs_key(inv)], timeout=WAIT_SECONDS)
+        assert started is not None, worker.output()
+        assert server.port is not None
+        send_command(server.port, "SAVE", timeout=10)
+        _kill(server)
+        for process in (orchestrator, worker):
+            process.wait_for_line(_lost_broker, timeout=WAIT_SECONDS)
+        time.sleep(4.0)  # the outage: longer than the silence limit
+        server.start()
+
+        record = _wait(client, "fragile", inv, orchestrator, worker)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        assert check.llen(runs_key(inv)) == 0  # started once (popped above)
+        call_id = started[1].split()[1]
+        assert check.hget(keys.invocation_jobs("fragile", inv), f"a:{call_id}") == "1"
+        assert not [line for line in orchestrator.lines if "dispatching attempt" in line]

@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -232,6 +233,7 @@ _SKIPPED = {
     "answered": "already answered",
     "superseded": "skipped: a later attempt of this call was dispatched",
     "waiting": "skipped: already ran; the call waits for an answer from outside",
+    "running": "skipped: this attempt is running on a live worker",
     "forged": "refused: no call was dispatched with this job",
 }
 """What a job that is not run says it did (Flower shows it as the task's result)."""
@@ -299,10 +301,11 @@ async def _claim(services: Services, job: ToolJob | AgentJob, digest: str) -> st
     logged: it runs nothing, stores nothing, so nothing of it is ever appended.
     """
     runtime = get_runtime()
+    run_id = uuid.uuid4().hex  # the same through the retries of this one claim
     verdict: str = await _retrying("Claiming a job", lambda: services.store.claim_job(
         job.app_name, job.invocation_id, job.function_call_id, attempt=job.attempt,
         worker=WORKER_ID, branch=isinstance(job, AgentJob),
-        lost_after=runtime.heartbeats.lost_after, digest=digest,
+        lost_after=runtime.heartbeats.lost_after, digest=digest, run_id=run_id,
     ))
     name = job.agent_name if isinstance(job, AgentJob) else job.tool_name
     if verdict == "forged":
@@ -324,7 +327,10 @@ async def _hand_back(services: Services, job: ToolJob | AgentJob, result: ToolRe
         await deliver_result(services.store, services.queue, job.app_name, job.invocation_id,
                              result, key=key)
 
-    await _retrying("Storing a job's result", store)
+    # The job beats until its result is in: storing it may wait out a Redis outage, and a
+    # silent job would be taken for lost and run again.
+    with get_runtime().heartbeats.running(job):
+        await _retrying("Storing a job's result", store)
 
 
 async def _run_tool(

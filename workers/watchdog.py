@@ -40,6 +40,7 @@ from orchestrator.backends.redis.jobs import (
     queued_look_after,
     silence_limit,
 )
+from orchestrator.backends.redis.stats import PRIORITY_SEPARATOR, PRIORITY_STEPS
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.errors import is_infrastructure_error
@@ -72,6 +73,11 @@ class JobWatchdog:
         self._missing_since: dict[str, float] = {}
         """Calls seen neither queued nor claimed, and since when (this orchestrator's view)."""
         self._task: asyncio.Task[None] | None = None
+        self._seeing_since = time.time()
+        """Since when this watchdog reads Redis without failing: silence from before that
+        (its start, or the end of an outage, when no worker could beat) is not held
+        against a job."""
+        self._blind = False
 
     def start(self) -> None:
         """Start sweeping (on the running loop) every ``watchdog_interval_seconds``."""
@@ -94,12 +100,21 @@ class JobWatchdog:
                 if not is_infrastructure_error(error):
                     logger.exception("Job watchdog sweep failed")
                 else:
+                    self._blind = True
                     logger.warning("Job watchdog sweep failed (%s); retrying", error)
 
     async def sweep(self, now: float | None = None) -> int:
         """Look at every call due by ``now``; return how many were dispatched again or ended."""
-        now = time.time() if now is None else now
-        due = await self._redis.zrangebyscore(self._watch_key, "-inf", now, start=0, num=_BATCH)
+        asked = time.time()
+        due = await self._redis.zrangebyscore(
+            self._watch_key, "-inf", asked if now is None else now, start=0, num=_BATCH)
+        if now is None:
+            now = time.time()
+            # A read that waited out a Redis outage (the client retries through a restart),
+            # or one after failed sweeps: Redis is back, and every worker gets its time to
+            # beat again before its silence counts.
+            if self._blind or now - asked > self._interval + 1.0:
+                self._blind, self._seeing_since = False, now
         acted = 0
         for member in due:
             acted += await self._look(member, now)
@@ -172,22 +187,37 @@ class JobWatchdog:
         if run.get("state") == "running":
             self._missing_since.pop(member, None)
             beat = float(run.get("beat", 0))
-            if now - beat < self._silent_after:
-                await self._look_again(member, beat + self._silent_after, deadline)
+            heard = max(beat, self._seeing_since)
+            if now - heard < self._silent_after:
+                await self._look_again(member, heard + self._silent_after, deadline)
                 return None
             return f"its worker {run.get('worker')} stopped (no sign of life for {now - beat:.0f} s)"
         message, queue_key = dispatch.get("message"), dispatch.get("queue_key")
-        if message is not None and queue_key is not None and (
-            await self._redis.lpos(queue_key, message) is not None
-        ):
+        if message is not None and queue_key is not None:
+            queued = await self._redis.lpos(queue_key, message) is not None
+        else:
+            # Sent by kombu's own publish (fast_publish off, TLS or Sentinel brokers): its
+            # place is unknown. While its queue holds messages it may be one of them; only
+            # a job missing from an empty queue is taken for lost.
+            queued = await self._queue_holds_messages(str(dispatch.get("queue", "")))
+        if queued:
             self._missing_since.pop(member, None)  # still waiting for a free worker
             await self._look_again(member, now + self._missing_after, deadline)
             return None
-        since = self._missing_since.setdefault(member, now)
+        since = max(self._missing_since.setdefault(member, now), self._seeing_since)
         if now - since < self._missing_after:
             await self._look_again(member, since + self._missing_after, deadline)
             return None
         return "its message was lost before any worker started it"
+
+    async def _queue_holds_messages(self, queue: str) -> bool:
+        """True if the queue (any of kombu's priority lists of it) holds a message."""
+        if not queue:
+            return False
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for step in PRIORITY_STEPS:
+                pipe.llen(queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}")
+            return any(await pipe.execute())
 
     async def _dispatch_again(
         self, raw: dict[str, Any], attempt: int, deaths: int, cause: str
