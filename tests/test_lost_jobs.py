@@ -23,8 +23,10 @@ import redis
 
 from config import Settings
 from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.jobs import watch_member
-from orchestrator.distributed.models import InvocationStatus
+from orchestrator.backends.redis.jobs import dispatched_job, job_digest, watch_member
+from orchestrator.distributed.executor import execute_agent_job
+from orchestrator.distributed.hand_back import deliver_result
+from orchestrator.distributed.models import AgentJob, InvocationStatus
 from tests.apps import APP_SPECS, PARKED_QUEUE
 from tests.apps_extra import APP_SPECS as EXTRA_SPECS
 from tests.apps_extra import gate_key, runs_key
@@ -241,23 +243,45 @@ def test_an_async_tool_past_its_deadline_is_stopped(redis_url):
                              timeout=10)
 
 
-def test_a_copy_of_a_running_job_delivered_again_does_not_run_it_a_second_time(redis_url):
-    """kombu restores an unacknowledged message (a visibility timeout, a closed channel)
-    while its job still runs: the copy finds the attempt running on a live worker."""
-    with _stack(redis_url, 9) as s:
-        check, client = s.check, s.client
-        inv = client.enqueue("fragile", "u", "go")
-        started = check.blpop([runs_key(inv)], timeout=15)
-        assert started is not None, s.worker.output()
-        call_id = started[1].split()[1]
-        sent = json.loads(check.hget(keys.invocation_jobs("fragile", inv), f"c:{call_id}"))
-        check.lpush(sent["queue_key"], sent["message"])  # the message, as kombu restores it
-        s.worker.wait_for_line(lambda line: "running on a live worker" in line)
-        check.lpush(gate_key(inv), "test")
-        record = client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
-        assert record.status is InvocationStatus.COMPLETED, record.error
-        assert check.llen(runs_key(inv)) == 0  # the one run only (popped above)
-        assert [r.id for r in _responses(client, "fragile", inv)] == [call_id]
+def test_two_runs_of_one_branch_job_commit_one_turn(redis_url):
+    """A copy of a branch's job delivered again while the first run is alive (kombu restores
+    unacknowledged messages) runs too (at least once): the branch's turn committed is the
+    first stored, never a second one beside it."""
+    from workers.runtime import Runtime
+
+    with _stack(redis_url, 7, worker=False) as s:  # the test runs the branch job itself, twice
+        inv = s.client.enqueue("branch_pause", "u", "go")
+        record = s.client.wait("branch_pause", inv, timeout=20)
+        jobs = keys.invocation_jobs("branch_pause", inv)
+        sent = {cid: dispatched_job(json.loads(s.check.hget(jobs, f"c:{cid}")))
+                for cid in record.pending_calls}
+        [(x_id, x_sent)] = [(cid, job) for cid, job in sent.items() if job["agent_name"] == "x"]
+        job = AgentJob.model_validate(x_sent)
+        runtime = Runtime(Settings(redis_url=s.url, apps=SPECS))
+        s.stack.callback(runtime.close)
+
+        async def run_twice() -> list[Any]:
+            services = await runtime.services()
+            claims = [await services.store.claim_job(
+                "branch_pause", inv, x_id, attempt=1, worker=worker, branch=True,
+                lost_after=15.0, digest=job_digest(x_sent)) for worker in ("w-a:1", "w-b:2")]
+            assert claims == ["run", "run"]
+            results = [await execute_agent_job(job, services.registry,
+                                               artifact_service=services.artifacts)
+                       for _ in claims]
+            key = ("branch_pause", "u", job.session_id)
+            return [await deliver_result(services.store, services.queue, "branch_pause", inv,
+                                         result, key=key) for result in results]
+
+        stored = runtime.run(run_twice())
+        assert [key is not None for key in stored] == [True, False]  # the second is refused
+        _wait_for(lambda: any(e.author == "x" and e.get_function_calls()
+                              for e in s.client.events("branch_pause", inv)), what="x's turn")
+        record = s.client.wait("branch_pause", inv, timeout=20)
+        turns = [e for e in s.client.events("branch_pause", inv)
+                 if e.author == "x" and e.get_function_calls()]
+        assert len(turns) == 1
+        assert sorted(record.pending_tools.values()).count("ask_human") == 1
 
 
 def test_without_fast_publish_a_job_waiting_in_its_queue_is_not_taken_for_lost(redis_url):

@@ -8,7 +8,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -233,7 +232,6 @@ _SKIPPED = {
     "answered": "already answered",
     "superseded": "skipped: a later attempt of this call was dispatched",
     "waiting": "skipped: already ran; the call waits for an answer from outside",
-    "running": "skipped: this attempt is running on a live worker",
     "forged": "refused: no call was dispatched with this job",
 }
 """What a job that is not run says it did (Flower shows it as the task's result)."""
@@ -301,11 +299,10 @@ async def _claim(services: Services, job: ToolJob | AgentJob, digest: str) -> st
     logged: it runs nothing, stores nothing, so nothing of it is ever appended.
     """
     runtime = get_runtime()
-    run_id = uuid.uuid4().hex  # the same through the retries of this one claim
     verdict: str = await _retrying("Claiming a job", lambda: services.store.claim_job(
         job.app_name, job.invocation_id, job.function_call_id, attempt=job.attempt,
         worker=WORKER_ID, branch=isinstance(job, AgentJob),
-        lost_after=runtime.heartbeats.lost_after, digest=digest, run_id=run_id,
+        lost_after=runtime.heartbeats.lost_after, digest=digest,
     ))
     name = job.agent_name if isinstance(job, AgentJob) else job.tool_name
     if verdict == "forged":

@@ -163,16 +163,15 @@ class RedisInvocationStore:
 
     async def claim_job(
         self, app_name: str, invocation_id: str, function_call_id: str, *, attempt: int,
-        worker: str, branch: bool, lost_after: float, digest: str, run_id: str = "",
+        worker: str, branch: bool, lost_after: float, digest: str,
     ) -> str:
         """Before a worker runs a job: 'run' (now marked running on ``worker``), or why not.
 
         ``digest``: :func:`~orchestrator.backends.redis.jobs.job_digest` of the job as the
         worker received it. 'forged' (no such job was published: another call, attempt or
         content), 'superseded' (a later attempt of the call was dispatched), 'cancelled',
-        'answered' (a result is in), 'waiting' (the tool ran and the call waits for an
-        outside answer) or 'running' (this attempt runs on a live worker): see
-        :data:`~orchestrator.backends.redis.jobs.CLAIM`.
+        'answered' (a result is in) or 'waiting' (the tool ran and the call waits for an
+        outside answer): see :data:`~orchestrator.backends.redis.jobs.CLAIM`.
         """
         verdict = await self._claim(ClaimJob(
             cancel=keys.cancel_flag(app_name, invocation_id),
@@ -180,7 +179,7 @@ class RedisInvocationStore:
             jobs=keys.invocation_jobs(app_name, invocation_id), watch=self.job_watch_key,
             call_id=function_call_id, attempt=attempt, worker=worker, now=time.time(),
             branch="1" if branch else "", member=watch_member(app_name, invocation_id, function_call_id),
-            lost_after=lost_after, digest=digest, run_id=run_id))
+            lost_after=lost_after, digest=digest))
         return str(verdict)
 
     async def pending_details(self, record: InvocationRecord) -> list[PendingCall]:

@@ -138,8 +138,6 @@ class ClaimJob(Operands):
     """Seconds a running job may stay silent (:func:`silence_limit`)."""
     digest: str
     """:func:`job_digest` of the job as the worker received it."""
-    run_id: str = ""
-    """This run's own id: a claim sent again after its reply was lost finds its own mark."""
 
 
 CLAIM = LuaScript(ClaimJob, """
@@ -158,17 +156,8 @@ if done then
   if branch ~= '1' then return 'waiting' end
   if type(result['events']) == 'table' and #result['events'] > 0 then return 'answered' end
 end
-local held = redis.call('HGET', jobs, 'r:' .. call_id)
-if held then
-  local run = cjson.decode(held)
-  if run['state'] == 'running' and tonumber(run['attempt']) == tonumber(attempt)
-      and run['run'] ~= run_id and tonumber(now) - tonumber(run['beat']) <= tonumber(lost_after)
-  then
-    return 'running'
-  end
-end
 redis.call('HSET', jobs, 'r:' .. call_id, cjson.encode({state = 'running',
-  worker = worker, beat = tonumber(now), attempt = tonumber(attempt), run = run_id}))
+  worker = worker, beat = tonumber(now), attempt = tonumber(attempt)}))
 redis.call('ZADD', watch, next_look(jobs, call_id, now, lost_after), member)
 return 'run'
 """, functions=[_NEXT_LOOK])
@@ -182,9 +171,6 @@ return 'run'
 - 'answered': a final result is stored (for a branch, also a paused one with its events);
 - 'waiting': the tool already ran and left the call waiting for an answer from outside
   (its pending placeholder is stored): running it again would only repeat its effects;
-- 'running': this attempt runs on a worker that said it was alive within ``lost_after``
-  (a copy of its message delivered again: kombu restores unacknowledged messages); if that
-  run dies, its silence gets the call dispatched again;
 - else 'run', having marked the job running on this worker.
 """
 

@@ -139,6 +139,12 @@ local function put_result(results, watch, call_id, result, ttl, member)
   if existing then
     local decoded = cjson.decode(existing)
     if decoded['response'] ~= nil and decoded['response'] ~= cjson.null then return false end
+    if type(decoded['events']) == 'table' and #decoded['events'] > 0 then
+      -- A paused branch's turn is in: another run of that branch (a copy of its job
+      -- delivered again) may end it, not replace it with a second turn.
+      local new = cjson.decode(result)
+      if new['response'] == nil or new['response'] == cjson.null then return false end
+    end
   end
   redis.call('HSET', results, call_id, result)
   redis.call('EXPIRE', results, ttl)
@@ -147,6 +153,6 @@ local function put_result(results, watch, call_id, result, ttl, member)
 end
 """
 """``put_result(results, watch, call_id, result, ttl, member)``: store a call's result in the
-invocation's results hash unless a final one is there (then false, nothing written; a
-pending placeholder may be replaced), and end the watchdog's watch over the call (its
-``member`` of the job watch index ``watch``)."""
+invocation's results hash unless a final one is there, or a paused branch's and this one
+is not final (then false, nothing written; a pending placeholder may be replaced), and end
+the watchdog's watch over the call (its ``member`` of the job watch index ``watch``)."""
