@@ -197,9 +197,10 @@ async def test_a_read_that_fails_fails_its_followers_and_the_reader_goes_on(hub,
 
 async def test_a_read_whose_connection_drops_is_sent_again_and_its_followers_never_notice(hub, pair, client):
     waiting = asyncio.create_task(_collect(hub, "e-1", timeout=GUARD))
-    while not hub._blocked:
+    # Blocked in Redis: the hub says so as it sends the read, Redis sees it a moment later.
+    while not (readers := [c for c in await client.client_list() if c.get("cmd") == "xread"]):
         await asyncio.sleep(0.01)
-    [reader] = [c for c in await client.client_list() if c.get("cmd") == "xread"]
+    [reader] = readers
     await client.client_kill_filter(_id=reader["id"])  # as a Redis restart or a network cut would
     record = _record()
     await pair.status(record, S.QUEUED)
