@@ -40,7 +40,7 @@ from orchestrator.backends.redis.jobs import (
     queued_look_after,
     silence_limit,
 )
-from orchestrator.backends.redis.stats import PRIORITY_SEPARATOR, PRIORITY_STEPS
+from orchestrator.backends.redis.stats import queue_lists
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.errors import is_infrastructure_error
@@ -215,8 +215,8 @@ class JobWatchdog:
         if not queue:
             return False
         async with self._redis.pipeline(transaction=False) as pipe:
-            for step in PRIORITY_STEPS:
-                pipe.llen(queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}")
+            for key in queue_lists(queue):
+                pipe.llen(key)
             return any(await pipe.execute())
 
     async def _dispatch_again(

@@ -16,6 +16,7 @@ from orchestrator.agents.run_config import RunConfig
 from orchestrator.errors import LlmCallsLimitExceededError
 from orchestrator.events.event import Event
 from orchestrator.events.log_scans import LogScan
+from orchestrator.flows.contents import on_or_below
 from orchestrator.plugins.plugin_manager import PluginManager
 
 if TYPE_CHECKING:
@@ -186,12 +187,7 @@ class InvocationContext:
         branch = self.branch
         if branch is None:
             return [e for e in events if e.author == "user" or e.branch is None]
-        below = branch + "."
-
-        def on_or_below(name: str | None) -> bool:
-            return name == branch or (name or "").startswith(below)
-
-        calls = {c.id for e in events if on_or_below(e.branch)
+        calls = {c.id for e in events if on_or_below(e.branch, branch)
                  for c in e.get_function_calls() if c.id}
         seen = []
         for event in events:
@@ -199,7 +195,7 @@ class InvocationContext:
                 if event.branch == branch:
                     seen.append(event)
                 continue
-            if event.branch is not None and not on_or_below(event.branch):
+            if event.branch is not None and not on_or_below(event.branch, branch):
                 continue
             answered = {r.id for r in event.get_function_responses() if r.id}
             if not answered or answered & calls:

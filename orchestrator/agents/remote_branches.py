@@ -21,7 +21,7 @@ from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import AgentJob
 from orchestrator.errors import RemoteBranchError
 from orchestrator.events.event import Event
-from orchestrator.flows.contents import RUN_BRANCH, belongs_to_branch
+from orchestrator.flows.contents import RUN_BRANCH, belongs_to_branch, on_or_below
 from orchestrator.flows.remote_calls import json_snapshot
 
 if TYPE_CHECKING:
@@ -165,8 +165,8 @@ async def _collect(
                 "of its sub-agents any more."
             )
         branch = str(args.get("branch"))
-        if not any(_on(e.branch, branch) for e in events) or any(
-            _on(entry.event.branch, branch) for entry in still_open
+        if not any(on_or_below(e.branch, branch) for e in events) or any(
+            on_or_below(entry.event.branch, branch) for entry in still_open
         ):
             waiting = True  # still running on a worker, or waiting for an answer
             continue
@@ -193,8 +193,3 @@ async def _collect(
         return
     ctx.set_agent_state(agent.name, end_of_agent=True)
     yield agent._create_agent_state_event(ctx)
-
-
-def _on(event_branch: str | None, branch: str) -> bool:
-    """True for an event of ``branch`` or of a branch below it."""
-    return bool(event_branch) and (event_branch == branch or event_branch.startswith(branch + "."))

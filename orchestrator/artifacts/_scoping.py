@@ -110,16 +110,34 @@ def artifact_ref_of(part: types.Part) -> str | None:
     return None
 
 
-def coerce_part(
-    artifact: types.Part | Mapping[str, Any], location: ArtifactLocation | None = None
-) -> types.Part:
-    """Validate an artifact payload and return a private deep copy of it as a Part.
+def referenced(part: types.Part, owner: ArtifactLocation) -> tuple[ArtifactLocation, int] | None:
+    """Where ``part`` points (location, version) if it is an ``artifact://`` reference.
+
+    ``owner`` is the artifact that holds it: a reference must be well formed and name an
+    artifact of the same app and user (a reference never reads what its saver may not), else
+    ``InputValidationError``. Checked when saved; stores check again when they follow one.
+    """
+    ref = artifact_ref_of(part)
+    if ref is None:
+        return None
+    parsed = parse_artifact_uri(ref)
+    if parsed is None:
+        raise InputValidationError(f"Invalid artifact reference URI: {ref!r}.")
+    target = parsed[0]
+    if (target.app_name, target.user_id) != (owner.app_name, owner.user_id):
+        raise InputValidationError(
+            f"Artifact reference {ref!r} points outside app {owner.app_name!r} and user "
+            f"{owner.user_id!r}: a reference may only name an artifact of the same app and "
+            "user.")
+    return parsed
+
+
+def coerce_part(artifact: types.Part | Mapping[str, Any], location: ArtifactLocation) -> types.Part:
+    """Validate an artifact payload for ``location`` and return a private deep copy of it.
 
     Accepted payloads: ``inline_data``, ``text`` and ``file_data`` (an ``artifact://``
-    reference must be well formed, and point at an artifact of the same app and user as
-    ``location``, where it is saved: a reference never reads what its saver may not).
-    Raises ``InputValidationError`` when the payload is not a Part (or a dict valid as one),
-    or carries none of those fields.
+    reference: see :func:`referenced`). Raises ``InputValidationError`` when the payload is
+    not a Part (or a dict valid as one), or carries none of those fields.
     """
     if isinstance(artifact, types.Part):
         part = artifact.model_copy(deep=True)
@@ -137,22 +155,8 @@ def coerce_part(
             # google-adk's sentence first (its api_server shows it), then what is accepted.
             "Not supported artifact type. The part must carry inline_data, text or file_data."
         )
-    ref = artifact_ref_of(part)
-    if ref is not None:
-        parsed = parse_artifact_uri(ref)
-        if parsed is None:
-            raise InputValidationError(f"Invalid artifact reference URI: {ref!r}.")
-        if location is not None and not same_owner(parsed[0], location):
-            raise InputValidationError(
-                f"Artifact reference {ref!r} points outside app {location.app_name!r} and user "
-                f"{location.user_id!r}: a reference may only name an artifact of the same "
-                "app and user.")
+    referenced(part, location)
     return part
-
-
-def same_owner(one: ArtifactLocation, other: ArtifactLocation) -> bool:
-    """True if both artifacts belong to the same app and user."""
-    return (one.app_name, one.user_id) == (other.app_name, other.user_id)
 
 
 def detect_mime_type(part: types.Part) -> str | None:

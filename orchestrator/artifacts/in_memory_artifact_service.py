@@ -131,16 +131,10 @@ class InMemoryArtifactService(BaseArtifactService):
                 f"Circular artifact reference through {location.artifact_ref_uri(key[1])!r}."
             )
         seen.add(key)
-        ref = _scoping.artifact_ref_of(stored.part)
-        if ref is None:
+        target = _scoping.referenced(stored.part, location)
+        if target is None:
             return stored.part.model_copy(deep=True)
-        parsed = _scoping.parse_artifact_uri(ref)
-        if parsed is None:  # rejected on save; kept as a guard
-            raise InputValidationError(f"Invalid artifact reference URI: {ref!r}.")
-        target, target_version = parsed
-        if not _scoping.same_owner(target, location):  # refused on save; kept as a guard
-            raise InputValidationError(f"Artifact reference {ref!r} points outside its owner.")
-        return self._load(target, target_version, seen)
+        return self._load(*target, seen)
 
     def _select(self, location: ArtifactLocation, version: int | None) -> _StoredVersion | None:
         versions = self._store.versions(location)

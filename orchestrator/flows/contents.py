@@ -76,6 +76,11 @@ def belongs_to_branch(event_branch: str | None, agent_branch: str | None) -> boo
     return agent_branch == event_branch or agent_branch.startswith(event_branch + ".")
 
 
+def on_or_below(event_branch: str | None, branch: str) -> bool:
+    """True for an event of ``branch`` or of a branch below it (the other direction)."""
+    return bool(event_branch) and (event_branch == branch or event_branch.startswith(branch + "."))
+
+
 def build_contents(
     events: list[Event],
     *,

@@ -16,6 +16,7 @@ from orchestrator.backends.redis import keys
 from orchestrator.distributed.models import InvocationStatus
 from workers.api.adk_routes import _Camel, checked
 from workers.api.backend import Backend, event_json, record_json, sse
+from workers.api.watches import position_of
 
 router = APIRouter(tags=["invocations"])
 
@@ -128,12 +129,7 @@ async def _read_to_end(backend: Backend, record: Any, last_event_id: str) -> boo
     services = await backend.services()
     last = await services.redis.xrevrange(
         keys.invocation_stream(record.app_name, record.invocation_id), count=1)
-    return not last or _entry_number(last[0][0]) <= _entry_number(last_event_id)
-
-
-def _entry_number(entry_id: str) -> tuple[int, int]:
-    left, _, right = entry_id.partition("-")
-    return int(left), int(right or 0)
+    return not last or position_of(last[0][0]) <= position_of(last_event_id)
 
 
 _ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
@@ -146,10 +142,7 @@ def _is_entry_id(value: str) -> bool:
 
     An id out of its range would fail the read that every follow of this process shares.
     """
-    if not _ENTRY_ID.fullmatch(value):
-        return False
-    left, _, right = value.partition("-")
-    return int(left) <= _ENTRY_PART_MAX and int(right) <= _ENTRY_PART_MAX
+    return bool(_ENTRY_ID.fullmatch(value)) and max(position_of(value)) <= _ENTRY_PART_MAX
 
 
 @router.post("/apps/{app_name}/invocations/{invocation_id}/answer", status_code=202)

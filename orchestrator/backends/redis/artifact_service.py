@@ -168,15 +168,10 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
                 )
             seen.add((location, number))
             part = types.Part.model_validate_json(raw)
-            ref = _scoping.artifact_ref_of(part)
-            if ref is None:
+            target = _scoping.referenced(part, location)
+            if target is None:
                 return part
-            parsed = _scoping.parse_artifact_uri(ref)
-            if parsed is None:  # rejected on save; kept as a guard
-                raise InputValidationError(f"Invalid artifact reference URI: {ref!r}.")
-            if not _scoping.same_owner(parsed[0], location):  # refused on save; a guard too
-                raise InputValidationError(f"Artifact reference {ref!r} points outside its owner.")
-            location, version = parsed
+            location, version = target
 
     async def _read(self, list_key: str, version: int | None) -> tuple[int, Any] | None:
         """Return ``(version, stored item)`` from a per-version list, or None if missing."""

@@ -24,6 +24,11 @@ PRIORITY_SEPARATOR = "\x06\x16"
 PRIORITY_STEPS = (0, 3, 6, 9)
 """kombu's default priority steps (0: the list named as the queue)."""
 
+
+def queue_lists(queue: str) -> list[str]:
+    """The Redis lists kombu keeps a queue's messages in, one per priority step."""
+    return [queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}" for step in PRIORITY_STEPS]
+
 STUCK_STATUSES = InvocationStatus.LIVE - {InvocationStatus.PAUSED}
 """Live statuses an invocation should not keep for long (a paused one may wait for days)."""
 _LIVE = [status.value for status in InvocationStatus if status in InvocationStatus.LIVE]
@@ -76,8 +81,8 @@ async def read_cluster_stats(
             pipe.zcount(index, "-inf", f"({stuck_before}")
         pipe.hgetall(keys.stats())
         for queue in queues:
-            for step in PRIORITY_STEPS:
-                pipe.llen(queue if step == 0 else f"{queue}{PRIORITY_SEPARATOR}{step}")
+            for key in queue_lists(queue):
+                pipe.llen(key)
         pipe.xlen(wake)
         pipe.zcard(watch)
         pipe.zcount(watch, "-inf", f"({stuck_before}")
