@@ -339,8 +339,10 @@ async def _run_tool(
                "tool": job.tool_name, "attempt": job.attempt}
     if (verdict := await _claim(services, job, digest)) != "run":
         return {**summary, "status": _SKIPPED[verdict]}
-    result = await _run_watched(job, execute_tool_job(
-        job, services.registry, artifact_service=services.artifacts, progress=progress))
+    # A service the tool called that could not reach Redis runs the tool again once it is
+    # back: the call is answered by the tool, never by the outage.
+    result = await _retrying("Running a tool", lambda: _run_watched(job, execute_tool_job(
+        job, services.registry, artifact_service=services.artifacts, progress=progress)))
     if result is None:
         return {**summary, "status": _STOPPED}
     try:
@@ -378,8 +380,8 @@ async def _run_agent(job: AgentJob, digest: str) -> dict[str, Any]:
                "agent": job.agent_name, "branch": job.branch, "attempt": job.attempt}
     if (verdict := await _claim(services, job, digest)) != "run":
         return {**summary, "status": _SKIPPED[verdict]}
-    result = await _run_watched(job, execute_agent_job(
-        job, services.registry, artifact_service=services.artifacts))
+    result = await _retrying("Running a branch", lambda: _run_watched(job, execute_agent_job(
+        job, services.registry, artifact_service=services.artifacts)))
     if result is None:
         return {**summary, "status": _STOPPED}
     await _hand_back(services, job, result)

@@ -16,6 +16,7 @@ from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.registry import AppRegistry
+from orchestrator.errors import raised_by_service
 from orchestrator.events.event import Event
 from orchestrator.flows import tool_callbacks
 from orchestrator.flows.contents import RUN_BRANCH
@@ -42,7 +43,10 @@ async def execute_tool_job(
     artifact_service: BaseArtifactService | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> ToolResult:
-    """Run the job's tool with a ToolContext over a state snapshot; never raises.
+    """Run the job's tool with a ToolContext over a state snapshot.
+
+    Raises only when a service the tool called could not reach its store
+    (:func:`~orchestrator.errors.raised_by_service`): the job is then run again, not answered.
 
     Only tools registered on the issuing agent of a registered app can run. The tool
     callbacks run here, around the tool: the app's plugins, then the agent's (before-tool,
@@ -95,6 +99,8 @@ async def execute_tool_job(
     try:
         result = await tool_callbacks.call_tool(ctx, agent, tool, args, tool_context, invoke)
     except Exception as error:  # the model reads the failure as an error response
+        if raised_by_service(error):
+            raise  # Redis away under a service the tool called: run it again, do not answer
         return _error(job, f"{type(error).__name__}: {error}", callbacks_ran=True).model_copy(
             update={"state_delta": dict(tool_context.actions.state_delta)}
         )
@@ -122,7 +128,9 @@ async def execute_agent_job(
     artifact_service: BaseArtifactService | None = None,
     on_event: Callable[[Event], Awaitable[None]] | None = None,
 ) -> ToolResult:
-    """Run one parallel branch against a private copy of its history; never raises.
+    """Run one parallel branch against a private copy of its history.
+
+    Raises only as :func:`execute_tool_job` does, when a service could not reach its store.
 
     The branch's events are committed to that copy as they come (so the branch sees its own
     progress, as in process) and returned in order for the orchestrator to commit for real.
@@ -166,6 +174,8 @@ async def execute_agent_job(
                 await sessions.append_event(session, event)
                 produced.append(event)
     except Exception as error:  # the orchestrator fails the invocation with this error
+        if raised_by_service(error):
+            raise  # Redis away under a service the branch called: run it again
         return _agent_error(job, f"{type(error).__name__}: {error}", produced)
     paused = ctx.is_paused(sub.name) or any(ctx.should_pause_invocation(e) for e in produced)
     return ToolResult(

@@ -98,7 +98,17 @@ class FailpointError(ConnectionError):
     """Raised by an ``error`` failpoint: stands for a Redis or broker connection error."""
 
 
-_INFRASTRUCTURE_ERRORS: list[type[BaseException]] = [StaleSessionError, FailpointError]
+class ServiceUnavailableError(ConnectionError):
+    """A runtime service that tools and agents call (artifacts) could not reach its store.
+
+    Raised instead of the store's own error, so that code running a tool can tell it from
+    the tool's own failures (a tool may talk to a Redis of its own): the call is run again
+    once the store is back, never answered with this error.
+    """
+
+
+_INFRASTRUCTURE_ERRORS: list[type[BaseException]] = [
+    StaleSessionError, FailpointError, ServiceUnavailableError]
 
 
 def register_infrastructure_errors(*types: type[BaseException]) -> None:
@@ -121,4 +131,23 @@ def is_infrastructure_error(error: BaseException) -> bool:
             return True
         seen.add(id(current))
         current = current.__cause__
+    return False
+
+
+def raised_by_service(error: BaseException) -> bool:
+    """True if ``error`` is, was raised from, or while handling a :class:`ServiceUnavailableError`.
+
+    A tool that wraps the error of a service it called (``raise ToolError(...) from error``)
+    still failed for the infrastructure, not for itself.
+    """
+    seen: set[int] = set()
+    pending: list[BaseException] = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ServiceUnavailableError):
+            return True
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
     return False

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.agents import callbacks as cb
+from orchestrator.errors import raised_by_service
 
 if TYPE_CHECKING:
     from orchestrator.agents.context import ToolContext
@@ -88,6 +89,8 @@ async def call_tool(
             await _tell_cancelled(ctx, agent, tool, args, tool_context, cancelled)
             raise
         except Exception as error:
+            if raised_by_service(error):
+                raise  # the infrastructure failed, not the tool: it runs again, unreported
             result = await on_tool_error(ctx, agent, tool, args, tool_context, error)
             if result is None:
                 raise

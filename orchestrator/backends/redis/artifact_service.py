@@ -19,14 +19,15 @@ They name the artifact version, not a Redis server (the host part is always ``ap
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import redis.asyncio as aioredis
 from google.genai import types
 
-from orchestrator import platform
+from orchestrator import failpoints, platform
 from orchestrator.artifacts import _scoping
 from orchestrator.artifacts._scoping import ArtifactLocation
 from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
@@ -35,7 +36,35 @@ from orchestrator.backends.redis.codec import dumps, encode_value, loads, text
 from orchestrator.backends.redis.connection import RedisClientOwner
 from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
 from orchestrator.backends.redis.lua_functions import LUA_WRONG_TYPE
-from orchestrator.errors import InputValidationError
+from orchestrator.errors import (
+    InputValidationError,
+    ServiceUnavailableError,
+    is_infrastructure_error,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _service_call(method: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """Raise Redis being away as :class:`ServiceUnavailableError` (never a tool's own error)."""
+
+    @functools.wraps(method)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            failpoints.hit("artifacts.call")
+            return await method(*args, **kwargs)
+        except ServiceUnavailableError:
+            raise
+        except Exception as error:
+            if not is_infrastructure_error(error):
+                raise
+            raise ServiceUnavailableError(
+                f"The artifact service could not reach Redis ({type(error).__name__}: {error})"
+            ) from error
+
+    return call
+
 
 URI_SCHEME = "redis"
 """Scheme of the canonical URIs of artifacts stored by :class:`RedisArtifactService`."""
@@ -113,6 +142,7 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
         RedisClientOwner.__init__(self, redis_url, client=client)
         self._save_script = SAVE.register(self._client)
 
+    @_service_call
     async def save_artifact(
         self,
         *,
@@ -142,6 +172,7 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
             filename=location.filename))
         return int(version)
 
+    @_service_call
     async def load_artifact(
         self,
         *,
@@ -186,6 +217,7 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
         raw = await self._client.lindex(list_key, version)
         return (version, raw) if raw is not None else None
 
+    @_service_call
     async def list_artifact_keys(
         self, *, app_name: str, user_id: str, session_id: str | None = None
     ) -> list[str]:
@@ -197,6 +229,7 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
             replies = await pipe.execute()
         return sorted({text(name) for names in replies for name in names})
 
+    @_service_call
     async def delete_artifact(
         self,
         *,
@@ -214,6 +247,7 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
             pipe.srem(_names_key(location), location.filename)
             await pipe.execute()
 
+    @_service_call
     async def list_versions(
         self,
         *,
@@ -228,6 +262,7 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
         )
         return list(range(await self._client.llen(_meta_key(location))))
 
+    @_service_call
     async def list_artifact_versions(
         self,
         *,
@@ -243,6 +278,7 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
         raw = await self._client.lrange(_meta_key(location), 0, -1)
         return [_version_info(location, number, item) for number, item in enumerate(raw)]
 
+    @_service_call
     async def get_artifact_version(
         self,
         *,
