@@ -272,3 +272,44 @@ def test_without_tokens_the_api_refuses_to_listen_beyond_loopback(celery_stack):
     finally:
         api.stop()
     assert "no ADK_CELERY_API_TOKENS set; refusing to listen on '0.0.0.0'" in api.output()
+
+
+def _address_of_this_machine() -> str | None:
+    """An address of this machine that is not loopback (the one its default route uses)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a route
+        except OSError:
+            return None
+        address = probe.getsockname()[0]
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def test_without_tokens_only_this_machines_own_clients_are_answered(api, celery_stack):
+    # Other sites' pages in a browser here, and names rebound to 127.0.0.1, are refused.
+    port = api.rsplit(":", 1)[1]
+    evil_site = httpx.get(f"{api}/list-apps", headers={"Origin": "https://evil.example"})
+    assert evil_site.status_code == 403 and "another site" in evil_site.text
+    rebound = httpx.post(f"{api}/run", headers={"Host": f"evil.example:{port}"},
+                         json={"appName": "chat", "userId": "u", "sessionId": "s"})
+    assert rebound.status_code == 403 and "not a loopback name" in rebound.text
+    assert httpx.get(f"{api}/list-apps", headers={"Origin": api}).status_code == 200
+    # The application served another way, on every address: other machines are refused.
+    address = _address_of_this_machine()
+    if address is None:
+        pytest.skip("this machine has no address but loopback")
+    port = free_port()
+    served = ManagedProcess("api-factory", [
+        sys.executable, "-m", "uvicorn", "workers.api.app:create_app", "--factory",
+        "--host", "0.0.0.0", "--port", str(port)], stack_env(celery_stack["url"], "tests.apps:chat_app"))
+    try:
+        served.wait_for_line(lambda line: "Application startup complete" in line)
+        assert httpx.get(f"http://127.0.0.1:{port}/list-apps").json() == ["chat"]
+        outside = httpx.get(f"http://{address}:{port}/list-apps",
+                            headers={"Host": f"127.0.0.1:{port}"})
+        assert outside.status_code == 403, outside.text
+        assert "is not on this machine" in outside.text
+    finally:
+        served.stop()

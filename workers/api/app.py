@@ -23,6 +23,7 @@ from workers.api import (
 from workers.api.access_log import defer_access_records, log_config
 from workers.api.backend import Backend
 from workers.api.direct_run import DirectRun
+from workers.api.local_guard import LocalOnlyGuard
 from workers.api.security import BodyLimit
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) 
     app.include_router(invocation_routes.router)
     app.include_router(invocation_list_routes.router)
     app.include_router(metrics_route.router)
-    # First added, so the innermost middleware: the size limit, CORS and the dev UI's guard
+    # First added, so the innermost middleware: the size limit, CORS and the local guard
     # apply to the requests it answers as to any other.
     app.add_middleware(DirectRun)
     if dev_ui is not None:
@@ -66,6 +67,8 @@ def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) 
         app.add_middleware(CORSMiddleware, allow_origins=settings.api_cors_origins,
                            allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(BodyLimit, limit=settings.api_max_body_bytes)
+    if not backend.access.required:  # no tokens: this machine's own clients only, however served
+        app.add_middleware(LocalOnlyGuard, allowed_origins=settings.api_cors_origins)
     return app
 
 

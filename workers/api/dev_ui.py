@@ -18,7 +18,6 @@ from fastapi.staticfiles import StaticFiles
 
 from workers.api import agent_graph, dev_ui_panels
 from workers.api.adk_routes import checked
-from workers.api.dev_ui_guard import SameOriginGuard
 
 DISTRIBUTION = "google-adk"
 FILES = "google/adk/cli/browser"
@@ -40,17 +39,11 @@ def find_files() -> Path | None:
 
 
 def install(app: FastAPI, files: Path) -> None:
-    """Add the UI's routes and serve ``files`` under ``/dev-ui/``.
-
-    A server without tokens then also refuses other sites' pages (:class:`SameOriginGuard`).
-    """
+    """Add the UI's routes and serve ``files`` under ``/dev-ui/``."""
     app.include_router(router)
     app.include_router(dev_ui_panels.router)
     # After the routes: the mount would answer every /dev-ui/... path otherwise.
     app.mount("/dev-ui/", StaticFiles(directory=files, html=True), name="dev-ui")
-    backend = app.state.backend
-    if not backend.access.required:
-        app.add_middleware(SameOriginGuard, allowed_origins=backend.settings.api_cors_origins)
 
 
 @router.get("/", include_in_schema=False)

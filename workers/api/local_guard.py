@@ -1,11 +1,15 @@
-"""What keeps other web pages away from a token-less API that serves the dev UI.
+"""What keeps everyone but this machine's own clients away from a token-less API.
 
-Without ``ADK_CELERY_API_TOKENS`` the server has no authentication and listens on loopback
-only, but a browser on the same machine can still be made to call it: by a page of another
-site (cross-site requests) or through a domain name that resolves to 127.0.0.1 (DNS
-rebinding). With the dev UI on, such a server answers only requests whose ``Host`` is a
-loopback name and whose ``Origin``, when a browser sends one, is the server itself or one of
-``ADK_CELERY_API_CORS_ORIGINS``.
+Without ``ADK_CELERY_API_TOKENS`` the server has no authentication. ``adk-celery api`` then
+listens on loopback only, but that is not enough:
+
+- an application server started another way (``uvicorn --factory`` on ``0.0.0.0``) would
+  answer the network: requests from a peer that is not this machine are refused;
+- a browser on this machine can be made to call the API by a page of another site
+  (cross-site requests) or through a domain name that resolves to 127.0.0.1 (DNS
+  rebinding): requests whose ``Host`` is not a loopback name, or whose ``Origin`` (when a
+  browser sends one) is neither the server itself nor one of ``ADK_CELERY_API_CORS_ORIGINS``,
+  are refused.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ def host_name(host: str) -> str:
         return ""
 
 
-class SameOriginGuard:
-    """ASGI middleware: 403 for a request from another site or through a non-loopback name."""
+class LocalOnlyGuard:
+    """ASGI middleware: 403 for a request from another machine, another site, or a non-loopback name."""
 
     def __init__(self, app: ASGIApp, allowed_origins: Iterable[str] = ()) -> None:
         self.app = app
@@ -40,11 +44,17 @@ class SameOriginGuard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        host = headers.get("host", "")
-        origin = headers.get("origin")
+        host, origin = "", None
+        for key, value in scope.get("headers") or ():
+            if key == b"host":
+                host = value.decode("latin-1")
+            elif key == b"origin":
+                origin = value.decode("latin-1")
+        peer = scope.get("client")  # None: no network peer (a Unix socket, an in-process call)
         problem = None
-        if not is_loopback(host_name(host)):
+        if peer is not None and not is_loopback(peer[0]):
+            problem = f"the client {peer[0]!r} is not on this machine"
+        elif not is_loopback(host_name(host)):
             problem = f"Host {host!r} is not a loopback name"
         elif origin is not None and origin not in self.allowed and urlsplit(origin).netloc != host:
             problem = f"Origin {origin!r} is another site"
@@ -55,7 +65,7 @@ class SameOriginGuard:
             await send({"type": "websocket.close", "code": 1008})
             return
         body = json.dumps({"detail": f"{problem}: without ADK_CELERY_API_TOKENS this server "
-                                     "only answers its own pages on a loopback address"}).encode()
+                                     "only answers this machine's own clients"}).encode()
         await send({"type": "http.response.start", "status": 403, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
