@@ -13,7 +13,7 @@ from typing import Any
 
 from google.genai import types
 
-from orchestrator import App, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
+from orchestrator import App, FunctionTool, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
 from orchestrator.distributed.transport import QUEUE_METADATA_KEY
 from orchestrator.models.fake import FunctionLlm
 
@@ -191,13 +191,20 @@ _parked.custom_metadata = {QUEUE_METADATA_KEY: PARKED_QUEUE}
 parked_app = App(name="parked", root_agent=LlmAgent(
     name="agent", model=FunctionLlm(record_requests=False, fn=_parked_model), tools=[_parked]))
 
+_parked_plain = FunctionTool(parked_tool)
+_parked_plain.custom_metadata = {QUEUE_METADATA_KEY: PARKED_QUEUE}
+parked_plain_app = App(name="parked_plain", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_parked_model),
+    tools=[_parked_plain]))
+"""The same tool as a plain (not long-running) tool: a worker's answer is its only answer."""
+
 
 ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app, rendezvous_app,
-            loopbound_app, parked_app]
+            loopbound_app, parked_app, parked_plain_app]
 APP_SPECS = ",".join(
     f"tests.apps:{name}" for name in
     ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app", "rendezvous_app",
-     "loopbound_app", "parked_app")
+     "loopbound_app", "parked_app", "parked_plain_app")
 )
 
 

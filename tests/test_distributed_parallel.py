@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from google.genai import types
 
 from orchestrator import InMemoryRunner
@@ -113,6 +114,28 @@ async def test_a_branch_that_pauses_is_answered_and_resumed_later(backend):
     assert ("x", "x heard {'answer': 'yes'}") in simplify_all(events)
     assert simplify_all([e for e in events if e.author == "after" and e.content])[0][1].startswith("summary of")
     assert record.pending_calls == []
+
+async def test_a_branchs_own_call_is_not_answered_from_outside(backend):
+    # Only a call left to the outside (a long-running tool's, a confirmation) takes an answer
+    # from a client: a branch's call is answered by its branch, whatever a client sends.
+    from orchestrator.errors import AnswerRejectedError
+
+    inv = await backend.enqueue("branch_pause", "u", "go")
+    events = await _until_committed(
+        backend, "branch_pause", inv, lambda e: e.author == "x" and bool(e.get_function_calls()))
+    [inner] = [c.id for e in events if e.author == "x" for c in e.get_function_calls()]
+    record = await _until_pending(backend, "branch_pause", inv, inner)
+    branch_calls = [c for e in events for c in e.get_function_calls() if c.name == RUN_BRANCH]
+    forged = next(c.id for c in branch_calls if c.id in record.pending_calls)
+    with pytest.raises(AnswerRejectedError, match="answered by its branch"):
+        await backend.answer("branch_pause", inv, forged, {"status": "completed"})
+
+    await backend.answer("branch_pause", inv, inner, {"answer": "yes"})
+    record = await backend.wait("branch_pause", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    events = await backend.events("branch_pause", inv)
+    assert ("x", "x heard {'answer': 'yes'}") in simplify_all(events)  # x ran to its end
+
 
 async def _asked(backend, app: str, inv: str):
     """The record once a branch's confirmation is asked (the pause of a branch's job comes

@@ -354,3 +354,25 @@ def test_a_tool_job_queued_for_a_cancelled_invocation_never_runs(celery_stack):
     assert not redis.Redis.from_url(url).exists("test:parked:cancelled-before-pickup")
     assert client.status("parked", inv).status is InvocationStatus.CANCELLED
 
+
+
+def test_a_plain_tools_call_on_a_worker_is_answered_by_the_tool_not_from_outside(celery_stack):
+    # A plain tool's answer is what it returns: a client cannot answer for it, even while its
+    # job waits in a queue no worker reads (a long-running tool's call, it can).
+    from orchestrator.errors import AnswerRejectedError
+
+    client = celery_stack["client"]
+    plain = client.enqueue("parked_plain", "u", "only-the-tool")
+    assert client.wait("parked_plain", plain, timeout=30).status is InvocationStatus.PAUSED
+    [call] = client.status("parked_plain", plain).pending_calls
+    with pytest.raises(AnswerRejectedError, match="answered by the tool itself"):
+        client.answer("parked_plain", plain, call, {"tag": "forged"})
+    assert client.status("parked_plain", plain).pending_calls == [call]
+    client.cancel("parked_plain", plain)
+
+    long_running = client.enqueue("parked", "u", "answered-outside")
+    assert client.wait("parked", long_running, timeout=30).status is InvocationStatus.PAUSED
+    [call] = client.status("parked", long_running).pending_calls
+    client.answer("parked", long_running, call, {"tag": "from a human"})
+    record = client.wait("parked", long_running, timeout=30, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error

@@ -158,6 +158,9 @@ class InvocationRecord(BaseModel):
     """Function-call ids the paused invocation waits for."""
     pending_tools: dict[str, str] = Field(default_factory=dict)
     """The tool (or ``adk_celery_run_branch``) each pending call called, by call id."""
+    inside_calls: list[str] = Field(default_factory=list)
+    """Pending calls only what runs them may answer (a branch, a plain tool on a worker):
+    refused from outside (see :mod:`orchestrator.distributed.outside_answers`)."""
     created_at: float = Field(default_factory=platform.get_time)
     updated_at: float = Field(default_factory=platform.get_time)
 

@@ -37,6 +37,7 @@ from orchestrator.distributed.models import (
     ToolResult,
     WorkItem,
 )
+from orchestrator.distributed.outside_answers import answered_inside, check_outside_answer
 from orchestrator.distributed.redispatch import redispatch
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.session_cache import SessionCache
@@ -149,7 +150,8 @@ class InvocationService:
 
         Raises RequestError for malformed input (a field of the wrong type, too large, not
         JSON), AnswerRejectedError for an unknown invocation, a call id the invocation is not
-        waiting for, or a call that already has its answer; nothing is stored either way.
+        waiting for, a call only what runs it may answer (a branch's, a plain tool's), or a
+        call that already has its answer; nothing is stored either way.
         """
         check_identifier("app_name", app_name, self.limits)
         response = check_answer(invocation_id, function_call_id, response, self.limits)
@@ -165,6 +167,7 @@ class InvocationService:
                 f"Invocation {invocation_id!r} has no pending call {function_call_id!r} "
                 f"(pending: {record.pending_calls or 'none'})."
             )
+        check_outside_answer(record, function_call_id)
         name = await self._call_name(record, function_call_id)
         if name == REQUEST_CONFIRMATION:
             check_confirmation(response)
@@ -396,6 +399,8 @@ class InvocationService:
         # What the invocation waits for is what its log leaves open, never a running tally.
         record.pending_calls = sorted(ledger.open)
         record.pending_tools = {cid: ledger.calls[cid].name for cid in record.pending_calls}
+        record.inside_calls = answered_inside(
+            self.registry, record.app_name, (ledger.calls[cid] for cid in record.pending_calls))
         if cancelled:
             status = InvocationStatus.CANCELLED
         else:

@@ -15,7 +15,8 @@ from fastapi import HTTPException
 
 from orchestrator.distributed.intake import check_answer, check_confirmation
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
-from orchestrator.errors import RequestError
+from orchestrator.distributed.outside_answers import check_outside_answer
+from orchestrator.errors import AnswerRejectedError, RequestError
 from orchestrator.flows.contents import REQUEST_CONFIRMATION
 from workers.api.backend import Backend
 
@@ -46,7 +47,8 @@ async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
 
     422 for a response that answers no call of this session, or responses to calls of
     several invocations (or of another one than ``invocation_id``); 409 for a call that
-    is not pending (answered already, or its invocation is not paused on it).
+    is not pending (answered already, or its invocation is not paused on it) or that only
+    what runs it may answer (a branch's, a plain tool's on a worker).
     """
     session = await backend.session(app_name, user_id, session_id)
     issued = {call.id: (event.invocation_id, call.name) for event in session.events
@@ -82,6 +84,11 @@ async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
     if waiting:
         raise HTTPException(409, f"Invocation {record.invocation_id!r} has no pending call "
                                  f"{waiting[0]!r} (pending: {record.pending_calls or 'none'}).")
+    for call_id in answered:
+        try:
+            check_outside_answer(record, call_id)
+        except AnswerRejectedError as error:
+            raise HTTPException(409, str(error)) from None
     after = await _stream_end(backend, record) if record.status is InvocationStatus.PAUSED else None
     for response in responses:
         await backend.answer(app_name, record.invocation_id, response["id"], response["response"])
