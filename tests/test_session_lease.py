@@ -208,3 +208,26 @@ def test_an_orchestrator_that_died_holding_a_session_does_not_block_it(redis_url
     finally:
         client.close()
         orchestrator.stop()
+
+
+async def test_a_holder_that_lost_its_lease_cannot_save_its_record_or_take_an_item(
+        parts, redis_client):
+    # A holder stalled past its lease wakes up with its record of the invocation as it last
+    # saw it: that must not overwrite what the next holder saved (a completed invocation put
+    # back to "paused"), nor may it take the next item from under the new holder.
+    sessions, store, queue, service = parts
+    record, key = await _queued(sessions, service)
+    stale = (await queue.take(key)).token
+    await redis_client.delete(_lease(key))  # the lease expired...
+    fresh = (await queue.take(key)).token  # ...another orchestrator took it and finished
+    done = record.model_copy(update={"status": InvocationStatus.COMPLETED})
+    assert await queue.claim_or_release(key, fresh, save=done) is None
+    await queue.push(key, WorkItem(kind="start", invocation_id="e-next"))
+    fresh = (await queue.take(key, None, None)).token
+
+    old_view = record.model_copy(update={"status": InvocationStatus.PAUSED,
+                                         "pending_calls": ["c-1"]})
+    with pytest.raises(StaleSessionError):
+        await queue.claim_or_release(key, stale, save=old_view)
+    assert (await store.get("chat", record.invocation_id)).status is InvocationStatus.COMPLETED
+    assert await redis_client.get(_lease(key)) == fresh  # the new holder keeps its lease

@@ -121,7 +121,8 @@ class SessionQueue(Protocol):
         ``save`` is saved as the store saves records; saving in the same step means the
         record is stored before the lease can pass on.
         Releasing in the same step as finding the queue empty means an item pushed later
-        always finds the lease free, so its sender can drain it.
+        always finds the lease free, so its sender can drain it. StaleSessionError, with
+        nothing written, if the lease is no longer held with ``token``.
         """
         ...
 

@@ -15,6 +15,7 @@ from orchestrator import platform
 from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery, Position, page_of
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
 from orchestrator.distributed.stores import InvocationStore, Loaded, SessionKey, Taken
+from orchestrator.errors import StaleSessionError
 from orchestrator.sessions.session import Session
 
 
@@ -164,6 +165,8 @@ class InMemorySessionQueue:
         save: InvocationRecord | None = None,
     ) -> WorkItem | None:
         """Save ``save`` in the store, then the next item, or release the lease when empty."""
+        if self._leases.get(key) != token:
+            raise StaleSessionError(f"Lost the lease of session {key!r}: its record is not saved.")
         if save is not None:
             if self._store is None:
                 raise RuntimeError("This queue was built without a store to save records in.")

@@ -43,6 +43,7 @@ from orchestrator.backends.redis.session_service import (
 from orchestrator.backends.redis.wakeups import RedisWakeups
 from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
 from orchestrator.distributed.stores import SessionKey, Taken
+from orchestrator.errors import StaleSessionError
 from orchestrator.sessions.session import Session
 
 
@@ -177,11 +178,16 @@ class RedisSessionQueue:
         finished: WorkItem | None = None,
         save: InvocationRecord | None = None,
     ) -> WorkItem | None:
-        """Save ``save``, then the next item, or (atomically) release the lease: one script."""
+        """Save ``save``, then the next item, or (atomically) release the lease: one script.
+
+        StaleSessionError (nothing written) if the lease was lost.
+        """
         saved = save_record_operands(save, self._record_ttl).field_values() if save is not None else {}
         raw = await self._claim_or_release(ClaimOrRelease(
             processing=keys.session_processing(*key), queue=keys.session_queue(*key),
             lease=keys.session_lease(*key), **saved,
             finished=finished.model_dump_json() if finished is not None else "", token=token))
+        if raw == -1:
+            raise StaleSessionError(f"Lost the lease of session {key!r}: its record is not saved.")
         return WorkItem.model_validate_json(raw) if raw else None
 

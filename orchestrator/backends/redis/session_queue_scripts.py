@@ -197,6 +197,7 @@ class ClaimOrRelease(Operands):
 
 
 CLAIM_OR_RELEASE = LuaScript(ClaimOrRelease, """
+if redis.call('GET', lease) ~= token then return -1 end
 if record ~= '' then
   save_record(record_key, stream, statuses, record, status, ttl, maxlen, false)
 end
@@ -206,6 +207,8 @@ if item then return item end
 if redis.call('GET', lease) == token then redis.call('DEL', lease) end
 return false
 """, functions=[LUA_SAVE_RECORD])
-"""Save the record (as ``RedisInvocationStore.save`` does), drop the finished item, then
-return the next item, or release the lease (if still held with ``token``) when the queue
-is empty and return false."""
+"""Unless the lease is still held with ``token`` (-1: lost, nothing written): save the
+record (as ``RedisInvocationStore.save`` does), drop the finished item, then return the next
+item, or release the lease when the queue is empty and return false. A holder whose lease
+ran out must not write its record over the next holder's (a finished invocation put back to
+"paused"), nor take an item from under it."""
