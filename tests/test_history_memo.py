@@ -368,3 +368,69 @@ def test_a_tool_using_chat_is_built_from_scratch_once(monkeypatch: pytest.Monkey
         log.append(Event(invocation_id=f"e-{i}", author="root",
                          content=types.Content(role="model", parts=[types.Part(text=f"a{i}")])))
     assert full_builds == [1]
+
+
+class _Annotator:
+    """Edits the newest message of each request in place, as google-adk lets callbacks do."""
+
+    def __call__(self, callback_context, llm_request):  # noqa: ANN001
+        part = llm_request.contents[-1].parts[0]
+        part.text = f"{part.text} [note]"
+
+
+def _note_plugin():
+    from orchestrator.plugins.base_plugin import BasePlugin
+
+    class NotePlugin(BasePlugin):
+        async def before_model_callback(self, *, callback_context, llm_request):  # noqa: ANN001
+            _Annotator()(callback_context, llm_request)
+
+    return NotePlugin(name="note")
+
+
+def _copy_making_model(seen: list[list[str]]):
+    from orchestrator.models.fake import FunctionLlm
+
+    class EditingLlm(FunctionLlm):
+        keeps_request_contents = False  # a model of one's own: it may edit what it gets
+
+    def answer(request):  # noqa: ANN001
+        seen.append([p.text for c in request.contents for p in c.parts or [] if p.text])
+        request.contents[-1].parts[0].text += " [note]"
+        return "ok"
+
+    return EditingLlm(fn=answer)
+
+
+@pytest.mark.parametrize("editor", ["agent callback", "plugin", "model"])
+async def test_a_request_edited_in_place_changes_neither_the_session_nor_later_requests(
+        editor: str) -> None:
+    from orchestrator import App, InMemoryRunner, LlmAgent
+    from orchestrator.models.fake import FunctionLlm
+
+    seen: list[list[str]] = []
+
+    def record(request):  # noqa: ANN001
+        seen.append([p.text for c in request.contents for p in c.parts or [] if p.text])
+        return "ok"
+
+    agent = LlmAgent(name="root", model=FunctionLlm(fn=record),
+                     before_model_callback=_Annotator() if editor == "agent callback" else None)
+    if editor == "model":
+        agent = LlmAgent(name="root", model=_copy_making_model(seen))
+    runner = InMemoryRunner(app=App(name="notes", root_agent=agent,
+                                    plugins=[_note_plugin()] if editor == "plugin" else []))
+    session = await runner.session_service.create_session(app_name="notes", user_id="u")
+    for text in ("first", "second"):
+        message = types.Content(role="user", parts=[types.Part(text=text)])
+        async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+            pass
+
+    # The second request shows the first message as it was sent, as google-adk does.
+    if editor == "model":
+        assert seen == [["first"], ["first", "ok", "second"]]
+    else:
+        assert seen == [["first [note]"], ["first", "ok", "second [note]"]]
+    stored = await runner.session_service.get_session(app_name="notes", user_id="u",
+                                                      session_id=session.id)
+    assert [p.text for e in stored.events for p in e.content.parts] == ["first", "ok", "second", "ok"]

@@ -111,6 +111,21 @@ def build_contents(
     return contents
 
 
+def request_copy(contents: list[types.Content]) -> list[types.Content]:
+    """Copies of each Content and its Parts, for code that may edit a request in place.
+
+    :func:`build_contents` hands out the session's events' own contents (and keeps them in
+    its memo for the next call): cheap, and safe while nothing edits them. google-adk copies
+    every Content and Part of every request; this is that copy, made only when a callback or
+    a model that may edit the request gets it (:mod:`orchestrator.flows.llm_flow`).
+    """
+    return [
+        content.model_copy(update={"parts": [part.model_copy() for part in content.parts]})
+        if content.parts else content.model_copy()
+        for content in contents
+    ]
+
+
 def _build(
     events: list[Event], agent_name: str, branch: str | None, include_contents: str,
     include_thoughts: bool,

@@ -13,7 +13,7 @@ from orchestrator.agents.context import CallbackContext, ReadonlyContext, ToolCo
 from orchestrator.agents.run_config import StreamingMode
 from orchestrator.events.event import Event
 from orchestrator.flows import functions, remote_calls, step_resume, transfer
-from orchestrator.flows.contents import build_contents
+from orchestrator.flows.contents import build_contents, request_copy
 from orchestrator.flows.instructions import agent_instructions
 from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
@@ -196,6 +196,8 @@ class LlmFlow:
         model_response_event: Event,
     ) -> AsyncGenerator[LlmResponse, None]:
         callback_context = CallbackContext(ctx, event_actions=model_response_event.actions)
+        if _may_edit_request(ctx, agent):
+            llm_request.contents = request_copy(llm_request.contents)
         override = await ctx.plugin_manager.run_before_model_callback(
             callback_context=callback_context, llm_request=llm_request
         )
@@ -374,6 +376,18 @@ def _finalize_event(
         )
         remote_calls.attach_remote_jobs(ctx, event, llm_request.tools_dict)
     return event
+
+
+def _may_edit_request(ctx: InvocationContext, agent: LlmAgent) -> bool:
+    """True if a callback or a model that may edit the request's contents in place gets it.
+
+    They then get copies, never the session's events or the history memo's.
+    """
+    return bool(
+        agent.before_model_callback or agent.on_model_error_callback
+        or not agent.canonical_model.keeps_request_contents
+        or ctx.plugin_manager.gets_model_requests()
+    )
 
 
 def _pause(ctx: InvocationContext, agent: LlmAgent, step: _Step) -> None:

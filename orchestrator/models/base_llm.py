@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -17,6 +18,11 @@ class BaseLlm(BaseModel):
 
     model: str
     """The model name, e.g. ``gemini-2.5-flash``."""
+
+    keeps_request_contents: ClassVar[bool] = False
+    """True for a model known never to edit ``llm_request.contents`` in place. Any other
+    model is handed its own copies of the history (as google-adk hands every request), so an
+    edit cannot reach the session's events or a later request."""
 
     @classmethod
     def supported_models(cls) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import Any, Union
+from typing import Any, ClassVar, Union
 
 from google.genai import types
 from pydantic import Field, PrivateAttr
@@ -63,7 +63,9 @@ def _responses_for_call(item: Any, stream: bool) -> list[LlmResponse]:
 
 
 class _RecordingLlm(BaseLlm):
-    """Shared base: records every request it receives."""
+    """Shared base: records every request it receives (and never edits one)."""
+
+    keeps_request_contents: ClassVar[bool] = True
 
     requests: list[LlmRequest] = Field(default_factory=list, exclude=True)
     """Every request received, oldest first (when ``record_requests``)."""
@@ -115,7 +117,8 @@ class FunctionLlm(_RecordingLlm):
 
     model: str = "function"
     fn: ResponseFn
-    """``fn(llm_request)`` returns a script item (sync or async)."""
+    """``fn(llm_request)`` returns a script item (sync or async); it reads the request, it
+    must not edit it in place (its history is shared with the session's events)."""
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False

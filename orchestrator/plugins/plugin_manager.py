@@ -72,6 +72,14 @@ class PluginManager:
             raise ValueError(f"Plugin with name '{plugin.name}' already registered.")
         self.plugins.append(plugin)
 
+    def gets_model_requests(self) -> bool:
+        """True if a plugin has a callback that is handed the model request."""
+        return any(
+            type(plugin).before_model_callback is not BasePlugin.before_model_callback
+            or type(plugin).on_model_error_callback is not BasePlugin.on_model_error_callback
+            for plugin in self.plugins
+        )
+
     def get_plugin(self, plugin_name: str) -> BasePlugin | None:
         """The registered plugin called ``plugin_name``, or None."""
         return next((p for p in self.plugins if p.name == plugin_name), None)
