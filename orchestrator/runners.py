@@ -143,6 +143,11 @@ class Runner:
             new_message = types.Content(role="user", parts=new_message.parts)
         if session is None:
             session = await self._load_session(user_id, session_id, run_config)
+        if new_message is None and not invocation_id and not isinstance(self.agent, LlmAgent):
+            # As google-adk: only a root LlmAgent runs on the history alone.
+            raise ValueError(
+                "Running an agent requires either a new_message or an invocation_id to resume "
+                f"a previous invocation. Session: {session_id}, User: {user_id}")
         validate_new_message(new_message)
         responses = [
             p.function_response for p in (new_message.parts or []) if p.function_response

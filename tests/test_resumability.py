@@ -81,6 +81,10 @@ async def test_agent_tool_skip_summarization_ends_the_turn():
                                      tools=[AgentTool(child, skip_summarization=True)]))
     events, _ = await start(runner)
     assert events[-1].is_final_response() and root_model.call_count == 1
+    # The model writes nothing after it: the answer is also there as text (as google-adk).
+    [response, shown] = events[-1].content.parts
+    assert response.function_response.response == {"result": "child final"}
+    assert shown.text == "child final"
 
 
 def transfer_money(amount: int, tool_context: ToolContext) -> dict:

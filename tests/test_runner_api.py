@@ -89,3 +89,25 @@ def test_agent_name_and_parent_rules():
     LlmAgent(name="p1", sub_agents=[child])
     with pytest.raises(ValueError, match="already has parent"):
         LlmAgent(name="p2", sub_agents=[child])
+
+
+async def test_a_run_without_a_message_on_a_new_session_runs_a_root_llm_agent_only():
+    from orchestrator import SequentialAgent
+
+    # As google-adk: a root LlmAgent answers from the (empty) history...
+    model = ScriptedLlm(responses=["hello"])
+    runner = InMemoryRunner(LlmAgent(name="root", model=model))
+    session = await runner.session_service.create_session(app_name=runner.app_name, user_id="u")
+    events = [e async for e in runner.run_async(user_id="u", session_id=session.id)]
+    assert simplify_all(events) == [("root", "hello")]
+    assert model.requests[0].contents == []
+    # ...any other root needs a message or an invocation to resume.
+    runner = InMemoryRunner(SequentialAgent(name="steps", sub_agents=[
+        LlmAgent(name="a", model=ScriptedLlm(responses=["x"]))]))
+    session = await runner.session_service.create_session(app_name=runner.app_name, user_id="u")
+    with pytest.raises(ValueError, match="requires either a new_message or an invocation_id"):
+        async for _ in runner.run_async(user_id="u", session_id=session.id):
+            pass
+    stored = await runner.session_service.get_session(app_name=runner.app_name, user_id="u",
+                                                      session_id=session.id)
+    assert stored.events == []

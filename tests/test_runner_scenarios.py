@@ -398,3 +398,20 @@ async def test_sync_tools_do_not_block_the_event_loop():
         ("response", "blocking_tool", {"result": "released"}),
         ("response", "releaser", {"result": "set"}),
     ])
+
+
+async def test_output_key_keeps_the_text_said_beside_a_call():
+    # google-adk 2.13: every text of the agent's turn goes into output_key, not the last only.
+    thinking_then_call = [types.Part(text="thinking "), call("get_weather", city="Oslo")]
+    model = ScriptedLlm(responses=[thinking_then_call, "final"])
+    runner = InMemoryRunner(
+        LlmAgent(name="root", model=model, tools=[get_weather], output_key="answer"))
+    sid = await new_session(runner)
+
+    fc, _, text = await run(runner, sid, user_text("weather?"))
+
+    assert fc.actions.state_delta == {"answer": "thinking "}
+    assert text.actions.state_delta == {"answer": "thinking final"}
+    session = await runner.session_service.get_session(app_name=runner.app_name, user_id="u",
+                                                      session_id=sid)
+    assert session.state["answer"] == "thinking final"

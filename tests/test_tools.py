@@ -104,3 +104,26 @@ def test_which_tools_never_require_a_confirmation() -> None:
                             ).never_requires_confirmation()
     assert not OwnRule(name="own", description="").never_requires_confirmation()
     assert not OwnRuleFunction(pay).never_requires_confirmation()
+
+
+async def test_a_confirmation_rule_is_called_as_the_tool_would_be() -> None:
+    # google-adk calls a rule with the function's own arguments, its tool_context included.
+    marker = object()
+
+    def transfer(amount: int, tool_context: ToolContext) -> str:
+        """Move money."""
+        return "moved"
+
+    def rule(amount: int, tool_context: ToolContext) -> bool:
+        return amount > 5 and tool_context is marker
+
+    def loose(**kwargs: object) -> bool:
+        return set(kwargs) == {"amount", "tool_context"}
+
+    assert await FunctionTool(transfer, require_confirmation=rule).check_require_confirmation(
+        {"amount": 10}, marker)
+    assert await FunctionTool(transfer, require_confirmation=loose).check_require_confirmation(
+        {"amount": 1, "bogus": 2}, marker)
+    # Rules of the model's arguments alone keep working.
+    assert await FunctionTool(transfer, require_confirmation=lambda amount: amount > 5
+                              ).check_require_confirmation({"amount": 10}, marker)

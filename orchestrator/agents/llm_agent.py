@@ -197,9 +197,13 @@ class LlmAgent(BaseAgent):
         paused = False
         resumed = self._sub_agent_to_resume(ctx) if ctx.is_resumable else None
         events = resumed.run_async(ctx) if resumed is not None else LlmFlow().run_async(ctx)
+        # The turn's text so far, for ``output_key`` (not when continuing a sub-agent's turn).
+        output: str | None = "" if resumed is None else None
         try:
             async for event in events:
                 self._maybe_save_output_to_state(event)
+                if output is not None:
+                    output = self._accumulate_output(event, output)
                 paused = paused or ctx.should_pause_invocation(event)
                 yield event
         except Exception as error:
@@ -267,6 +271,23 @@ class LlmAgent(BaseAgent):
         if self.output_schema is not None:
             value = self.output_schema.model_validate_json(text).model_dump(exclude_none=True)
         event.actions.state_delta[self.output_key] = value
+
+    def _accumulate_output(self, event: Event, so_far: str) -> str:
+        """Add the text of each whole event of the turn to ``output_key`` (as google-adk 2.13).
+
+        Text sent beside a function call is no final response, yet it is part of what the
+        agent said: each text-bearing event of this agent writes the turn's text so far
+        (without an ``output_schema``, whose value is the final response's alone).
+        """
+        if (not self.output_key or self.output_schema is not None or event.author != self.name
+                or event.partial or not event.content or not event.content.parts):
+            return so_far
+        text = "".join(p.text for p in event.content.parts if p.text and not p.thought)
+        if not text:
+            return so_far
+        so_far += text
+        event.actions.state_delta[self.output_key] = so_far
+        return so_far
 
 
 Agent = LlmAgent

@@ -135,6 +135,8 @@ def _build(
     An entry only when the history can be extended later: the whole log shown (not
     ``include_contents="none"``), no rewinds, no response left to move after its call.
     """
+    if not events:  # a run with no message on a new session: the model sees no history
+        return [], None
     call_authors = _call_authors(events)
     rewound = apply_rewinds(events, branch)
     visible = [e for e in rewound if _is_visible(e, branch)]

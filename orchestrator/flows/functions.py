@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
@@ -64,13 +65,17 @@ def tool_not_found_response(name: str, tools: dict[str, BaseTool]) -> dict[str, 
 
 
 class _CallOutcome:
-    """What one call produced: an answer part (or none) and its actions."""
+    """What one call produced: an answer part (or none), its actions, and maybe a text copy."""
 
-    __slots__ = ("part", "actions")
+    __slots__ = ("part", "actions", "shown")
 
-    def __init__(self, part: types.Part | None, actions: EventActions) -> None:
+    def __init__(
+        self, part: types.Part | None, actions: EventActions, shown: types.Part | None = None
+    ) -> None:
         self.part = part
         self.actions = actions
+        self.shown = shown
+        """The result as text, for UIs that show no function responses (see :func:`_answer`)."""
 
 
 async def handle_function_calls(
@@ -138,7 +143,7 @@ def merge_outcomes(
     ctx: InvocationContext, author: str, outcomes: list[_CallOutcome]
 ) -> Event | None:
     """Merge per-call answers into one event: parts in call order, actions deep-merged."""
-    parts = [o.part for o in outcomes if o.part is not None]
+    parts = [part for o in outcomes for part in (o.part, o.shown) if part is not None]
     if not parts:
         return None
     actions = outcomes[0].actions
@@ -211,7 +216,7 @@ async def _execute_call(
     if tool.is_long_running and not result:
         # The call stays open: its answer arrives later as a FunctionResponse.
         return _CallOutcome(None, tool_context.actions)
-    return _answer(call, name, result, tool_context)
+    return _answer(call, name, result, tool_context, tool)
 
 
 async def _answer_unknown_tool(
@@ -268,14 +273,33 @@ async def _confirmation_gate(
 
 
 def _answer(
-    call: types.FunctionCall, name: str, result: Any, tool_context: ToolContext
+    call: types.FunctionCall, name: str, result: Any, tool_context: ToolContext,
+    tool: BaseTool | None = None,
 ) -> _CallOutcome:
+    raw = result
     if not isinstance(result, dict):
         result = {"result": result}
     part = types.Part(
         function_response=types.FunctionResponse(id=call.id, name=name, response=result)
     )
-    return _CallOutcome(part, tool_context.actions)
+    return _CallOutcome(part, tool_context.actions, _shown(tool, raw, result, tool_context))
+
+
+def _shown(tool: BaseTool | None, raw: Any, result: dict[str, Any],
+           tool_context: ToolContext) -> types.Part | None:
+    """An agent tool's answer as text too when its turn skips the summary (as google-adk).
+
+    The model writes nothing after such an answer, so a UI that shows no function responses
+    would show nothing at all. Only for agent tools: other tools skip the summary precisely
+    because their answer is not for display.
+    """
+    from orchestrator.tools.agent_tool import AgentTool  # only this path needs it
+
+    if (not isinstance(tool, AgentTool) or not tool_context.actions.skip_summarization
+            or "error" in result or raw is None or raw == "" or raw == {"result": None}):
+        return None
+    return types.Part(text=raw if isinstance(raw, str)
+                      else json.dumps(raw, ensure_ascii=False, default=str))
 
 
 def build_confirmation_request_event(

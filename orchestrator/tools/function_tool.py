@@ -195,10 +195,21 @@ class FunctionTool(BaseTool):
     async def check_require_confirmation(
         self, args: dict[str, Any], tool_context: ToolContext
     ) -> bool:
-        """Evaluate ``require_confirmation`` (a bool, or a predicate of the arguments)."""
+        """Evaluate ``require_confirmation`` (a bool, or a predicate of the arguments).
+
+        A predicate is called as google-adk calls it: with the arguments the function would
+        get, ``tool_context`` included when the function declares it. One that takes only
+        the model's arguments, or their dict as one argument, is accepted too.
+        """
         rule = self._require_confirmation
         if callable(rule):
-            result = rule(**args) if _accepts(rule, args) else rule(args)
+            kwargs = self._prepare_args(args)
+            if self._context_param:
+                kwargs[self._context_param] = tool_context
+            if _accepts(rule, kwargs):
+                result = rule(**kwargs)
+            else:
+                result = rule(**args) if _accepts(rule, args) else rule(args)
             if inspect.isawaitable(result):
                 result = await result
             return bool(result)
