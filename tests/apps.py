@@ -93,6 +93,19 @@ approval_app = App(name="approval", root_agent=LlmAgent(
     tools=[LongRunningFunctionTool(request_approval)]))
 
 
+def _two_approvals_model(request: LlmRequest) -> Any:
+    answers = function_responses(request)
+    if not answers:
+        return [_call("request_approval", amount=100), _call("request_approval", amount=200)]
+    return f"approvals: {sorted(str(a.response) for a in answers)}"
+
+
+two_approvals_app = App(name="two_approvals", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_two_approvals_model),
+    tools=[LongRunningFunctionTool(request_approval)]))
+"""Two calls answered from outside in one turn: the invocation goes on once both are in."""
+
+
 # -- exploding: a remote tool that raises ----------------------------------------------------
 
 def exploding(x: int) -> dict[str, Any]:
@@ -200,11 +213,11 @@ parked_plain_app = App(name="parked_plain", root_agent=LlmAgent(
 
 
 ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app, rendezvous_app,
-            loopbound_app, parked_app, parked_plain_app]
+            loopbound_app, parked_app, parked_plain_app, two_approvals_app]
 APP_SPECS = ",".join(
     f"tests.apps:{name}" for name in
     ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app", "rendezvous_app",
-     "loopbound_app", "parked_app", "parked_plain_app")
+     "loopbound_app", "parked_app", "parked_plain_app", "two_approvals_app")
 )
 
 

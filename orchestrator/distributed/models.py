@@ -178,10 +178,11 @@ class PendingCall(BaseModel):
     function_call_id: str
     name: str
     """The tool called (``adk_celery_run_branch`` for a ParallelAgent branch)."""
-    where: Literal["queued", "running", "retrying", "waiting for an answer"]
+    where: Literal["queued", "running", "retrying", "waiting for an answer", "answered"]
     """``queued``: its job waits for a worker; ``running``: on ``worker``; ``retrying``: a lost
     job was dispatched again (``attempt``) and waits for a worker; ``waiting for an answer``:
-    no job runs, the answer comes from outside (``Client.answer``)."""
+    no job runs, the answer comes from outside (``Client.answer``); ``answered``: its answer
+    is in, and the invocation goes on once the calls it waits for with it are answered."""
     attempt: int | None = None
     worker: str | None = None
     """``hostname:pid`` of the worker running it."""

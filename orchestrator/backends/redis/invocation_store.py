@@ -185,8 +185,9 @@ class RedisInvocationStore:
     async def pending_details(self, record: InvocationRecord) -> list[PendingCall]:
         """Where each call the invocation waits for stands (one round trip).
 
-        Queued, running (on which worker, last seen when), retrying (a later attempt), or
-        waiting for an answer from outside.
+        Queued, running (on which worker, last seen when), retrying (a later attempt),
+        waiting for an answer from outside, or answered (its answer is in, the invocation
+        waits for its other calls).
         """
         ids = record.pending_calls
         if not ids:
@@ -203,7 +204,9 @@ class RedisInvocationStore:
                                where="waiting for an answer")
             if (latest := latest_progress(progress_raw, attempt)) is not None:
                 call.progress, call.progress_at = latest.get("progress"), latest.get("at")
-            if attempt is not None and result is None:  # a job is out, and not back yet
+            if result is not None and ToolResult.model_validate_json(result).answered:
+                call.where = "answered"
+            elif attempt is not None and result is None:  # a job is out, and not back yet
                 run = json.loads(run_raw) if run_raw else {}
                 call.attempt = int(attempt)
                 if run.get("state") == "running":
