@@ -423,6 +423,35 @@ class Runner:
             state_delta=state_delta, run_config=run_config,
         ))
 
+    async def rewind_async(
+        self, *, user_id: str, session_id: str, rewind_before_invocation_id: str,
+        run_config: RunConfig | None = None,
+    ) -> None:
+        """Take the session back to before the invocation ``rewind_before_invocation_id``.
+
+        See :mod:`orchestrator.runner_rewind`; InvocationNotFoundError if it is not there.
+        ``run_config`` is accepted as google-adk accepts it; the whole session is read.
+        """
+        from orchestrator.runner_rewind import rewind_session
+
+        session = await self._load_session(user_id, session_id, RunConfig())
+        await rewind_session(self.session_service, self.artifact_service, session,
+                             rewind_before_invocation_id)
+
+    async def run_debug(
+        self, user_messages: str | list[str], *, user_id: str = "debug_user_id",
+        session_id: str = "debug_session_id", run_config: RunConfig | None = None,
+        quiet: bool = False, verbose: bool = False,
+    ) -> list[Event]:
+        """Send messages one after the other and print the answers; return every event.
+
+        See :mod:`orchestrator.runner_debug`.
+        """
+        from orchestrator.runner_debug import run_debug
+
+        return await run_debug(self, user_messages, user_id=user_id, session_id=session_id,
+                               run_config=run_config, quiet=quiet, verbose=verbose)
+
     async def close(self) -> None:
         """Close the toolsets of every agent and the plugins, and flush the session service.
 

@@ -96,3 +96,13 @@ async def test_failed_save_writes_nothing(service, redis_client):
             artifact=types.Part(text="x"),
         )
     assert await redis_client.keys("*") == [names]
+
+
+async def test_a_rewind_tombstone_loads_as_absent(service):
+    from orchestrator.artifacts.artifact_util import new_rewind_tombstone
+
+    where = {"app_name": "app", "user_id": "u", "session_id": "s", "filename": "f.txt"}
+    await service.save_artifact(artifact=types.Part(text="kept"), **where)
+    assert await service.save_artifact(artifact=new_rewind_tombstone(), **where) == 1
+    assert await service.load_artifact(**where) is None
+    assert (await service.load_artifact(version=0, **where)).text == "kept"

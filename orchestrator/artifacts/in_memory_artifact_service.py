@@ -12,6 +12,7 @@ from google.genai import types
 from orchestrator import platform
 from orchestrator.artifacts import _scoping
 from orchestrator.artifacts._scoping import ArtifactLocation
+from orchestrator.artifacts.artifact_util import is_rewind_tombstone
 from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
 from orchestrator.errors import InputValidationError
 
@@ -133,7 +134,7 @@ class InMemoryArtifactService(BaseArtifactService):
         seen.add(key)
         target = _scoping.referenced(stored.part, location)
         if target is None:
-            return stored.part.model_copy(deep=True)
+            return None if is_rewind_tombstone(stored.part) else stored.part.model_copy(deep=True)
         return self._load(*target, seen)
 
     def _select(self, location: ArtifactLocation, version: int | None) -> _StoredVersion | None:

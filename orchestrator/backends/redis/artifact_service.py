@@ -30,6 +30,7 @@ from google.genai import types
 from orchestrator import failpoints, platform
 from orchestrator.artifacts import _scoping
 from orchestrator.artifacts._scoping import ArtifactLocation
+from orchestrator.artifacts.artifact_util import is_rewind_tombstone
 from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.codec import dumps, encode_value, loads, text
@@ -201,7 +202,7 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
             part = types.Part.model_validate_json(raw)
             target = _scoping.referenced(part, location)
             if target is None:
-                return part
+                return None if is_rewind_tombstone(part) else part
             location, version = target
 
     async def _read(self, list_key: str, version: int | None) -> tuple[int, Any] | None:
