@@ -140,7 +140,8 @@ async def test_the_index_moves_with_the_record_in_the_same_step(redis_client):
     # The session queue's claim-or-release saves records with the same script.
     queue = RedisSessionQueue(redis_client)
     rec.status = F
-    await queue.claim_or_release(("app", "u", "s1"), "no-token", save=rec)
+    await redis_client.set(keys.session_lease("app", "u", "s1"), "held")  # only a holder saves
+    await queue.claim_or_release(("app", "u", "s1"), "held", save=rec)
     assert await _members(redis_client, keys.app_invocations("app", "failed")) == ["e-1"]
     assert await _members(redis_client, keys.app_invocations("app", "completed")) == []
 
