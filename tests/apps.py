@@ -106,6 +106,18 @@ two_approvals_app = App(name="two_approvals", root_agent=LlmAgent(
 """Two calls answered from outside in one turn: the invocation goes on once both are in."""
 
 
+def _temp_model(request: LlmRequest) -> Any:
+    instruction = str(request.config.system_instruction or "")
+    key = instruction.split("key=", 1)[-1].split("\n", 1)[0]
+    return f"the key has {len(key)} characters"
+
+
+temp_key_app = App(name="temp_key", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_temp_model),
+    instruction="key={temp:key?}"))
+"""Reads a ``temp:`` value sent with the enqueue (its length only, so the log never holds it)."""
+
+
 # -- exploding: a remote tool that raises ----------------------------------------------------
 
 def exploding(x: int) -> dict[str, Any]:
@@ -213,11 +225,12 @@ parked_plain_app = App(name="parked_plain", root_agent=LlmAgent(
 
 
 ALL_APPS = [lookup_app, fanout_app, approval_app, exploding_app, chat_app, rendezvous_app,
-            loopbound_app, parked_app, parked_plain_app, two_approvals_app]
+            loopbound_app, parked_app, parked_plain_app, two_approvals_app, temp_key_app]
 APP_SPECS = ",".join(
     f"tests.apps:{name}" for name in
     ("lookup_app", "fanout_app", "approval_app", "exploding_app", "chat_app", "rendezvous_app",
-     "loopbound_app", "parked_app", "parked_plain_app", "two_approvals_app")
+     "loopbound_app", "parked_app", "parked_plain_app", "two_approvals_app",
+     "temp_key_app")
 )
 
 

@@ -376,3 +376,39 @@ def test_a_plain_tools_call_on_a_worker_is_answered_by_the_tool_not_from_outside
     client.answer("parked", long_running, call, {"tag": "from a human"})
     record = client.wait("parked", long_running, timeout=30, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
+
+
+def test_a_temp_value_sent_with_an_enqueue_is_used_and_then_kept_nowhere(celery_stack):
+    # A temp: value is for the invocation that gets it (a per-request key, say): it is not
+    # written to the session, and once the start has it, Redis keeps it nowhere either (not
+    # in the record, not in the status entries every watcher reads).
+    import redis
+
+    client = celery_stack["client"]
+    inv = client.enqueue("temp_key", "u", "hello", state_delta={"temp:key": "s3cr3t-value",
+                                                                "note": "kept"})
+    record = client.wait("temp_key", inv, timeout=30, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    final = client.events("temp_key", inv)[-1]
+    assert final.content.parts[0].text == "the key has 12 characters"  # the start saw it
+
+    found = []
+    with redis.Redis.from_url(celery_stack["url"]) as check:
+        for key in check.scan_iter(count=1000):
+            kind = check.type(key)
+            values: list = []
+            if kind == b"string":
+                values = [check.get(key)]
+            elif kind == b"hash":
+                values = list(check.hgetall(key).values())
+            elif kind == b"list":
+                values = check.lrange(key, 0, -1)
+            elif kind == b"stream":
+                values = [v for _, fields in check.xrange(key) for v in fields.values()]
+            elif kind == b"zset":
+                values = check.zrange(key, 0, -1)
+            elif kind == b"set":
+                values = list(check.smembers(key))
+            found += [key for v in values if b"s3cr3t-value" in v]
+    assert found == []
+    assert client.status("temp_key", inv).state_delta == {"note": "kept"}

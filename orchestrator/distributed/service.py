@@ -57,6 +57,7 @@ from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService, SessionWriter
 from orchestrator.sessions.session import Session
+from orchestrator.sessions.state import without_temp
 
 logger = logging.getLogger(__name__)
 
@@ -370,6 +371,9 @@ class InvocationService:
             # Resumes skip this write: paused -> completed is one step for watchers.
             record.status = InvocationStatus.RUNNING
             record.updated_at = platform.get_time()
+            # temp: values are the start's alone (it holds them already): they leave the
+            # record with this save, as they never enter the log.
+            record.state_delta = without_temp(record.state_delta)
             observe.invocation_status(record.app_name, record.status.value, record.created_at)
             if save_with_commit is not None:
                 # "running" lands with the user's message: a crash before it leaves the

@@ -52,3 +52,10 @@ class State(MutableMapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"State({self.to_dict()!r})"
+
+
+def without_temp(delta: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``delta`` without its ``temp:`` keys (the same object when it has none)."""
+    if not delta or not any(key.startswith(State.TEMP_PREFIX) for key in delta):
+        return delta
+    return {key: value for key, value in delta.items() if not key.startswith(State.TEMP_PREFIX)}

@@ -14,6 +14,7 @@ from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
 from orchestrator.backends.redis.lua_functions import LUA_PUT_RESULT, LUA_SAVE_RECORD, STATUSES_MAXLEN
 from orchestrator.distributed.models import InvocationRecord, ToolResult
 from orchestrator.distributed.streams import STREAM_MAXLEN
+from orchestrator.sessions.state import without_temp
 
 STATUS_STREAM_MAXLEN = STREAM_MAXLEN
 """Status entries share the stream with live events: trim it to the same length."""
@@ -40,18 +41,28 @@ class SaveRecord(RecordKeys):
     status: str
     ttl: int
     maxlen: int
+    shown: str = ""
+    """The record's JSON for its status entries, when it differs ('': ``record``)."""
 
 
 def save_record_operands(record: InvocationRecord, ttl: int) -> SaveRecord:
-    """The operands saving ``record`` (expiring ``ttl`` seconds after)."""
+    """The operands saving ``record`` (expiring ``ttl`` seconds after).
+
+    ``temp:`` values of the record's ``state_delta`` stay in the record until its start has
+    applied them, and never go to its status entries: those are read by every watcher and
+    kept as long as the record (a value meant for one invocation, a per-request key say).
+    """
     record_key, stream, statuses = keys.invocation_record_keys(record.app_name, record.invocation_id)
+    kept = without_temp(record.state_delta)
+    shown = (record.model_copy(update={"state_delta": kept}).model_dump_json()
+             if kept is not record.state_delta else "")
     return SaveRecord(record_key=record_key, stream=stream, statuses=statuses,
                       record=record.model_dump_json(), status=record.status.value, ttl=ttl,
-                      maxlen=STATUS_STREAM_MAXLEN)
+                      maxlen=STATUS_STREAM_MAXLEN, shown=shown)
 
 
 CREATE_RECORD = LuaScript(SaveRecord, """
-if not save_record(record_key, stream, statuses, record, status, ttl, maxlen, true) then
+if not save_record(record_key, stream, statuses, record, status, ttl, maxlen, true, shown) then
   return 0
 end
 return 1
@@ -59,7 +70,7 @@ return 1
 """Store a new record and publish its status: 1, or 0 (nothing written) if one exists."""
 
 SAVE_RECORD = LuaScript(SaveRecord, """
-save_record(record_key, stream, statuses, record, status, ttl, maxlen, false)
+save_record(record_key, stream, statuses, record, status, ttl, maxlen, false, shown)
 return 1
 """, functions=[LUA_SAVE_RECORD])
 """Overwrite a record and publish its status."""

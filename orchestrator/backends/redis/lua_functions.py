@@ -100,8 +100,10 @@ set expires ``ttl`` after its last write."""
 
 LUA_SAVE_RECORD = LUA_INDEX_STATUS + LUA_INDEX_RECORD + f"""
 local function save_record(record_key, stream_key, statuses_key, record, status, ttl, maxlen,
-                           only_if_new)
+                           only_if_new, shown)
   local decoded = cjson.decode(record)
+  local entry = record
+  if shown and shown ~= '' then entry = shown end
   local previous = nil
   if only_if_new then
     if redis.call('HSETNX', record_key, 'record', record) == 0 then return false end
@@ -116,10 +118,10 @@ local function save_record(record_key, stream_key, statuses_key, record, status,
   redis.call('HSET', record_key, 'status', status)
   redis.call('EXPIRE', record_key, ttl)
   redis.call('XADD', stream_key, 'MAXLEN', '~', maxlen, '*',
-    'kind', 'status', 'status', status, 'record', record)
+    'kind', 'status', 'status', status, 'record', entry)
   redis.call('EXPIRE', stream_key, ttl)
   redis.call('XADD', statuses_key, 'MAXLEN', '~', {STATUSES_MAXLEN}, '*',
-    'kind', 'status', 'status', status, 'record', record)
+    'kind', 'status', 'status', status, 'record', entry)
   redis.call('EXPIRE', statuses_key, ttl)
   -- Both indexes move the record from the status it had (read once, above) to its new one.
   local clock = redis.call('TIME')
@@ -129,9 +131,10 @@ local function save_record(record_key, stream_key, statuses_key, record, status,
 end
 """
 """``save_record(...)``: store an invocation record (``only_if_new``: unless one exists, then
-false and nothing written) and add its status entry to the invocation's live stream and to
-its status-only stream (``keys.invocation_record_keys`` names the three keys); file it
-in the lists of invocations (:data:`LUA_INDEX_RECORD`) in the same step."""
+false and nothing written) and add its status entry (the record as ``shown``, if given) to
+the invocation's live stream and to its status-only stream (``keys.invocation_record_keys``
+names the three keys); file it in the lists of invocations (:data:`LUA_INDEX_RECORD`) in
+the same step."""
 
 LUA_PUT_RESULT = """
 local function put_result(results, watch, call_id, result, ttl, member)

@@ -70,7 +70,7 @@ class CreateAndPush(PushItem, SaveRecord):
 
 
 CREATE_AND_PUSH = LuaScript(CreateAndPush, """
-if not save_record(record_key, stream, statuses, record, status, ttl, maxlen, true) then
+if not save_record(record_key, stream, statuses, record, status, ttl, maxlen, true, shown) then
   return 0
 end
 return push_item(queue, wake, item, app, user, session, invocation)
@@ -89,7 +89,7 @@ class CreateAndPushIfSession(CreateAndPush):
 
 CREATE_AND_PUSH_IF_SESSION = LuaScript(CreateAndPushIfSession, """
 if redis.call('EXISTS', session_meta) == 0 then return -1 end
-if not save_record(record_key, stream, statuses, record, status, ttl, maxlen, true) then
+if not save_record(record_key, stream, statuses, record, status, ttl, maxlen, true, shown) then
   return 0
 end
 return push_item(queue, wake, item, app, user, session, invocation)
@@ -194,12 +194,14 @@ class ClaimOrRelease(Operands):
     status: str = ""
     ttl: int = 0
     maxlen: int = 0
+    shown: str = ""
+    """The record's JSON for its status entries, when it differs ('': ``record``)."""
 
 
 CLAIM_OR_RELEASE = LuaScript(ClaimOrRelease, """
 if redis.call('GET', lease) ~= token then return -1 end
 if record ~= '' then
-  save_record(record_key, stream, statuses, record, status, ttl, maxlen, false)
+  save_record(record_key, stream, statuses, record, status, ttl, maxlen, false, shown)
 end
 if finished ~= '' then redis.call('LREM', processing, 1, finished) end
 local item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
