@@ -32,8 +32,10 @@ async def test_instruction_templating_and_identity():
 
 async def test_missing_state_key_raises_key_error():
     agent = LlmAgent(name="helper", model=ScriptedLlm(responses=["ok"]), instruction="{absent}")
-    with pytest.raises(KeyError, match="absent"):
+    with pytest.raises(KeyError) as raised:
         await ask(agent)
+    # google-adk 2.13's words, naming the agent.
+    assert raised.value.args[0] == "Context variable not found: `absent` in agent 'helper'."
 
 
 async def test_instruction_provider_bypasses_templating():

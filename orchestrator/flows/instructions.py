@@ -57,7 +57,7 @@ async def _render(placeholder: str, ctx: ReadonlyContext) -> str:
     if name not in state:
         if optional:
             return ""
-        raise KeyError(f"Context variable not found: `{name}`.")
+        raise KeyError(f"Context variable not found: `{name}` in agent '{ctx.agent_name}'.")
     value = state[name]
     return "" if value is None else str(value)
 
@@ -76,7 +76,7 @@ async def _render_artifact(filename: str, optional: bool, ctx: ReadonlyContext) 
     if part is None:
         if optional:
             return ""
-        raise KeyError(f"Artifact {filename} not found.")
+        raise KeyError(f"Artifact '{filename}' not found in agent '{ctx.agent_name}'.")
     return part.text or ""
 
 
