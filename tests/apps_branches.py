@@ -127,7 +127,27 @@ fail_wait_app = _resumable("fail_wait", ParallelAgent(name="fan", sub_agents=[
 ]))
 
 
-BRANCH_APPS = [two_ask_app, branch_hold_app, loop_fan_app, loop_exit_app, fail_wait_app]
+def quick_ask(question: str) -> dict[str, Any]:
+    """A long-running tool that has its answer at once (it needs no human this time)."""
+    return {"answer": f"known: {question}"}
+
+
+def _asking_quickly(request: LlmRequest) -> Any:
+    answers = function_responses(request)
+    return _call("quick_ask", question="?") if not answers else f"got {answers[-1].response}"
+
+
+quick_fan_app = _resumable("quick_fan", ParallelAgent(name="fan", sub_agents=[
+    LlmAgent(name="q", model=FunctionLlm(record_requests=False, fn=_asking_quickly),
+             tools=[LongRunningFunctionTool(quick_ask)]),
+    LlmAgent(name="r", model=_text("r done")),
+]))
+"""A branch whose long-running tool answers at once: the branch ends, it does not pause."""
+
+
+BRANCH_APPS = [two_ask_app, branch_hold_app, loop_fan_app, loop_exit_app, fail_wait_app,
+               quick_fan_app]
 BRANCH_APP_SPECS = ",".join(
     f"tests.apps_branches:{name}" for name in
-    ("two_ask_app", "branch_hold_app", "loop_fan_app", "loop_exit_app", "fail_wait_app"))
+    ("two_ask_app", "branch_hold_app", "loop_fan_app", "loop_exit_app", "fail_wait_app",
+     "quick_fan_app"))

@@ -363,3 +363,11 @@ async def test_a_failed_branch_fails_the_invocation_while_its_sibling_waits(back
     record = await backend.wait("fail_wait", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.FAILED, record
     assert "exploded" in (record.error or "")
+
+
+async def test_a_branch_whose_long_running_tool_answers_at_once_ends_and_does_not_pause(backend):
+    inv = await backend.enqueue("quick_fan", "u", "go")
+    record = await backend.wait("quick_fan", inv, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, (record.status, record.pending_calls)
+    texts = simplify_all(await backend.events("quick_fan", inv))
+    assert ("q", "got {'answer': 'known: ?'}") in texts and ("r", "r done") in texts

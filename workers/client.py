@@ -223,8 +223,8 @@ class Client:
 
         After :meth:`answer` on this client, it waits for a status that came after that
         answer, not the pause the answer ends (``wait``, ``answer``, ``wait`` reads as the
-        flow it is); an answer that leaves other calls open ends no pause, and the pause is
-        returned at once (its ``calls`` show which are answered).
+        flow it is). An answer that leaves the invocation paused on its other calls gets a
+        status of its own (still paused; ``calls`` shows it answered).
         """
         self._check_ids(app_name, invocation_id)
         record = self._wait_here(app_name, invocation_id, set(until), timeout)
@@ -328,19 +328,11 @@ class Client:
         does not wait for that call; nothing is stored either way.
         """
         self._check_ids(app_name, invocation_id)
-        services = self._services()
+        service = self._services().service
         seen = self._sync_redis().xrevrange(keys.invocation_statuses(app_name, invocation_id), count=1)
-        self._runtime.run(services.service.answer(app_name, invocation_id, function_call_id, response))
-        # The next wait waits past this pause only if the answer ends it: with other calls
-        # still open, the invocation stays paused and no newer status comes.
-        record = self._runtime.run(services.store.get(app_name, invocation_id))
-        still_open = record is not None and any(
-            call.where != "answered"
-            for call in self._runtime.run(services.store.pending_details(record)))
-        if seen and not still_open:
+        self._runtime.run(service.answer(app_name, invocation_id, function_call_id, response))
+        if seen:
             self._seen[(app_name, invocation_id)] = seen[0][0]
-        else:
-            self._seen.pop((app_name, invocation_id), None)
 
     def cancel(self, app_name: str, invocation_id: str) -> None:
         """Cancel the invocation; RequestError for malformed identifiers."""

@@ -14,12 +14,13 @@ from orchestrator.agents.context import ReadonlyContext, ToolContext
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
+from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.errors import raised_by_service
 from orchestrator.events.event import Event
 from orchestrator.flows import tool_callbacks
-from orchestrator.flows.contents import RUN_BRANCH
+from orchestrator.flows.contents import RUN_BRANCH, on_or_below
 from orchestrator.plugins.plugin_manager import PluginManager
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from orchestrator.sessions.session import Session
@@ -177,7 +178,7 @@ async def execute_agent_job(
         if raised_by_service(error):
             raise  # Redis away under a service the branch called: run it again
         return _agent_error(job, f"{type(error).__name__}: {error}", produced)
-    paused = ctx.is_paused(sub.name) or any(ctx.should_pause_invocation(e) for e in produced)
+    paused = _waits(session.events, job)
     return ToolResult(
         function_call_id=job.function_call_id,
         tool_name=RUN_BRANCH,
@@ -185,6 +186,17 @@ async def execute_agent_job(
         events=[e.to_wire() for e in produced],
         worker=WORKER_ID,
     )
+
+
+def _waits(events: list[Event], job: AgentJob) -> bool:
+    """True if the branch's log leaves one of its calls open (it waits for an answer).
+
+    Read from the log, as the orchestrator decides a pause: an agent that made a
+    long-running call marks itself paused (as google-adk's does) even when the tool had its
+    answer at once, and such a branch is over, not waiting.
+    """
+    ledger = CallLedger.of(events, job.invocation_id)
+    return any(on_or_below(ledger.calls[cid].event.branch, job.branch) for cid in ledger.open)
 
 
 def _agent_error(job: AgentJob, message: str, produced: list[Event]) -> ToolResult:

@@ -287,7 +287,11 @@ class InvocationService:
                 else (self.session_service, None))
             plan = await self._plan(runner, record, item, results, session, writer)
             if plan.is_empty:
-                return None, earlier
+                # An answer that leaves the invocation waiting for the other calls of its turn
+                # still gets a status of its own: whoever sent it and waits sees it taken.
+                answered = item.kind == "resume" and record.status is InvocationStatus.PAUSED \
+                    and any(r.answered for cid, r in results.items() if cid in record.pending_calls)
+                return (_ended(record, InvocationStatus.PAUSED) if answered else None), earlier
             failpoints.hit("orchestrator.before_run")
             ended = await self._drive(record, plan, save_with_commit)
             failpoints.hit(f"orchestrator.{item.kind}.before_save")
