@@ -7,16 +7,17 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING
 
-from workers import cli_ops
+from workers import cli_follow, cli_ops
+from workers.cli_follow import EventPrinter, describe_event
 
 if TYPE_CHECKING:
     from config import Settings
-    from orchestrator.distributed.streams import StreamItem
-    from orchestrator.events.event import Event
     from workers.client import Client
 
+
+__all__ = ["EventPrinter", "describe_event", "main", "worker_queues"]
 
 PROCESS_ENVIRONMENT = """environment:
   ADK_CELERY_REDIS_URL   Redis for broker, results and state (required)
@@ -185,8 +186,8 @@ def _main(argv: Sequence[str] | None) -> None:
                                            "its start) and its final status")
     follow.add_argument("app_name")
     follow.add_argument("invocation_id")
-    _follow_args(follow)
-    _follow_args(enqueue)
+    cli_follow.add_follow_args(follow)
+    cli_follow.add_follow_args(enqueue)
     cli_ops.add_commands(sub)
 
     args, extra = parser.parse_known_args(argv)
@@ -210,7 +211,7 @@ def _main(argv: Sequence[str] | None) -> None:
     elif args.command == "follow":
         def follow(client: Client) -> int:
             cli_ops.require_invocation(client, args.app_name, args.invocation_id)
-            return _follow(client, args)
+            return cli_follow.follow(client, args)
 
         sys.exit(cli_ops.with_client(follow))
     else:
@@ -235,7 +236,7 @@ def _enqueue(args: argparse.Namespace) -> None:
         print(invocation_id, flush=True)
         if args.follow:
             args.invocation_id = invocation_id
-            return _follow(client, args)
+            return cli_follow.follow(client, args)
         if args.wait:
             record = client.wait(args.app_name, invocation_id)
             for event in client.events(args.app_name, invocation_id):
@@ -244,114 +245,6 @@ def _enqueue(args: argparse.Namespace) -> None:
         return 0
 
     sys.exit(cli_ops.with_client(enqueue))
-
-
-def _follow_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="give up after this many seconds (exit status 2)")
-    parser.add_argument("--until-paused", action="store_true",
-                        help="stop when the invocation pauses (default: follow until it ends)")
-
-
-def _follow(client: Client, args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Print the invocation's live stream and final status; return the exit status.
-
-    0: completed (or paused, with ``--until-paused``); 1: failed or cancelled; 2: timed out.
-    """
-    from orchestrator.distributed.models import InvocationStatus
-
-    out = out or sys.stdout
-    printer = EventPrinter(out)
-    until = InvocationStatus.SETTLED if args.until_paused else InvocationStatus.FINISHED
-    last: InvocationStatus | None = None
-    try:
-        for item in client.follow(args.app_name, args.invocation_id, timeout=args.timeout,
-                                  until=until):
-            printer.print(item)
-            if item.status is not None and item.status in until:
-                last = item.status
-    except TimeoutError as error:
-        printer.end_line()
-        print(f"adk-celery: {error}", file=sys.stderr)
-        return 2
-    record = client.status(args.app_name, args.invocation_id)
-    if record is not None and record.error:
-        print(f"error: {record.error}", file=out)
-    if record is not None and last is InvocationStatus.PAUSED and record.pending_calls:
-        print(f"waiting for: {', '.join(record.pending_calls)}", file=out)
-    out.flush()
-    return 1 if last in (InvocationStatus.FAILED, InvocationStatus.CANCELLED) else 0
-
-
-class EventPrinter:
-    """Prints a live stream readably: one line per event, partial chunks inline, statuses.
-
-    A committed event prints as ``author: text``, ``author: call name({args}) [id]`` or
-    ``author: response name -> {response}``, one part after another; streaming chunks print
-    their text as it comes, on a line of their own starting ``author ~``; a status change
-    prints as ``[status]``, a remote call's progress as ``[progress tool [call id]: {...}]``.
-    """
-
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-        self._partial_author: str | None = None
-
-    def print(self, item: StreamItem) -> None:
-        """Print one stream item."""
-        if item.event is not None and item.partial:
-            self._chunk(item.event)
-            return
-        self.end_line()
-        if item.event is not None:
-            self._out.write(describe_event(item.event) + "\n")
-        elif item.status is not None:
-            self._out.write(f"[{item.status.value}]\n")
-        elif item.progress is not None:
-            self._out.write(f"[progress {item.progress.tool} [{item.progress.function_call_id}]: "
-                            f"{_compact(item.progress.payload)}]\n")
-        self._out.flush()
-
-    def end_line(self) -> None:
-        """Finish a line of partial chunks, if one is open."""
-        if self._partial_author is not None:
-            self._out.write("\n")
-            self._partial_author = None
-
-    def _chunk(self, event: Event) -> None:
-        parts = (event.content.parts or []) if event.content else []
-        text = "".join(p.text for p in parts if p.text and not p.thought)
-        if self._partial_author != event.author:
-            self.end_line()
-            self._out.write(f"{event.author} ~ ")
-            self._partial_author = event.author
-        self._out.write(text)
-        self._out.flush()
-
-
-def describe_event(event: Event) -> str:
-    """One readable line for a committed event."""
-    pieces: list[str] = []
-    for part in (event.content.parts or []) if event.content else []:
-        if part.function_call is not None:
-            call = part.function_call
-            running = " (long-running)" if call.id in (event.long_running_tool_ids or ()) else ""
-            pieces.append(f"call {call.name}({_compact(call.args or {})}) [{call.id}]{running}")
-        elif part.function_response is not None:
-            response = part.function_response
-            pieces.append(f"response {response.name} -> {_compact(response.response or {})}")
-        elif part.text and not part.thought:
-            pieces.append(part.text)
-    if event.error_code or event.error_message:
-        pieces.append(f"error {event.error_code}: {event.error_message}")
-    if event.actions.state_delta:
-        pieces.append(f"state {_compact(event.actions.state_delta)}")
-    if event.actions.transfer_to_agent:
-        pieces.append(f"transfer to {event.actions.transfer_to_agent}")
-    return f"{event.author or '?'}: {' | '.join(pieces) or '(no content)'}"
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, default=str, separators=(", ", ": "))
 
 
 if __name__ == "__main__":
