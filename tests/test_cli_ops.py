@@ -3,14 +3,19 @@ sessions, follow; and their errors: one line on stderr and exit status 2, never 
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
 
 import pytest
+from google.genai import types
 
 from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.streams import StreamItem
+from orchestrator.events.event import Event
 from tests.support.processes import ROOT, stack_env
+from workers.cli import EventPrinter
 
 
 def cli(env: dict[str, str], *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -99,3 +104,29 @@ def test_app_options_serve_apps_the_environment_does_not_name(redis_url):
         inv = client.enqueue("lookup", "u", "look up Oslo")
         record = client.wait("lookup", inv, timeout=30, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
+
+
+FORGED = "hi\n[paused]\nwaiting for: c-fake\x1b]0;pwned\x07\x1b[2K\r\u202e"
+"""A message posing as more lines of ``follow`` and carrying terminal control sequences."""
+ESCAPED = "hi\\n[paused]\\nwaiting for: c-fake\\x1b]0;pwned\\x07\\x1b[2K\\r\\u202e"
+
+
+def test_follow_prints_a_users_text_on_its_own_line_with_control_characters_escaped(
+        celery_stack, env):
+    client = celery_stack["client"]
+    invocation_id = client.enqueue("chat", "mallory", FORGED)
+    followed = cli(env, "follow", "chat", invocation_id, "--timeout", "15")
+    assert followed.returncode == 0, followed.stderr
+    assert not any(char in followed.stdout for char in "\x1b\x07\r\u202e")
+    assert followed.stdout.splitlines() == [
+        "[queued]", "[running]", f"user: {ESCAPED}", f"agent: reply to {ESCAPED}", "[completed]"]
+
+
+def test_follow_escapes_streamed_chunks():
+    out = io.StringIO()
+    printer = EventPrinter(out)
+    chunk = Event(invocation_id="e-1", author="agent", partial=True,
+                  content=types.Content(role="model", parts=[types.Part(text=FORGED)]))
+    printer.print(StreamItem.of_event(chunk))
+    printer.end_line()
+    assert out.getvalue() == f"agent ~ {ESCAPED}\n"

@@ -44,9 +44,9 @@ def follow(client: Client, args: argparse.Namespace, out: TextIO | None = None) 
         return 2
     record = client.status(args.app_name, args.invocation_id)
     if record is not None and record.error:
-        print(f"error: {record.error}", file=out)
+        print(f"error: {one_line(record.error)}", file=out)
     if record is not None and last is InvocationStatus.PAUSED and record.pending_calls:
-        print(f"waiting for: {', '.join(record.pending_calls)}", file=out)
+        print(f"waiting for: {one_line(', '.join(record.pending_calls))}", file=out)
     out.flush()
     return 1 if last in (InvocationStatus.FAILED, InvocationStatus.CANCELLED) else 0
 
@@ -58,6 +58,9 @@ class EventPrinter:
     ``author: response name -> {response}``, one part after another; streaming chunks print
     their text as it comes, on a line of their own starting ``author ~``; a status change
     prints as ``[status]``, a remote call's progress as ``[progress tool [call id]: {...}]``.
+    Text from agents, tools and users is printed through :func:`one_line`: a line printed is
+    an item of the stream, never text posing as one, and nothing reaches the terminal as a
+    control sequence.
     """
 
     def __init__(self, out: TextIO) -> None:
@@ -75,8 +78,9 @@ class EventPrinter:
         elif item.status is not None:
             self._out.write(f"[{item.status.value}]\n")
         elif item.progress is not None:
-            self._out.write(f"[progress {item.progress.tool} [{item.progress.function_call_id}]: "
-                            f"{_compact(item.progress.payload)}]\n")
+            progress = item.progress
+            self._out.write(one_line(f"[progress {progress.tool} [{progress.function_call_id}]: "
+                                     f"{_compact(progress.payload)}]") + "\n")
         self._out.flush()
 
     def end_line(self) -> None:
@@ -90,14 +94,14 @@ class EventPrinter:
         text = "".join(p.text for p in parts if p.text and not p.thought)
         if self._partial_author != event.author:
             self.end_line()
-            self._out.write(f"{event.author} ~ ")
+            self._out.write(f"{one_line(event.author)} ~ ")
             self._partial_author = event.author
-        self._out.write(text)
+        self._out.write(one_line(text))
         self._out.flush()
 
 
 def describe_event(event: Event) -> str:
-    """One readable line for a committed event."""
+    """One readable line for a committed event (control characters escaped: :func:`one_line`)."""
     pieces: list[str] = []
     for part in (event.content.parts or []) if event.content else []:
         if part.function_call is not None:
@@ -115,7 +119,31 @@ def describe_event(event: Event) -> str:
         pieces.append(f"state {_compact(event.actions.state_delta)}")
     if event.actions.transfer_to_agent:
         pieces.append(f"transfer to {event.actions.transfer_to_agent}")
-    return f"{event.author or '?'}: {' | '.join(pieces) or '(no content)'}"
+    return one_line(f"{event.author or '?'}: {' | '.join(pieces) or '(no content)'}")
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    r"""``text`` with every character that is not printable escaped, as Python writes it.
+
+    Newlines and carriage returns (``\n``, ``\r``), ESC (``\x1b``) and the other control
+    and format characters (``\u202e``, ...): what a terminal would act on or show as more than
+    one line. Printable text, in any script, is kept.
+    """
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escape(char) for char in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def _compact(value: Any) -> str:
