@@ -94,6 +94,18 @@ def test_bad_input_and_setup_errors_are_one_line(env):
         assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "soon"])
+def test_follow_timeout_must_be_a_finite_number_of_seconds(celery_stack, env, value):
+    client = celery_stack["client"]
+    invocation_id = client.enqueue("approval", "ops-timeout", "pay 3")
+    client.wait("approval", invocation_id, timeout=15)
+    done = cli(env, "follow", "approval", invocation_id, "--timeout", value)
+    assert done.returncode == 2 and done.stderr.startswith("usage: adk-celery follow")
+    assert done.stderr.splitlines()[-1] == (
+        f"adk-celery follow: error: argument --timeout: '{value}' is not a finite number of "
+        "seconds, 0 or more")
+
+
 def test_app_options_serve_apps_the_environment_does_not_name(redis_url):
     # --app reaches the processes as settings (never through the environment): the
     # orchestrator runs the agent and the worker its remote tool, with ADK_CELERY_APPS empty.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -15,10 +16,21 @@ if TYPE_CHECKING:
 
 def add_follow_args(parser: argparse.ArgumentParser) -> None:
     """Add ``--timeout`` and ``--until-paused`` (``follow``, ``enqueue``)."""
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="give up after this many seconds (exit status 2)")
+    parser.add_argument("--timeout", type=seconds, default=None,
+                        help="give up after this many seconds (exit status 2; default: no limit)")
     parser.add_argument("--until-paused", action="store_true",
                         help="stop when the invocation pauses (default: follow until it ends)")
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds, 0 or more")
+    return value
 
 
 def follow(client: Client, args: argparse.Namespace, out: TextIO | None = None) -> int:
