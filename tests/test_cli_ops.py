@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+import redis
 from google.genai import types
 
 from orchestrator.distributed.models import InvocationStatus
@@ -104,6 +106,33 @@ def test_follow_timeout_must_be_a_finite_number_of_seconds(celery_stack, env, va
     assert done.stderr.splitlines()[-1] == (
         f"adk-celery follow: error: argument --timeout: '{value}' is not a finite number of "
         "seconds, 0 or more")
+
+
+def test_enqueue_wait_gives_up_after_its_timeout_and_says_so(env):
+    # Nothing serves db 1: the invocation stays queued.
+    unserved = env["ADK_CELERY_REDIS_URL"].rsplit("/", 1)[0] + "/1"
+    with redis.Redis.from_url(unserved) as db:
+        db.flushdb()
+        done = cli({**env, "ADK_CELERY_REDIS_URL": unserved}, "enqueue", "chat", "u", "hello",
+                   "--wait", "--timeout", "0.5", timeout=30)
+        db.flushdb()
+    invocation_id = done.stdout.strip()
+    assert done.returncode == 2
+    assert done.stderr == (f"adk-celery: Invocation {invocation_id!r} did not reach ['cancelled', "
+                           "'completed', 'failed', 'paused'] within 0.5 s.\n")
+
+
+def test_a_closed_stdout_ends_the_command_quietly(env):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written (`| head` done)
+    try:
+        done = subprocess.run([sys.executable, "-m", "workers.cli", "enqueue", "chat", "u", "hi",
+                               "--wait", "--timeout", "15"], cwd=ROOT, env=env, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
 
 
 def test_app_options_serve_apps_the_environment_does_not_name(redis_url):

@@ -89,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``adk-celery`` command.
 
     A refused request (a malformed id or message, an answer for a call that is not
-    pending) prints why on stderr and exits with status 2, without a traceback.
+    pending) prints why on stderr and exits with status 2, without a traceback. When the
+    reader of its output goes away (``| head``), it stops quietly with status 141, as a
+    command ended by SIGPIPE.
     """
     from orchestrator.errors import AnswerRejectedError, RequestError
 
@@ -98,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (RequestError, AnswerRejectedError) as error:
         print(f"adk-celery: error: {error}", file=sys.stderr)
         sys.exit(2)
+    except BrokenPipeError:
+        # Nothing more can be written; the interpreter's last flush must not fail either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
 
 
 def _main(argv: Sequence[str] | None) -> None:
@@ -177,7 +183,9 @@ def _main(argv: Sequence[str] | None) -> None:
     enqueue.add_argument("user_id")
     enqueue.add_argument("message")
     enqueue.add_argument("--session-id", default=None)
-    enqueue.add_argument("--wait", action="store_true", help="wait and print the events")
+    enqueue.add_argument("--wait", action="store_true",
+                         help="wait until it pauses or ends (up to --timeout, default 60 s), then "
+                              "print its events and record")
     enqueue.add_argument("--follow", action="store_true",
                          help="print the events live, as they happen, and the final status")
     enqueue.add_argument("--stream", action="store_true",
@@ -186,8 +194,8 @@ def _main(argv: Sequence[str] | None) -> None:
                                            "its start) and its final status")
     follow.add_argument("app_name")
     follow.add_argument("invocation_id")
-    cli_follow.add_follow_args(follow)
-    cli_follow.add_follow_args(enqueue)
+    cli_follow.add_follow_args(follow, "no limit")
+    cli_follow.add_follow_args(enqueue, "no limit with --follow, 60 s with --wait")
     cli_ops.add_commands(sub)
 
     args, extra = parser.parse_known_args(argv)
@@ -238,7 +246,12 @@ def _enqueue(args: argparse.Namespace) -> None:
             args.invocation_id = invocation_id
             return cli_follow.follow(client, args)
         if args.wait:
-            record = client.wait(args.app_name, invocation_id)
+            try:
+                record = client.wait(args.app_name, invocation_id,
+                                     timeout=60.0 if args.timeout is None else args.timeout)
+            except TimeoutError as error:  # as ``follow`` says it
+                print(f"adk-celery: {error}", file=sys.stderr)
+                return 2
             for event in client.events(args.app_name, invocation_id):
                 print(json.dumps(event.to_wire()))
             print(record.model_dump_json())

@@ -14,10 +14,11 @@ if TYPE_CHECKING:
     from workers.client import Client
 
 
-def add_follow_args(parser: argparse.ArgumentParser) -> None:
-    """Add ``--timeout`` and ``--until-paused`` (``follow``, ``enqueue``)."""
+def add_follow_args(parser: argparse.ArgumentParser, timeout_default: str) -> None:
+    """Add ``--timeout`` (its default described by ``timeout_default``) and ``--until-paused``."""
     parser.add_argument("--timeout", type=seconds, default=None,
-                        help="give up after this many seconds (exit status 2; default: no limit)")
+                        help=f"give up after this many seconds (exit status 2; default: "
+                             f"{timeout_default})")
     parser.add_argument("--until-paused", action="store_true",
                         help="stop when the invocation pauses (default: follow until it ends)")
 
