@@ -108,6 +108,19 @@ def test_follow_timeout_must_be_a_finite_number_of_seconds(celery_stack, env, va
         "seconds, 0 or more")
 
 
+def test_an_answer_nested_too_deep_to_parse_is_refused_in_one_line(celery_stack, env):
+    client = celery_stack["client"]
+    invocation_id = client.enqueue("approval", "ops-deep", "pay 2")
+    [call_id] = client.wait("approval", invocation_id, timeout=15).pending_calls
+    deep = "[" * 20_000 + "]" * 20_000
+    done = cli(env, "answer", "approval", invocation_id, call_id, deep)
+    assert done.returncode == 2
+    assert done.stderr == ("adk-celery: error: response: nests too deep (the limit is 32 levels, "
+                           "ADK_CELERY_MAX_NESTING_DEPTH).\n")
+    record = client.status("approval", invocation_id)  # nothing was stored
+    assert (record.status, record.pending_calls) == (InvocationStatus.PAUSED, [call_id])
+
+
 def test_enqueue_wait_gives_up_after_its_timeout_and_says_so(env):
     # Nothing serves db 1: the invocation stays queued.
     unserved = env["ADK_CELERY_REDIS_URL"].rsplit("/", 1)[0] + "/1"

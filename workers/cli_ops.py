@@ -144,6 +144,11 @@ def _answer(client: Client, args: argparse.Namespace) -> None:
         response = json.loads(args.response)
     except ValueError as error:
         fail(f"response: not JSON ({error}).")
+    except RecursionError:  # deeper than the parser goes, let alone the limit
+        from config import get_settings
+
+        fail(f"response: nests too deep (the limit is {get_settings().max_nesting_depth} levels, "
+             "ADK_CELERY_MAX_NESTING_DEPTH).")
     require_invocation(client, args.app_name, args.invocation_id)
     client.answer(args.app_name, args.invocation_id, args.function_call_id, response)
     print(f"answered {args.function_call_id}")
