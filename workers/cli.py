@@ -115,8 +115,12 @@ def _main(argv: Sequence[str] | None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     # Defaults in the help are the ones the settings in force give (ADK_CELERY_* variables).
     from config import get_settings
+    from config.settings import describe_settings_error
 
-    current = get_settings()
+    try:
+        current = get_settings()
+    except ValueError as error:  # a malformed ADK_CELERY_* setting
+        cli_ops.fail(describe_settings_error(error))
 
     def worker_args(p: argparse.ArgumentParser, default_name: str, pool: str) -> None:
         p.add_argument("--app", action="append", metavar="MODULE:ATTR",

@@ -1,0 +1,58 @@
+"""What ``adk-celery`` says about malformed settings and options: one line naming the setting
+or option and what is wrong, exit status 2, no traceback, and never a secret it was given."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.processes import ROOT, stack_env
+
+SECRET = "S3cretPw"
+
+
+def run(env: dict[str, str], *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def cli(env: dict[str, str], *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return run(env, sys.executable, "-m", "workers.cli", *argv, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def env(redis_url):
+    return stack_env(redis_url, "tests.apps:chat_app")
+
+
+MALFORMED = [
+    ("REDIS_URL", f"redis://:{SECRET}@127.0.0.1:notaport/0",
+     "ADK_CELERY_REDIS_URL: the port is not a number from 0 to 65535"),
+    ("REDIS_URL", f"{SECRET}@127.0.0.1:6379",
+     "ADK_CELERY_REDIS_URL: not a Redis URL: it must start with redis://, rediss:// or unix:// "
+     "(e.g. redis://localhost:6379/0)"),
+    ("METRICS_PORT", "abc", "ADK_CELERY_METRICS_PORT: Input should be a valid integer, unable to "
+                            "parse string as an integer"),
+    ("BROKER_TRANSPORT_OPTIONS", "{bad", "ADK_CELERY_BROKER_TRANSPORT_OPTIONS: not JSON (Expecting "
+                                         "property name enclosed in double quotes at character 1)"),
+    ("IDENTIFIER_PATTERN", "[", "ADK_CELERY_IDENTIFIER_PATTERN: not a regular expression "
+                                "(unterminated character set at position 0)"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "said"), MALFORMED, ids=[m[0] + "=" + m[1] for m in MALFORMED])
+@pytest.mark.parametrize("command", [("status", "chat", "e-x"), ("orchestrator",)], ids=["status", "orchestrator"])
+def test_a_malformed_setting_is_one_line_naming_it(env, name, value, said, command):
+    done = cli({**env, f"ADK_CELERY_{name}": value}, *command)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"adk-celery: error: {said}\n")
+
+
+def test_a_plain_celery_worker_stops_on_a_malformed_setting_without_showing_it(env):
+    done = run({**env, "ADK_CELERY_REDIS_URL": f"redis://:{SECRET}@127.0.0.1:notaport/0"},
+               sys.executable, "-m", "celery", "-A", "workers", "worker", "--loglevel", "WARNING")
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "adk-celery: error: ADK_CELERY_REDIS_URL: the port is not a number from 0 to 65535")
+    assert "Traceback" not in done.stderr and SECRET not in done.stdout + done.stderr
