@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     channel builds one redis-py client and reuses it. False: one per operation, as kombu."""
     flower_basic_auth: SecretStr | None = None
     """``user:password`` for Flower's basic auth (``adk-celery flower``)."""
-    flower_port: int = 5555
+    flower_port: int = Field(default=5555, ge=0, le=65535)
     """Port of ``adk-celery flower``."""
     flower_allow_control: bool = False
     """Let Flower's users run tasks and control workers (shut down, pool, queues, revoke)."""
@@ -128,7 +128,7 @@ class Settings(BaseSettings):
     dispatched before it is answered with an error naming the tool and the cause."""
     api_host: str = "127.0.0.1"
     """Address of ``adk-celery api``."""
-    api_port: int = 8000
+    api_port: int = Field(default=8000, ge=0, le=65535)
     """Port of ``adk-celery api``."""
     api_tokens: SecretStr | None = None
     """Bearer tokens of ``adk-celery api``, JSON: ``{"token": ["app", ...]}`` (``["*"]``: every
@@ -140,7 +140,7 @@ class Settings(BaseSettings):
     api_access_log: bool = True
     """``adk-celery api`` logs one line per request (uvicorn's access log); false saves that
     work on a busy server (``--no-access-log``)."""
-    metrics_port: int = 0
+    metrics_port: int = Field(default=0, ge=0, le=65535)
     """Port of the Prometheus metrics an orchestrator or worker process serves (its model and
     tool call durations, status changes, redeliveries); 0: none (``--metrics-port``)."""
     metrics_address: str = "127.0.0.1"

@@ -37,6 +37,7 @@ MALFORMED = [
                             "parse string as an integer"),
     ("BROKER_TRANSPORT_OPTIONS", "{bad", "ADK_CELERY_BROKER_TRANSPORT_OPTIONS: not JSON (Expecting "
                                          "property name enclosed in double quotes at character 1)"),
+    ("METRICS_PORT", "70000", "ADK_CELERY_METRICS_PORT: Input should be less than or equal to 65535"),
     ("IDENTIFIER_PATTERN", "[", "ADK_CELERY_IDENTIFIER_PATTERN: not a regular expression "
                                 "(unterminated character set at position 0)"),
 ]
@@ -56,3 +57,19 @@ def test_a_plain_celery_worker_stops_on_a_malformed_setting_without_showing_it(e
     assert done.stderr.splitlines()[-1] == (
         "adk-celery: error: ADK_CELERY_REDIS_URL: the port is not a number from 0 to 65535")
     assert "Traceback" not in done.stderr and SECRET not in done.stdout + done.stderr
+
+
+OUT_OF_RANGE = [
+    (("orchestrator", "--metrics-port", "70000"),
+     "argument --metrics-port: '70000' is not a port number (0 to 65535)"),
+    (("worker", "--metrics-port", "-1"), "argument --metrics-port: '-1' is not a port number (0 to 65535)"),
+    (("worker", "--concurrency", "-3"), "argument --concurrency: '-3' is not a whole number, 1 or more"),
+    (("api", "--port", "99999"), "argument --port: '99999' is not a port number (0 to 65535)"),
+]
+
+
+@pytest.mark.parametrize(("argv", "said"), OUT_OF_RANGE, ids=[" ".join(a) for a, _ in OUT_OF_RANGE])
+def test_an_out_of_range_number_is_a_usage_error(env, argv, said):
+    done = cli(env, *argv, timeout=30)
+    assert done.returncode == 2 and done.stderr.startswith(f"usage: adk-celery {argv[0]}")
+    assert done.stderr.splitlines()[-1] == f"adk-celery {argv[0]}: error: {said}"

@@ -113,6 +113,15 @@ def stack(redis_url) -> Iterator[dict[str, Any]]:
 # ---- metrics --------------------------------------------------------------------------------
 
 
+def test_a_metrics_port_that_cannot_be_bound_is_logged_and_the_process_runs_on(monkeypatch, caplog):
+    from workers import metrics
+
+    monkeypatch.setattr(metrics, "_served", {})
+    monkeypatch.setattr(metrics, "app_settings", lambda: Settings.model_construct(metrics_port=70000))
+    metrics._serve_when_ready()  # Celery's worker_ready signal
+    assert "Metrics not served on port 70000" in caplog.text
+
+
 def test_cluster_metrics_need_a_token_that_opens_every_app(stack):
     assert httpx.get(f"{stack['api']}/metrics").status_code == 401
     assert httpx.get(f"{stack['api']}/metrics",

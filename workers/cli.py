@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from workers import cli_follow, cli_ops
 from workers.cli_follow import EventPrinter, describe_event
+from workers.cli_types import count, port
 
 if TYPE_CHECKING:
     from config import Settings
@@ -125,7 +126,7 @@ def _main(argv: Sequence[str] | None) -> None:
     def worker_args(p: argparse.ArgumentParser, default_name: str, pool: str) -> None:
         p.add_argument("--app", action="append", metavar="MODULE:ATTR",
                        help="App or root agent to serve (repeatable; default ADK_CELERY_APPS)")
-        p.add_argument("--concurrency", type=int, default=None,
+        p.add_argument("--concurrency", type=count, default=None,
                        help="Celery pool size for the threads and prefork pools, and the "
                             "prefetch of every pool (default ADK_CELERY_WORKER_CONCURRENCY: "
                             f"{current.worker_concurrency}; the solo pool runs one task at a "
@@ -135,7 +136,7 @@ def _main(argv: Sequence[str] | None) -> None:
         p.add_argument("--loglevel", default="INFO", help="default INFO")
         p.add_argument("--hostname", default=f"{default_name}@%h",
                        help=f"Celery node name (default {default_name}@<host name>)")
-        p.add_argument("--metrics-port", type=int, default=None,
+        p.add_argument("--metrics-port", type=port, default=None,
                        help="serve this process's Prometheus metrics on this port (default "
                             "ADK_CELERY_METRICS_PORT; 0, the default, serves none)")
 
@@ -163,7 +164,7 @@ def _main(argv: Sequence[str] | None) -> None:
                            "ADK_CELERY_AGENTS_QUEUE and the queues of ADK_CELERY_TOOL_QUEUES "
                            f"and ADK_CELERY_AGENT_QUEUES: {worker_queues(current)})")
     flower = sub.add_parser("flower", help="run Flower on the same broker")
-    flower.add_argument("--port", type=int, default=None,
+    flower.add_argument("--port", type=port, default=None,
                         help=f"default ADK_CELERY_FLOWER_PORT: {current.flower_port}")
     flower.add_argument("--address", default="127.0.0.1", help="default 127.0.0.1")
     api = process_command(
@@ -174,7 +175,7 @@ def _main(argv: Sequence[str] | None) -> None:
         "only listens on loopback.")
     api.add_argument("--host", default=None,
                      help=f"default ADK_CELERY_API_HOST: {current.api_host}")
-    api.add_argument("--port", type=int, default=None,
+    api.add_argument("--port", type=port, default=None,
                      help=f"default ADK_CELERY_API_PORT: {current.api_port}")
     api.add_argument("--no-access-log", dest="access_log", action="store_false", default=None,
                      help="no line per request (default ADK_CELERY_API_ACCESS_LOG: "

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
+
+from workers.cli_types import seconds
 
 if TYPE_CHECKING:
     from orchestrator.distributed.streams import StreamItem
@@ -21,17 +22,6 @@ def add_follow_args(parser: argparse.ArgumentParser, timeout_default: str) -> No
                              f"{timeout_default})")
     parser.add_argument("--until-paused", action="store_true",
                         help="stop when the invocation pauses (default: follow until it ends)")
-
-
-def seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds, 0 or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds, 0 or more")
-    return value
 
 
 def follow(client: Client, args: argparse.Namespace, out: TextIO | None = None) -> int:
