@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from tests.support.processes import ROOT, stack_env
+from tests.support.redis_server import free_port
 
 SECRET = "S3cretPw"
 
@@ -59,17 +60,31 @@ def test_a_plain_celery_worker_stops_on_a_malformed_setting_without_showing_it(e
     assert "Traceback" not in done.stderr and SECRET not in done.stdout + done.stderr
 
 
-OUT_OF_RANGE = [
+USAGE_ERRORS = [
+    # numbers out of range
     (("orchestrator", "--metrics-port", "70000"),
      "argument --metrics-port: '70000' is not a port number (0 to 65535)"),
     (("worker", "--metrics-port", "-1"), "argument --metrics-port: '-1' is not a port number (0 to 65535)"),
     (("worker", "--concurrency", "-3"), "argument --concurrency: '-3' is not a whole number, 1 or more"),
     (("api", "--port", "99999"), "argument --port: '99999' is not a port number (0 to 65535)"),
+    # options passed on to Celery or Flower, which refuse them
+    (("orchestrator", "--bogus"), "celery worker: No such option '--bogus'."),
+    (("worker", "--bogus"), "celery worker: No such option '--bogus'."),
+    (("worker", "-c", "abc"), "celery worker: Invalid value for '-c' / '--concurrency': must be a "
+                              "non-negative integer or 'auto', got 'abc'"),
+    (("flower", "--bogus", "--no-such-flag=1"), "unrecognized Flower options: --bogus --no-such-flag"),
+    (("flower", "--basic-auth"), "Option 'basic-auth' requires a value"),
+    (("flower", "--basic-auth", f"admin:{SECRET}"),
+     "Flower's options are written --name=value: an argument without a leading - (a value after a "
+     "space?) is not one"),
+    (("flower", "--max-tasks=x"), "--max-tasks: invalid literal for int() with base 10: 'x'"),
 ]
 
 
-@pytest.mark.parametrize(("argv", "said"), OUT_OF_RANGE, ids=[" ".join(a) for a, _ in OUT_OF_RANGE])
-def test_an_out_of_range_number_is_a_usage_error(env, argv, said):
+@pytest.mark.parametrize(("argv", "said"), USAGE_ERRORS, ids=[" ".join(a) for a, _ in USAGE_ERRORS])
+def test_a_refused_option_is_a_usage_error(env, argv, said):
+    if argv[0] == "flower":  # were it to start, on a port of its own
+        argv = (*argv, "--port", str(free_port()))
     done = cli(env, *argv, timeout=30)
     assert done.returncode == 2 and done.stderr.startswith(f"usage: adk-celery {argv[0]}")
     assert done.stderr.splitlines()[-1] == f"adk-celery {argv[0]}: error: {said}"

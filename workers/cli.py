@@ -206,15 +206,9 @@ def _main(argv: Sequence[str] | None) -> None:
     args, extra = parser.parse_known_args(argv)
     if extra and args.command not in PASS_THROUGH:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    if args.command in ("orchestrator", "worker"):
-        settings = _with_options(current, args.app, args.metrics_port)
-        if args.command == "orchestrator":
-            queues = settings.invocations_queue
-        else:
-            queues = args.queues or worker_queues(settings)
-        _celery_worker(settings, queues, args, extra)
-    elif args.command == "flower":
-        _run_flower(args, extra)
+    if args.command in PASS_THROUGH:
+        usage = {"orchestrator": orch, "worker": work, "flower": flower}[args.command]
+        _pass_through(current, args, extra, usage)
     elif args.command == "api":
         from workers.api.app import serve
 
@@ -229,6 +223,33 @@ def _main(argv: Sequence[str] | None) -> None:
         sys.exit(cli_ops.with_client(follow))
     else:
         cli_ops.run(args)
+
+
+def _pass_through(current: Settings, args: argparse.Namespace, extra: list[str],
+                  usage: argparse.ArgumentParser) -> None:
+    """Run ``orchestrator``, ``worker`` or ``flower`` with ``extra`` options for Celery or Flower.
+
+    An option Celery or Flower refuses is a usage error of the command (exit status 2).
+    """
+    if args.command == "flower":
+        from workers.flower import FlowerOptionError
+
+        try:
+            _run_flower(args, extra)
+        except FlowerOptionError as error:
+            usage.error(str(error))
+        return
+    from click import UsageError  # Celery's command line is click's
+
+    settings = _with_options(current, args.app, args.metrics_port)
+    if args.command == "orchestrator":
+        queues = settings.invocations_queue
+    else:
+        queues = args.queues or worker_queues(settings)
+    try:
+        _celery_worker(settings, queues, args, extra)
+    except UsageError as error:  # raised as `celery worker` parses, before it starts
+        usage.error(f"celery worker: {error.format_message()}")
 
 
 def _run_flower(args: argparse.Namespace, extra: list[str]) -> None:
