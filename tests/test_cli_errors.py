@@ -51,6 +51,22 @@ def test_a_malformed_setting_is_one_line_naming_it(env, name, value, said, comma
     assert (done.returncode, done.stdout, done.stderr) == (2, "", f"adk-celery: error: {said}\n")
 
 
+SETUP_ERRORS = [
+    (("api", "--port", "0"), {"ADK_CELERY_API_TOKENS": "{" + SECRET}, "ADK_CELERY_API_TOKENS: not a JSON object"),
+    (("orchestrator",), {"ADK_CELERY_APPS": "examples.missing:app"},
+     "ADK_CELERY_APPS / --app: App spec 'examples.missing:app': cannot import module "
+     "'examples.missing': No module named 'examples.missing'"),
+    (("worker",), {"ADK_CELERY_REDIS_URL": ""},
+     "ADK_CELERY_REDIS_URL is not set (e.g. redis://localhost:6379/0)."),
+]
+
+
+@pytest.mark.parametrize(("argv", "settings", "said"), SETUP_ERRORS, ids=[a[0] for a, _, _ in SETUP_ERRORS])
+def test_a_process_command_refuses_its_settings_in_the_same_words(env, argv, settings, said):
+    done = cli({**env, **settings}, *argv, timeout=30)
+    assert (done.returncode, done.stderr) == (2, f"adk-celery: error: {said}\n")
+
+
 def test_a_plain_celery_worker_stops_on_a_malformed_setting_without_showing_it(env):
     done = run({**env, "ADK_CELERY_REDIS_URL": f"redis://:{SECRET}@127.0.0.1:notaport/0"},
                sys.executable, "-m", "celery", "-A", "workers", "worker", "--loglevel", "WARNING")

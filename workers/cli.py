@@ -57,7 +57,7 @@ def _celery_worker(
     settings: Settings, queues: str, args: argparse.Namespace, extra: list[str]
 ) -> None:
     if not settings.redis_url:
-        sys.exit("adk-celery: set ADK_CELERY_REDIS_URL (e.g. redis://localhost:6379/0).")
+        cli_ops.fail("ADK_CELERY_REDIS_URL is not set (e.g. redis://localhost:6379/0).")
     from orchestrator.distributed.registry import AppRegistry
     from workers import app
     from workers.celery_app import use_settings
@@ -67,7 +67,7 @@ def _celery_worker(
     try:  # fail at start-up, not at the first task, when an app cannot be loaded
         registry = AppRegistry.from_specs(settings.app_specs())
     except (ValueError, TypeError) as error:
-        sys.exit(f"adk-celery: ADK_CELERY_APPS / --app: {error}")
+        cli_ops.fail(f"ADK_CELERY_APPS / --app: {error}")
     if not registry.names:
         print("adk-celery: warning: no apps configured (ADK_CELERY_APPS or --app); every "
               "invocation will fail with 'unknown app'.", file=sys.stderr)
