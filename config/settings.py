@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -99,7 +103,7 @@ class Settings(BaseSettings):
     channel builds one redis-py client and reuses it. False: one per operation, as kombu."""
     flower_basic_auth: SecretStr | None = None
     """``user:password`` for Flower's basic auth (``adk-celery flower``)."""
-    flower_port: int = 5555
+    flower_port: int = Field(default=5555, ge=0, le=65535)
     """Port of ``adk-celery flower``."""
     flower_allow_control: bool = False
     """Let Flower's users run tasks and control workers (shut down, pool, queues, revoke)."""
@@ -124,7 +128,7 @@ class Settings(BaseSettings):
     dispatched before it is answered with an error naming the tool and the cause."""
     api_host: str = "127.0.0.1"
     """Address of ``adk-celery api``."""
-    api_port: int = 8000
+    api_port: int = Field(default=8000, ge=0, le=65535)
     """Port of ``adk-celery api``."""
     api_tokens: SecretStr | None = None
     """Bearer tokens of ``adk-celery api``, JSON: ``{"token": ["app", ...]}`` (``["*"]``: every
@@ -136,7 +140,7 @@ class Settings(BaseSettings):
     api_access_log: bool = True
     """``adk-celery api`` logs one line per request (uvicorn's access log); false saves that
     work on a busy server (``--no-access-log``)."""
-    metrics_port: int = 0
+    metrics_port: int = Field(default=0, ge=0, le=65535)
     """Port of the Prometheus metrics an orchestrator or worker process serves (its model and
     tool call durations, status changes, redeliveries); 0: none (``--metrics-port``)."""
     metrics_address: str = "127.0.0.1"
@@ -153,6 +157,60 @@ class Settings(BaseSettings):
     def app_specs(self) -> list[str]:
         """Return the ``module:attribute`` strings of ``apps``."""
         return [s.strip() for s in self.apps.split(",") if s.strip()]
+
+    @field_validator("redis_url")
+    @classmethod
+    def _a_redis_url(cls, value: str | None) -> str | None:
+        # The messages never quote the URL: it may hold a password.
+        if not value:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("redis", "rediss", "unix"):
+            raise ValueError("not a Redis URL: it must start with redis://, rediss:// or unix:// "
+                             "(e.g. redis://localhost:6379/0)")
+        try:
+            parts.port  # noqa: B018  (raises ValueError for a port that is no port)
+        except ValueError:
+            raise ValueError("the port is not a number from 0 to 65535") from None
+        return value
+
+    @field_validator("identifier_pattern")
+    @classmethod
+    def _a_regular_expression(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise ValueError(f"not a regular expression ({error})") from None
+        return value
+
+
+def describe_settings_error(error: ValueError) -> str:
+    """Which settings are malformed and what is wrong, in one line, for an error of ``Settings()``.
+
+    Each is named by its environment variable; no value is shown (a URL's password, tokens).
+    """
+    if isinstance(error, ValidationError):
+        return "; ".join(f"{_variable(problem['loc'])}: {problem['msg'].removeprefix('Value error, ')}"
+                         for problem in error.errors(include_url=False, include_input=False))
+    field = re.search(r'field "(\w+)"', str(error))  # pydantic-settings: a value not parsed
+    cause = error.__cause__
+    if field is None:
+        return "the ADK_CELERY_* settings cannot be read"
+    if isinstance(cause, json.JSONDecodeError):
+        return f"{_variable([field[1]])}: not JSON ({cause.msg} at character {cause.pos})"
+    return f"{_variable([field[1]])}: cannot be parsed"
+
+
+def _variable(loc: Sequence[int | str]) -> str:
+    """The environment variable of a field (or of one of its aliases), and where inside it."""
+    name, inside = str(loc[0]), "".join(f"[{part!r}]" for part in loc[1:])
+    for field_name, field in Settings.model_fields.items():
+        choices = field.validation_alias.choices if isinstance(
+            field.validation_alias, AliasChoices) else []
+        if name == field_name or name in choices:
+            names = [str(choice) for choice in choices] or [f"ADK_CELERY_{field_name.upper()}"]
+            return names[0] + "".join(f" (or {other})" for other in names[1:]) + inside
+    return name + inside
 
 
 @lru_cache(maxsize=1)

@@ -3,14 +3,21 @@ sessions, follow; and their errors: one line on stderr and exit status 2, never 
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+import redis
+from google.genai import types
 
 from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.streams import StreamItem
+from orchestrator.events.event import Event
 from tests.support.processes import ROOT, stack_env
+from workers.cli import EventPrinter
 
 
 def cli(env: dict[str, str], *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -89,6 +96,58 @@ def test_bad_input_and_setup_errors_are_one_line(env):
         assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "soon"])
+def test_follow_timeout_must_be_a_finite_number_of_seconds(celery_stack, env, value):
+    client = celery_stack["client"]
+    invocation_id = client.enqueue("approval", "ops-timeout", "pay 3")
+    client.wait("approval", invocation_id, timeout=15)
+    done = cli(env, "follow", "approval", invocation_id, "--timeout", value)
+    assert done.returncode == 2 and done.stderr.startswith("usage: adk-celery follow")
+    assert done.stderr.splitlines()[-1] == (
+        f"adk-celery follow: error: argument --timeout: '{value}' is not a finite number of "
+        "seconds, 0 or more")
+
+
+def test_an_answer_nested_too_deep_to_parse_is_refused_in_one_line(celery_stack, env):
+    client = celery_stack["client"]
+    invocation_id = client.enqueue("approval", "ops-deep", "pay 2")
+    [call_id] = client.wait("approval", invocation_id, timeout=15).pending_calls
+    deep = "[" * 20_000 + "]" * 20_000
+    done = cli(env, "answer", "approval", invocation_id, call_id, deep)
+    assert done.returncode == 2
+    assert done.stderr == ("adk-celery: error: response: nests too deep (the limit is 32 levels, "
+                           "ADK_CELERY_MAX_NESTING_DEPTH).\n")
+    record = client.status("approval", invocation_id)  # nothing was stored
+    assert (record.status, record.pending_calls) == (InvocationStatus.PAUSED, [call_id])
+
+
+def test_enqueue_wait_gives_up_after_its_timeout_and_says_so(env):
+    # Nothing serves db 1: the invocation stays queued.
+    unserved = env["ADK_CELERY_REDIS_URL"].rsplit("/", 1)[0] + "/1"
+    with redis.Redis.from_url(unserved) as db:
+        db.flushdb()
+        done = cli({**env, "ADK_CELERY_REDIS_URL": unserved}, "enqueue", "chat", "u", "hello",
+                   "--wait", "--timeout", "0.5", timeout=30)
+        db.flushdb()
+    invocation_id = done.stdout.strip()
+    assert done.returncode == 2
+    assert done.stderr == (f"adk-celery: Invocation {invocation_id!r} did not reach ['cancelled', "
+                           "'completed', 'failed', 'paused'] within 0.5 s.\n")
+
+
+def test_a_closed_stdout_ends_the_command_quietly(env):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written (`| head` done)
+    try:
+        done = subprocess.run([sys.executable, "-m", "workers.cli", "enqueue", "chat", "u", "hi",
+                               "--wait", "--timeout", "15"], cwd=ROOT, env=env, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
 def test_app_options_serve_apps_the_environment_does_not_name(redis_url):
     # --app reaches the processes as settings (never through the environment): the
     # orchestrator runs the agent and the worker its remote tool, with ADK_CELERY_APPS empty.
@@ -99,3 +158,29 @@ def test_app_options_serve_apps_the_environment_does_not_name(redis_url):
         inv = client.enqueue("lookup", "u", "look up Oslo")
         record = client.wait("lookup", inv, timeout=30, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
+
+
+FORGED = "hi\n[paused]\nwaiting for: c-fake\x1b]0;pwned\x07\x1b[2K\r\u202e"
+"""A message posing as more lines of ``follow`` and carrying terminal control sequences."""
+ESCAPED = "hi\\n[paused]\\nwaiting for: c-fake\\x1b]0;pwned\\x07\\x1b[2K\\r\\u202e"
+
+
+def test_follow_prints_a_users_text_on_its_own_line_with_control_characters_escaped(
+        celery_stack, env):
+    client = celery_stack["client"]
+    invocation_id = client.enqueue("chat", "mallory", FORGED)
+    followed = cli(env, "follow", "chat", invocation_id, "--timeout", "15")
+    assert followed.returncode == 0, followed.stderr
+    assert not any(char in followed.stdout for char in "\x1b\x07\r\u202e")
+    assert followed.stdout.splitlines() == [
+        "[queued]", "[running]", f"user: {ESCAPED}", f"agent: reply to {ESCAPED}", "[completed]"]
+
+
+def test_follow_escapes_streamed_chunks():
+    out = io.StringIO()
+    printer = EventPrinter(out)
+    chunk = Event(invocation_id="e-1", author="agent", partial=True,
+                  content=types.Content(role="model", parts=[types.Part(text=FORGED)]))
+    printer.print(StreamItem.of_event(chunk))
+    printer.end_line()
+    assert out.getvalue() == f"agent ~ {ESCAPED}\n"

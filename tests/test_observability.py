@@ -113,6 +113,28 @@ def stack(redis_url) -> Iterator[dict[str, Any]]:
 # ---- metrics --------------------------------------------------------------------------------
 
 
+def test_a_metrics_port_that_cannot_be_bound_is_logged_and_the_process_runs_on(monkeypatch, caplog):
+    from workers import metrics
+
+    monkeypatch.setattr(metrics, "_served", {})
+    monkeypatch.setattr(metrics, "app_settings", lambda: Settings.model_construct(metrics_port=70000))
+    metrics._serve_when_ready()  # Celery's worker_ready signal
+    assert "Metrics not served on port 70000" in caplog.text
+
+
+def test_cluster_metrics_answer_503_naming_redis_when_it_is_down():
+    nobody = f"redis://127.0.0.1:{free_port()}/0"  # no Redis listens there
+    api, base = start_api(stack_env(nobody, "", api_metrics_public="true"))
+    try:
+        reply = httpx.get(f"{base}/metrics", timeout=60)
+    finally:
+        api.stop()
+    assert reply.status_code == 503
+    assert reply.json() == {"detail": "Redis is unreachable: the deployment's metrics cannot be read now"}
+    assert "Traceback" not in api.output()
+    assert any("GET /metrics: Redis is unreachable (ConnectionError: " in line for line in api.lines)
+
+
 def test_cluster_metrics_need_a_token_that_opens_every_app(stack):
     assert httpx.get(f"{stack['api']}/metrics").status_code == 401
     assert httpx.get(f"{stack['api']}/metrics",

@@ -14,12 +14,14 @@ JSON keyword arguments; see the README):
 from __future__ import annotations
 
 import socket
+import sys
 from functools import cached_property
 from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 
 from config import Settings, get_settings
+from config.settings import describe_settings_error
 from workers.broker import transport_path
 
 TASK_INVOKE = "adk_celery.invoke"
@@ -141,10 +143,31 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
     return app
 
 
+def _import_settings() -> tuple[Settings, ValueError | None]:
+    """The environment's settings; the defaults and the error if they are malformed.
+
+    Importing ``workers`` does not fail on a malformed setting: ``adk-celery`` reads the
+    settings again and says in one line which is wrong, as ``Client()`` raises it, and a
+    worker started by ``celery -A workers`` stops at its start (:func:`_malformed_settings`).
+    """
+    try:
+        return get_settings(), None
+    except ValueError as error:  # pydantic's ValidationError, pydantic-settings' SettingsError
+        return Settings.model_construct(), error
+
+
 # The entry point of ``celery -A workers ...``: Celery imports this module and finds the app,
 # so its settings are read here, from the environment. ``adk-celery`` (workers/cli.py) then
 # gives it the settings with its command-line options (:func:`use_settings`).
-app = create_celery_app(get_settings())
+_settings, _settings_error = _import_settings()
+app = create_celery_app(_settings)
+
+
+@signals.worker_init.connect
+def _malformed_settings(**_: Any) -> None:
+    """Stop a worker whose settings are malformed, saying which (no broker is configured)."""
+    if _settings_error is not None:
+        sys.exit(f"adk-celery: error: {describe_settings_error(_settings_error)}")
 
 
 def use_settings(settings: Settings) -> None:

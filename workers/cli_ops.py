@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> None:
 def with_client(body: Callable[[Client], Any]) -> Any:
     """Run ``body`` with a Client, closed afterwards.
 
-    A missing setting or an unreachable Redis exits 2 with one line instead of a traceback.
+    A missing setting, an unreachable Redis or a wait that timed out exits 2 with one line
+    instead of a traceback; a closed stdout (BrokenPipeError) goes on to the caller.
     """
     import redis
 
@@ -105,6 +106,10 @@ def with_client(body: Callable[[Client], Any]) -> Any:
         fail(str(error))
     try:
         return body(client)
+    except BrokenPipeError:  # stdout's reader went away: not Redis (see workers.cli.main)
+        raise
+    except TimeoutError as error:  # a wait that gave up, not a connection (an OSError too)
+        fail(str(error))
     except (redis.ConnectionError, redis.TimeoutError, OSError) as error:
         fail(f"cannot reach Redis ({type(error).__name__}: {error}); is it running, and is "
              "ADK_CELERY_REDIS_URL right?")
@@ -139,6 +144,11 @@ def _answer(client: Client, args: argparse.Namespace) -> None:
         response = json.loads(args.response)
     except ValueError as error:
         fail(f"response: not JSON ({error}).")
+    except RecursionError:  # deeper than the parser goes, let alone the limit
+        from config import get_settings
+
+        fail(f"response: nests too deep (the limit is {get_settings().max_nesting_depth} levels, "
+             "ADK_CELERY_MAX_NESTING_DEPTH).")
     require_invocation(client, args.app_name, args.invocation_id)
     client.answer(args.app_name, args.invocation_id, args.function_call_id, response)
     print(f"answered {args.function_call_id}")

@@ -27,7 +27,7 @@ from orchestrator.distributed.intake import (
 )
 from orchestrator.distributed.invocation_lists import DEFAULT_LIMIT, InvocationPage, invocation_query
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, PendingCall
-from orchestrator.distributed.streams import StreamItem
+from orchestrator.distributed.streams import StreamItem, time_limit
 from orchestrator.errors import PayloadError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
@@ -157,6 +157,7 @@ class Client:
         timeout: float | None,
     ) -> InvocationRecord | None:
         """Follow the invocation's status entries on a synchronous connection, in this thread."""
+        timeout = time_limit(timeout)  # infinity: no limit; NaN: ValueError
         redis_client = self._sync_redis()
         wait = StatusWait(app_name, invocation_id, statuses, timeout,
                           after=self._seen.pop((app_name, invocation_id), None))
@@ -249,7 +250,8 @@ class Client:
         stream = RedisEventStream(redis_client, ttl_seconds=self._settings.record_ttl_seconds)
         try:
             async for item in stream.follow(
-                app_name, invocation_id, from_start=from_start, until=until, timeout=timeout
+                app_name, invocation_id, from_start=from_start, until=until,
+                timeout=time_limit(timeout),
             ):
                 yield item
         finally:
@@ -278,7 +280,8 @@ class Client:
         stream = services.events or RedisEventStream(
             services.redis, ttl_seconds=self._settings.record_ttl_seconds)
         return _iterate(self._runtime, stream.follow(
-            app_name, invocation_id, from_start=from_start, until=until, timeout=timeout))
+            app_name, invocation_id, from_start=from_start, until=until,
+            timeout=time_limit(timeout)))
 
     def invocations(
         self, app_name: str, *, status: InvocationStatus | str | None = None,

@@ -13,7 +13,9 @@ personal data it holds). As shipped here:
 - task arguments are redacted before Flower keeps them (``ADK_CELERY_FLOWER_TASK_ARGUMENTS``):
   identifiers stay readable, message text and state do not.
 
-Flower's own command line is kept: options after ``adk-celery flower`` go to Flower. The
+Flower's own command line is kept: options after ``adk-celery flower`` go to Flower, written
+``--name=value``; one Flower does not know, or a malformed value, is refused before anything
+starts (:class:`FlowerOptionError`: a mistyped login option must not leave Flower open). The
 launcher uses Flower 2's documented building blocks (its ``Flower`` application, ``Events``
 and option parsing); ``pyproject.toml`` pins Flower below 3.
 """
@@ -26,6 +28,7 @@ import signal
 import sys
 from typing import Any
 
+import tornado.options
 import tornado.web
 from celery import Celery
 from flower import command as flower_command
@@ -58,6 +61,30 @@ SHOWN_FIELDS = frozenset({"app_name", "user_id", "session_id", "invocation_id",
 
 _PARSE_LIMIT = 8192
 """Longest argument text parsed to redact it field by field (longer: redacted whole)."""
+
+
+class FlowerOptionError(ValueError):
+    """An argument of ``adk-celery flower`` that is not one of Flower's options, or is malformed.
+
+    Its message names the option, never a value (a login, a secret).
+    """
+
+
+def check_flower_options(extra: list[str]) -> None:
+    """Raise :class:`FlowerOptionError` unless each argument is ``--name[=value]`` of Flower's."""
+    names = [arg.lstrip("-").partition("=")[0] for arg in extra]
+    if not all(arg.startswith("-") and name for arg, name in zip(extra, names, strict=True)):
+        raise FlowerOptionError("Flower's options are written --name=value: an argument without "
+                                "a leading - (a value after a space?) is not one")
+    if unknown := [f"--{name}" for name in names if not hasattr(flower_options, name.replace("-", "_"))]:
+        raise FlowerOptionError(f"unrecognized Flower options: {' '.join(unknown)}")
+    for arg, name in zip(extra, names, strict=True):
+        try:  # as Flower will parse it (again, after its environment variables)
+            flower_options.parse_command_line(["flower", arg], final=False)
+        except tornado.options.Error as error:  # "Option 'basic-auth' requires a value"
+            raise FlowerOptionError(str(error)) from None
+        except ValueError as error:  # a number's value: tornado calls int(value)
+            raise FlowerOptionError(f"--{name}: {error}") from None
 
 
 class _Authenticated(BaseHandler):  # type: ignore[misc]
@@ -152,6 +179,7 @@ class LockedFlower(Flower):  # type: ignore[misc]
 
 def run_flower(capp: Celery, settings: Settings, port: int, address: str, extra: list[str]) -> None:
     """Start the locked-down Flower on ``address:port`` (``extra``: Flower's own options)."""
+    check_flower_options(extra)
     argv = [f"--port={port}", f"--address={address}", *extra]
     if settings.flower_basic_auth is not None:
         argv.append(f"--basic-auth={settings.flower_basic_auth.get_secret_value()}")

@@ -93,8 +93,8 @@ def serve(settings: Settings | None = None, port: int | None = None) -> int | No
         return None
     with _lock:
         if "port" not in _served:
-            observe.set_observer(PrometheusObserver())
             start_http_server(port, addr=settings.metrics_address)
+            observe.set_observer(PrometheusObserver())
             _served["port"] = port
             logger.info("Metrics on http://%s:%d/metrics", settings.metrics_address, port)
         return _served["port"]
@@ -105,5 +105,5 @@ def _serve_when_ready(**_: Any) -> None:
     """Serve the metrics of an orchestrator or worker once Celery is ready (if asked to)."""
     try:
         serve()
-    except OSError as error:  # the port is taken: say so, and run on without metrics
+    except (OSError, OverflowError) as error:  # taken, or no port: say so, run on without
         logger.error("Metrics not served on port %s: %s", app_settings().metrics_port, error)

@@ -35,6 +35,7 @@ about :data:`STREAM_MAXLEN` entries; a very long streamed run keeps its latest e
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass
@@ -130,10 +131,23 @@ def ends_follow(status: InvocationStatus | None, until: Collection[InvocationSta
     return None if status in until else False
 
 
+def time_limit(timeout: float | None) -> float | None:
+    """A wait's or follow's ``timeout`` in seconds, None for no limit (None or infinity).
+
+    ValueError for NaN, which is no number of seconds.
+    """
+    if timeout is None or timeout == math.inf:
+        return None
+    if math.isnan(timeout):
+        raise ValueError("timeout: NaN is not a number of seconds (None or inf: no limit).")
+    return timeout
+
+
 class FollowDeadline:
     """When a follow with a ``timeout`` gives up (shared by the back-ends' ``follow``)."""
 
     def __init__(self, timeout: float | None, what: str) -> None:
+        timeout = time_limit(timeout)
         self._at = None if timeout is None else time.monotonic() + timeout
         self._timeout = timeout
         self._what = what

@@ -98,8 +98,9 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
             sys.exit(f"adk-celery api: {MISSING}")
     try:
         app = create_app(settings, dev_ui=files)
-    except (ValueError, RuntimeError) as error:
-        sys.exit(f"adk-celery api: {error}")
+    except (ValueError, RuntimeError) as error:  # a malformed or missing setting
+        print(f"adk-celery: error: {error}", file=sys.stderr)
+        sys.exit(2)
     if not app.state.backend.access.required:
         if not is_loopback(host):
             sys.exit(f"adk-celery api: no ADK_CELERY_API_TOKENS set; refusing to listen on "

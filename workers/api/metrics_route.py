@@ -10,12 +10,15 @@ tool calls, redeliveries) are served by each orchestrator and worker (``workers.
 
 Behind the bearer tokens like the other routes, with a token that opens every app
 (``["*"]``: the figures are the whole deployment's), unless ``ADK_CELERY_API_METRICS_PUBLIC``.
+With Redis unreachable it answers 503, saying so (and logs one line).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
+import redis
 from fastapi import APIRouter, HTTPException, Request, Response
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -32,6 +35,7 @@ from orchestrator.tools.base_tool import BaseTool
 from workers.api.adk_routes import backend_of
 from workers.api.security import ANY_APP
 
+logger = logging.getLogger(__name__)
 router = APIRouter(tags=["metrics"])
 
 
@@ -44,11 +48,16 @@ async def metrics(request: Request) -> Response:
         apps = backend.access.apps_of(request)  # 401 without a token
         if apps is not None and ANY_APP not in apps:
             raise HTTPException(403, "metrics cover every app: they need a token for \"*\"")
-    services = await backend.services()
-    stats = await read_cluster_stats(
-        services.redis, invocations_queue=settings.invocations_queue,
-        queues=queue_names(settings, backend.registry), record_ttl=settings.record_ttl_seconds,
-        stuck_after=settings.metrics_stuck_after_seconds)
+    try:
+        services = await backend.services()
+        stats = await read_cluster_stats(
+            services.redis, invocations_queue=settings.invocations_queue,
+            queues=queue_names(settings, backend.registry), record_ttl=settings.record_ttl_seconds,
+            stuck_after=settings.metrics_stuck_after_seconds)
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as error:
+        logger.warning("GET /metrics: Redis is unreachable (%s: %s)", type(error).__name__, error)
+        raise HTTPException(503, "Redis is unreachable: the deployment's metrics cannot be read "
+                                 "now") from None
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(stats))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -29,12 +29,12 @@ class Access:
         try:
             raw = json.loads(settings.api_tokens.get_secret_value())
         except ValueError:
-            raise ValueError("ADK_CELERY_API_TOKENS must be a JSON object") from None
+            raise ValueError("ADK_CELERY_API_TOKENS: not a JSON object") from None
         if not isinstance(raw, dict) or not all(
             isinstance(token, str) and token and isinstance(apps, list)
             and all(isinstance(app, str) for app in apps) for token, apps in raw.items()
         ):
-            raise ValueError('ADK_CELERY_API_TOKENS must map tokens to lists of app names, '
+            raise ValueError('ADK_CELERY_API_TOKENS: must map tokens to lists of app names, '
                              'e.g. {"token": ["app"]} or {"token": ["*"]}')
         return cls({token: frozenset(apps) for token, apps in raw.items()})
 

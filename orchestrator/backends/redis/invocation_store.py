@@ -80,9 +80,9 @@ class StatusWait:
         if self._deadline is None:
             return 1000
         remaining = self._deadline - time.monotonic()
-        if remaining <= 0:
+        if not remaining > 0:  # NaN too
             return None
-        return max(1, min(1000, int(remaining * 1000)))
+        return max(1, int(min(remaining, 1.0) * 1000))  # an infinite remainder blocks a second
 
     def feed(self, reply: Any) -> InvocationRecord | object | None:
         """The record of the first wanted status entry of an ``XREAD`` reply, if any."""
