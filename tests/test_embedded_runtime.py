@@ -130,7 +130,8 @@ async def test_cancel_a_paused_invocation():
     rt, _ = runtime_for(call("approval", amount=5), tools=[LongRunningFunctionTool(approval)])
     inv = await rt.enqueue(app_name="app", user_id="u", new_message="pay")
     record = await rt.wait("app", inv, timeout=5)
+    [call_id] = record.pending_calls
     await rt.cancel("app", inv)
     record = await rt.wait("app", inv, timeout=5, until={InvocationStatus.CANCELLED})
     with pytest.raises(AnswerRejectedError, match="cancelled"):
-        await rt.answer("app", inv, record.pending_calls[0], {"ok": 1})
+        await rt.answer("app", inv, call_id, {"ok": 1})

@@ -315,10 +315,12 @@ async def test_cancel_a_paused_invocation(backend):
     inv = await backend.enqueue("approval", "u", "pay")
     record = await backend.wait("approval", inv)
     assert record.status is InvocationStatus.PAUSED
+    [call_id] = record.pending_calls
     await backend.cancel("approval", inv)
     record = await backend.wait("approval", inv, until={InvocationStatus.CANCELLED})
+    assert record.pending_calls == []  # its call got an error answer (tests/test_cancel.py)
     with pytest.raises(AnswerRejectedError, match="cancelled"):
-        await backend.answer("approval", inv, record.pending_calls[0], {"approved": True})
+        await backend.answer("approval", inv, call_id, {"approved": True})
 
 
 def test_async_tools_on_a_worker_share_one_event_loop(celery_stack):

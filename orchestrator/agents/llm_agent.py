@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.context import ReadonlyContext
-from orchestrator.errors import is_infrastructure_error
+from orchestrator.errors import InvocationCancelledError, is_infrastructure_error
 from orchestrator.events.event import Event, call_author
 from orchestrator.models.base_llm import BaseLlm
 from orchestrator.models.registry import LLMRegistry
@@ -210,7 +210,8 @@ class LlmAgent(BaseAgent):
             # Commit an error event (as ADK 2.x does) before the exception leaves the run.
             # An infrastructure error (Redis, a lost lease) is not the agent's: the work is
             # retried, so nothing of it may reach the log.
-            if not getattr(error, _REPORTED, False) and not is_infrastructure_error(error):
+            if not getattr(error, _REPORTED, False) and not is_infrastructure_error(error) \
+                    and not isinstance(error, InvocationCancelledError):  # not the agent's
                 setattr(error, _REPORTED, True)
                 # Plugins hear of the error before its event, as in ADK (where the runtime
                 # around the agent commits that event).

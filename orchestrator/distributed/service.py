@@ -23,6 +23,7 @@ from google.genai import types
 from orchestrator import failpoints, observe, platform
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.distributed.answer_events import Plan, plan_resume, run_config_for
+from orchestrator.distributed.cancel_seals import seal
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import (
     Limits,
@@ -50,7 +51,7 @@ from orchestrator.distributed.stores import (
     session_key,
 )
 from orchestrator.distributed.transport import Transport
-from orchestrator.errors import is_infrastructure_error
+from orchestrator.errors import InvocationCancelledError, is_infrastructure_error
 from orchestrator.events.event import Event
 from orchestrator.flows.contents import REQUEST_CONFIRMATION
 from orchestrator.memory.base_memory_service import BaseMemoryService
@@ -272,6 +273,15 @@ class InvocationService:
         if record.status.is_finished:
             return None, earlier
         if item.kind == "cancel" or cancelled:
+            if record.status is not InvocationStatus.QUEUED:  # it ran: it may leave calls open
+                if session is None:
+                    session = await self._read_session(record, earlier)
+                    earlier = _stored_copy(session) if session is not None else None
+                if session is not None:
+                    writer = (self.writer_for(key, token, record)[0]
+                              if self.writer_for is not None else self.session_service)
+                    await seal(CallLedger.of(session.events, record.invocation_id), session, writer)
+            record.pending_calls, record.pending_tools, record.inside_calls = [], {}, []
             return _ended(record, InvocationStatus.CANCELLED), earlier
         runner = self._runners.get(record.app_name)
         if runner is None:
@@ -293,7 +303,7 @@ class InvocationService:
                     and any(r.answered for cid, r in results.items() if cid in record.pending_calls)
                 return (_ended(record, InvocationStatus.PAUSED) if answered else None), earlier
             failpoints.hit("orchestrator.before_run")
-            ended = await self._drive(record, plan, save_with_commit)
+            ended = await self._drive(record, plan, save_with_commit, session, writer)
             failpoints.hit(f"orchestrator.{item.kind}.before_save")
             return ended, earlier
         except Exception as error:
@@ -369,7 +379,8 @@ class InvocationService:
         )
 
     async def _drive(
-        self, record: InvocationRecord, plan: Plan, save_with_commit: SaveWithNextCommit | None
+        self, record: InvocationRecord, plan: Plan, save_with_commit: SaveWithNextCommit | None,
+        session: Session | None, writer: SessionWriter,
     ) -> InvocationRecord:
         if record.status is InvocationStatus.QUEUED:
             # Resumes skip this write: paused -> completed is one step for watchers.
@@ -392,18 +403,23 @@ class InvocationService:
         checked = time.monotonic()
         cancelled = False
         if plan.events is not None:
-            async with contextlib.aclosing(plan.events):
-                async for event in plan.events:
-                    if self.event_sink is not None:
-                        await self.event_sink(record, event)
-                    if event.partial:
-                        continue
-                    ledger.record(event)
-                    if time.monotonic() - checked > _CANCEL_CHECK_SECONDS:
-                        checked = time.monotonic()
-                        if await self.store.is_cancelled(record.app_name, record.invocation_id):
-                            cancelled = True
-                            break
+            try:
+                async with contextlib.aclosing(plan.events):
+                    async for event in plan.events:
+                        if self.event_sink is not None:
+                            await self.event_sink(record, event)
+                        if event.partial:
+                            continue
+                        ledger.record(event)
+                        if time.monotonic() - checked > _CANCEL_CHECK_SECONDS:
+                            checked = time.monotonic()
+                            if await self.store.is_cancelled(record.app_name, record.invocation_id):
+                                cancelled = True
+                                break
+            except InvocationCancelledError:  # an append found the cancel flag set
+                cancelled = True
+        if cancelled and session is not None:
+            await seal(ledger, session, writer)
         # What the invocation waits for is what its log leaves open, never a running tally.
         record.pending_calls = sorted(ledger.open)
         record.pending_tools = {cid: ledger.calls[cid].name for cid in record.pending_calls}

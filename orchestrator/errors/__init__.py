@@ -41,6 +41,10 @@ class StaleSessionError(AdkCeleryError, ValueError):
     """The session's lease was lost (expired or taken over): appending to it is refused."""
 
 
+class InvocationCancelledError(AdkCeleryError):
+    """An event of a cancelled invocation was not appended: the invocation ends cancelled."""
+
+
 class UnknownAppError(AdkCeleryError, LookupError):
     """No app of that name is registered."""
 

@@ -163,5 +163,7 @@ async def cancel(request: Request, app_name: str, invocation_id: str) -> dict[st
         raise HTTPException(409, f"invocation {invocation_id!r} is {record.status.value}")
     services = await backend.services()
     await services.service.cancel(app_name, invocation_id)
-    return {"invocationId": invocation_id, "status": InvocationStatus.CANCELLED.value,
+    # Requested, not done: the invocation ends cancelled once its orchestrator takes the
+    # request (or completes if it was done by then); follow or poll it to see which.
+    return {"invocationId": invocation_id, "status": record.status.value,
             "cancelRequested": True}

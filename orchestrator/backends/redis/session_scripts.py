@@ -30,6 +30,7 @@ NOT_FOUND = "ADK_SESSION_NOT_FOUND"
 EXISTS = "ADK_SESSION_EXISTS"
 STALE = "ADK_STALE_SESSION"
 ANSWERED = "ADK_ALREADY_ANSWERED"
+CANCELLED = "ADK_INVOCATION_CANCELLED"
 
 HSET_CHUNK = 256
 """Field/value pairs per HSET inside the scripts (keeps ``unpack`` far below Lua's limits)."""
@@ -145,6 +146,8 @@ class AppendEvent(SessionKeys):
     """The invocation's jobs hash, when ``publishes`` has jobs."""
     watch: str | None = optional_key_field()
     """The job watch index, when ``publishes`` has jobs."""
+    cancel_flag: str | None = optional_key_field()
+    """The event's invocation's cancel flag, when ``unless_cancelled``."""
     event_id: str
     event_json: str
     timestamp: str
@@ -155,6 +158,8 @@ class AppendEvent(SessionKeys):
     maxlen: int | str = ""
     """The live stream's approximate cap ('': not mirrored)."""
     stream_ttl: int = 0
+    unless_cancelled: str = ""
+    """'1': refused once the invocation's cancel flag is set ('': whatever the flag)."""
     record: str = ""
     """An invocation record's JSON to save with its status before the event ('': none)."""
     status: str = ""
@@ -183,6 +188,9 @@ if token ~= '' then
   if holder ~= token then
     return redis.error_reply('{STALE} the lease ' .. lease .. ' is held by another owner')
   end
+end
+if unless_cancelled ~= '' and redis.call('EXISTS', cancel_flag) == 1 then
+  return redis.error_reply('{CANCELLED}')
 end
 if record ~= '' then
   save_record(record_key, stream, statuses, record, status, stream_ttl, maxlen, false)
@@ -220,7 +228,8 @@ return 1
 """Append an event: 1 when appended, 0 when its id was already appended (the record, if
 any, is saved either way, and so are the jobs sent: each at most once per attempt).
 Refused (an error reply, nothing written) when the session is gone, the lease is not held
-with the token, or the event answers a call already answered."""
+with the token, the event's invocation was cancelled (with ``unless_cancelled``), or the
+event answers a call already answered."""
 
 
 def create_operands(

@@ -37,6 +37,7 @@ from orchestrator.backends.redis.connection import RedisClientOwner
 from orchestrator.backends.redis.session_scripts import (
     ANSWERED,
     APPEND,
+    CANCELLED,
     CREATE,
     EXISTS,
     NOT_FOUND,
@@ -53,9 +54,11 @@ from orchestrator.backends.redis.session_writer import (
     Mirror,
     jobs_sent_with,
 )
+from orchestrator.distributed.cancel_seals import is_seal
 from orchestrator.errors import (
     AlreadyAnsweredError,
     AlreadyExistsError,
+    InvocationCancelledError,
     SessionNotFoundError,
     StaleSessionError,
 )
@@ -322,9 +325,13 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             # Taken now: a concurrent append (a parallel branch) must not write it twice.
             status, mirror.status = mirror.status, None
         record_key, statuses_key, record_json, status_value = status or (None, None, "", "")
+        fenced = fence is not None and bool(event.invocation_id) and not is_seal(event)
         operands = AppendEvent(
             **session_keys(session.app_name, session.user_id, session.id),
             lease=fence[0] if fence is not None else None,
+            # An orchestrator appends nothing more of an invocation once it is cancelled.
+            cancel_flag=keys.cancel_flag(session.app_name, event.invocation_id) if fenced else None,
+            unless_cancelled="1" if fenced else "",
             stream=mirror.stream_key if mirror is not None else None,
             record_key=record_key, statuses=statuses_key,
             answered=(keys.session_answered(session.app_name, session.user_id, session.id)
@@ -369,6 +376,10 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
                 f"Call {message[len(ANSWERED):].strip()!r} of session {session.id!r} already has "
                 f"its answer; event {event.id!r} answering it again was not appended."
             )
+        if message.startswith(CANCELLED):
+            return InvocationCancelledError(
+                f"Invocation {event.invocation_id!r} was cancelled; event {event.id!r} was not "
+                "appended.")
         if message.startswith(STALE):
             return StaleSessionError(
                 f"The session lease was lost: {message[len(STALE):].strip()}. Event "
