@@ -259,3 +259,24 @@ def test_an_orchestrator_killed_around_a_confirmation_runs_the_confirmed_tool_on
                  if e.author == "agent" and e.content and e.content.parts[0].text]
         assert texts == [f"{prefix}: {result}"]
         assert [what for what, _ in noted_runs(inv, url)] == ["confirmed"]
+
+
+def test_an_orchestrator_killed_as_it_seals_a_cancelled_invocation_is_taken_over(redis_url):
+    # Killed after committing the cancel's error answer, before saving "cancelled": the heir
+    # ends it cancelled, and the call keeps its one answer.
+    url, env, armed = _stack(redis_url, 8, "cancel.sealed=kill")
+    with ExitStack() as stack:
+        doomed, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
+        inv = client.enqueue("approval", "u", "pay")
+        record = client.wait("approval", inv, timeout=20)
+        assert record.status is InvocationStatus.PAUSED
+        client.cancel("approval", inv)
+        _wait_dead(doomed)
+        heir = start_celery_process("orchestrator", "heir", env)
+        stack.callback(heir.stop)
+
+        record = client.wait("approval", inv, timeout=40, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.CANCELLED, (record, heir.output())
+        events = client.events("approval", inv)
+        answers = [r.response for e in events for r in e.get_function_responses()]
+        assert answers == [{"error": "Invocation was cancelled."}]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from google.genai import types
 
+from orchestrator import failpoints
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.events.event import Event
 from orchestrator.sessions.base_session_service import SessionWriter
@@ -43,6 +44,7 @@ async def seal(ledger: CallLedger, session: Session, writer: SessionWriter) -> N
     for event in seal_events(ledger):
         await writer.append_event(session, event)
         ledger.record(event)
+        failpoints.hit("cancel.sealed")
 
 
 def is_seal(event: Event) -> bool:
