@@ -273,16 +273,7 @@ class InvocationService:
         if record.status.is_finished:
             return None, earlier
         if item.kind == "cancel" or cancelled:
-            if record.status is not InvocationStatus.QUEUED:  # it ran: it may leave calls open
-                if session is None:
-                    session = await self._read_session(record, earlier)
-                    earlier = _stored_copy(session) if session is not None else None
-                if session is not None:
-                    writer = (self.writer_for(key, token, record)[0]
-                              if self.writer_for is not None else self.session_service)
-                    await seal(CallLedger.of(session.events, record.invocation_id), session, writer)
-            record.pending_calls, record.pending_tools, record.inside_calls = [], {}, []
-            return _ended(record, InvocationStatus.CANCELLED), earlier
+            return await self._cancel(key, token, record, session, earlier)
         runner = self._runners.get(record.app_name)
         if runner is None:
             return _failed(record, f"UnknownAppError: unknown app {record.app_name!r}; this "
@@ -306,11 +297,31 @@ class InvocationService:
             ended = await self._drive(record, plan, save_with_commit, session, writer)
             failpoints.hit(f"orchestrator.{item.kind}.before_save")
             return ended, earlier
+        except InvocationCancelledError:
+            # A commit before the run found the cancel flag: the cancel's own work item,
+            # queued behind this one, ends the invocation.
+            return None, earlier
         except Exception as error:
             if is_infrastructure_error(error):
                 raise
             logger.info("Invocation %r failed: %r", record.invocation_id, error)
             return _failed(record, f"{type(error).__name__}: {error}"), earlier
+
+    async def _cancel(
+        self, key: SessionKey, token: str, record: InvocationRecord, session: Session | None,
+        earlier: Session | None,
+    ) -> tuple[InvocationRecord, Session | None]:
+        """End the invocation cancelled, its open calls sealed (see :mod:`.cancel_seals`)."""
+        if record.status is not InvocationStatus.QUEUED:  # it ran: it may leave calls open
+            if session is None:
+                session = await self._read_session(record, earlier)
+                earlier = _stored_copy(session) if session is not None else None
+            if session is not None:
+                writer = (self.writer_for(key, token, record)[0]
+                          if self.writer_for is not None else self.session_service)
+                await seal(CallLedger.of(session.events, record.invocation_id), session, writer)
+        record.pending_calls, record.pending_tools, record.inside_calls = [], {}, []
+        return _ended(record, InvocationStatus.CANCELLED), earlier
 
     async def _read_session(self, record: InvocationRecord, earlier: Session | None) -> Session | None:
         """The record's session as stored, reading only what came after ``earlier`` if given."""
