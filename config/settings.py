@@ -137,6 +137,9 @@ class Settings(BaseSettings):
     """Origins browsers may call ``adk-celery api`` from (CORS), JSON list; empty: none."""
     api_max_body_bytes: int = 2_097_152
     """Largest HTTP request body ``adk-celery api`` reads."""
+    api_shutdown_seconds: float = Field(default=10.0, gt=0)
+    """How long a stopping ``adk-celery api`` lets open requests finish (a ``/run`` or an SSE
+    follow waiting on its invocation) before it closes them; the invocations go on."""
     api_access_log: bool = True
     """``adk-celery api`` logs one line per request (uvicorn's access log); false saves that
     work on a busy server (``--no-access-log``)."""

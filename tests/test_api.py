@@ -313,3 +313,22 @@ def test_without_tokens_only_this_machines_own_clients_are_answered(api, celery_
         assert "is not on this machine" in outside.text
     finally:
         served.stop()
+
+
+def test_a_client_that_gives_up_on_a_run_does_not_keep_the_server_from_stopping(celery_stack):
+    # No orchestrator serves this Redis database: the /run would follow its invocation for
+    # ever. The client gives up; the server, told to stop, stops.
+    import signal
+
+    url = celery_stack["url"].rsplit("/", 1)[0] + "/9"
+    api, base = start_api(stack_env(url, "tests.apps:chat_app", api_shutdown_seconds="30"))
+    try:
+        session = httpx.post(f"{base}/apps/chat/users/u/sessions").json()["id"]
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(f"{base}/run", timeout=1, json={
+                "appName": "chat", "userId": "u", "sessionId": session,
+                "newMessage": {"role": "user", "parts": [{"text": "anyone?"}]}})
+        api.proc.send_signal(signal.SIGTERM)
+        api.proc.wait(15)  # it stops, well before the 30 s it would allow open requests
+    finally:
+        api.stop()

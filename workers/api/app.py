@@ -113,7 +113,7 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
     _freeze_start_up_objects()
     defer_access_records()
     uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info",
-                log_config=log_config(),
+                log_config=log_config(), timeout_graceful_shutdown=settings.api_shutdown_seconds,
                 access_log=settings.api_access_log if access_log is None else access_log)
 
 

@@ -29,11 +29,15 @@ any dependency the route or its router would have: they have none
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Awaitable
 from typing import Any
 
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workers.api.adk_routes import RunAgentRequest, run_response
@@ -76,10 +80,38 @@ class DirectRun:
             return
         request = Request(scope, receive, send)
         try:
-            response = await run_response(request, request_body)
+            response = await _unless_gone(run_response(request, request_body), receive)
         except HTTPException as error:
             response = await _handled(request, error)
-        await response(scope, receive, send)
+        if response is not None:
+            await response(scope, receive, send)
+
+
+async def _unless_gone(work: Awaitable[Response], receive: Receive) -> Response | None:
+    """``work``'s response, or None once the client has gone away (``work`` is cancelled).
+
+    A ``/run`` follows its invocation until it ends or pauses, which may be long: a client
+    that gave up must not keep it (and the server, which waits for it as it stops) busy. The
+    invocation itself goes on: the orchestrators run it, not this request.
+    """
+    answer = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnect(receive))
+    try:
+        await asyncio.wait((answer, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if answer.done():
+        return answer.result()
+    answer.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await answer
+    return None
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Return when the client has gone away (the body was read whole before)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 class _CutShort(Exception):
