@@ -177,6 +177,25 @@ def test_enqueue_without_waiting_and_cancel(api):
     assert bad.status_code == 422 and bad.json()["detail"].startswith("user_id: 'bad user'")
 
 
+def test_an_enqueue_body_is_checked_whole_and_nothing_of_a_refused_one_is_kept(api):
+    sessions_before = httpx.get(f"{api}/apps/chat/users/body/sessions").json()
+    # Nothing to run: refused, no session made (it used to be accepted, then fail).
+    empty = httpx.post(f"{api}/apps/chat/users/body/invocations", json={})
+    assert empty.status_code == 422 and "new_message" in empty.text
+    # A field the route does not know (a guessed name) is named, not dropped.
+    guessed = httpx.post(f"{api}/apps/chat/users/body/invocations", json={"message": "hi"})
+    assert guessed.status_code == 422 and "message" in guessed.text
+    assert httpx.get(f"{api}/apps/chat/users/body/sessions").json() == sessions_before
+    # customMetadata reaches the invocation, as the other doors' custom_metadata does.
+    taken = httpx.post(f"{api}/apps/chat/users/body/invocations",
+                       json={"newMessage": "hi", "customMetadata": {"ticket": 7}})
+    assert taken.status_code == 202, taken.text
+    invocation = taken.json()["invocationId"]
+    events = httpx.get(f"{api}/apps/chat/invocations/{invocation}/events",
+                       params={"wait": "true"}).json()
+    assert events and all(e.get("customMetadata") == {"ticket": 7} for e in events), events
+
+
 async def test_a_fresh_server_takes_a_burst_of_requests(celery_stack):
     """Many requests at once on a server that has made no Redis connection yet."""
     from tests.apps import APP_SPECS

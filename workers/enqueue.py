@@ -59,6 +59,9 @@ def prepare_invocation(
     create_session = kwargs.get("create_session")
     if create_session is not None and not isinstance(create_session, bool):
         raise RequestError("create_session", "must be true or false.")
+    if kwargs.get("new_message") is None and kwargs.get("state_delta") is None:
+        raise RequestError("new_message", "is missing: an invocation needs a new_message, a "
+                                          "state_delta, or both.")
     record = InvocationRecord(
         invocation_id=invocation_id or platform.new_invocation_id(),
         app_name=app_name,

@@ -11,6 +11,8 @@ from typing import Any
 
 from fastapi import APIRouter, Header, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import ConfigDict
+from pydantic.alias_generators import to_camel
 
 from orchestrator.backends.redis import keys
 from orchestrator.distributed.models import InvocationStatus
@@ -22,12 +24,26 @@ router = APIRouter(tags=["invocations"])
 
 
 class EnqueueRequest(_Camel):
-    """A message for a session: ``newMessage`` (text or Content JSON), optional extras."""
+    """A message for a session: ``newMessage`` (text or Content JSON) and/or ``stateDelta``.
+
+    Also ``streaming`` (partial chunks on the live stream), ``invocationId`` (the id to give
+    the invocation, to send the request again safely) and ``customMetadata`` (merged into
+    every event of the invocation). Any other field is refused (422 naming it).
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     new_message: Any = None
     state_delta: dict[str, Any] | None = None
     streaming: bool = False
     invocation_id: str | None = None
+    custom_metadata: dict[str, Any] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The enqueue fields of the body (identifiers come from the path)."""
+        return {"new_message": self.new_message, "state_delta": self.state_delta,
+                "streaming": self.streaming, "invocation_id": self.invocation_id,
+                "custom_metadata": self.custom_metadata}
 
 
 class AnswerRequest(_Camel):
@@ -50,9 +66,7 @@ async def enqueue(request: Request, app_name: str, user_id: str, session_id: str
     """Queue a message for an existing session; 202 with the invocation at once."""
     backend = checked(request, app_name, ("user_id", user_id), ("session_id", session_id))
     return await _enqueue(backend, {
-        "app_name": app_name, "user_id": user_id, "session_id": session_id,
-        "new_message": body.new_message, "state_delta": body.state_delta,
-        "streaming": body.streaming, "invocation_id": body.invocation_id},
+        "app_name": app_name, "user_id": user_id, "session_id": session_id, **body.fields()},
         session_must_exist=True)
 
 
@@ -61,10 +75,7 @@ async def enqueue_new_session(request: Request, app_name: str, user_id: str,
                               body: EnqueueRequest) -> JSONResponse:
     """Queue a message for a new session; 202 with the invocation (and its session id)."""
     backend = checked(request, app_name, ("user_id", user_id))
-    return await _enqueue(backend, {
-        "app_name": app_name, "user_id": user_id, "new_message": body.new_message,
-        "state_delta": body.state_delta, "streaming": body.streaming,
-        "invocation_id": body.invocation_id})
+    return await _enqueue(backend, {"app_name": app_name, "user_id": user_id, **body.fields()})
 
 
 @router.get("/apps/{app_name}/invocations/{invocation_id}")
