@@ -121,6 +121,17 @@ def test_an_answer_nested_too_deep_to_parse_is_refused_in_one_line(celery_stack,
     assert (record.status, record.pending_calls) == (InvocationStatus.PAUSED, [call_id])
 
 
+def test_enqueue_wait_exits_1_when_the_invocation_failed(env):
+    done = cli(env, "enqueue", "chat", "u", "hi", "--wait", "--timeout", "15")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["status"] == "completed"
+    # No such session: the invocation fails, and the exit status says so, as follow's does.
+    failed = cli(env, "enqueue", "chat", "u", "hi", "--session-id", "missing-session", "--wait",
+                 "--timeout", "15")
+    assert json.loads(failed.stdout.splitlines()[-1])["status"] == "failed"
+    assert failed.returncode == 1, failed.stderr
+
+
 def test_enqueue_wait_gives_up_after_its_timeout_and_says_so(env):
     # Nothing serves db 1: the invocation stays queued.
     unserved = env["ADK_CELERY_REDIS_URL"].rsplit("/", 1)[0] + "/1"

@@ -190,7 +190,8 @@ def _main(argv: Sequence[str] | None) -> None:
     enqueue.add_argument("--session-id", default=None)
     enqueue.add_argument("--wait", action="store_true",
                          help="wait until it pauses or ends (up to --timeout, default 60 s), then "
-                              "print its events and record")
+                              "print its events and record; exit status 1 if it failed or was "
+                              "cancelled")
     enqueue.add_argument("--follow", action="store_true",
                          help="print the events live, as they happen, and the final status")
     enqueue.add_argument("--stream", action="store_true",
@@ -281,6 +282,7 @@ def _enqueue(args: argparse.Namespace) -> None:
             for event in client.events(args.app_name, invocation_id):
                 print(json.dumps(event.to_wire()))
             print(record.model_dump_json())
+            return cli_follow.exit_status(record.status)
         return 0
 
     sys.exit(cli_ops.with_client(enqueue))

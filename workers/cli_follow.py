@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from workers.cli_types import seconds
 
 if TYPE_CHECKING:
+    from orchestrator.distributed.models import InvocationStatus
     from orchestrator.distributed.streams import StreamItem
     from orchestrator.events.event import Event
     from workers.client import Client
@@ -51,7 +52,14 @@ def follow(client: Client, args: argparse.Namespace, out: TextIO | None = None) 
     if record is not None and last is InvocationStatus.PAUSED and record.pending_calls:
         print(f"waiting for: {one_line(', '.join(record.pending_calls))}", file=out)
     out.flush()
-    return 1 if last in (InvocationStatus.FAILED, InvocationStatus.CANCELLED) else 0
+    return exit_status(last)
+
+
+def exit_status(status: InvocationStatus | None) -> int:
+    """1 for an invocation that failed or was cancelled, 0 otherwise (completed, paused)."""
+    from orchestrator.distributed.models import InvocationStatus
+
+    return 1 if status in (InvocationStatus.FAILED, InvocationStatus.CANCELLED) else 0
 
 
 class EventPrinter:

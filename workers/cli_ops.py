@@ -1,9 +1,9 @@
 """``adk-celery`` commands for operators: look at invocations and sessions, answer, cancel.
 
 Each command talks to Redis through a :class:`~workers.client.Client` and exits with a
-status a script can test: 0 done, 1 the invocation failed or was cancelled (``follow``),
-2 a refused request, an unknown invocation, a missing setting or an unreachable Redis,
-always with one line on stderr saying which.
+status a script can test: 0 done, 1 the invocation failed or was cancelled (``follow``,
+``enqueue --wait``), 2 a refused request, an unknown invocation, a missing setting or an
+unreachable Redis, always with one line on stderr saying which.
 """
 
 from __future__ import annotations
