@@ -59,9 +59,15 @@ def test_cancel_and_sessions(celery_stack, env):
     record = client.wait("approval", invocation_id, timeout=15)
 
     cancelled = cli(env, "cancel", "approval", invocation_id)
-    assert cancelled.returncode == 0, cancelled.stderr
+    assert (cancelled.returncode, cancelled.stdout) == (
+        0, f"cancel requested for {invocation_id} (it was paused)\n"), cancelled.stderr
     assert client.wait("approval", invocation_id, timeout=15, until=InvocationStatus.FINISHED).status is (
         InvocationStatus.CANCELLED)
+    # Finished: nothing to cancel, as the API's 409 says.
+    again = cli(env, "cancel", "approval", invocation_id)
+    assert (again.returncode, again.stdout, again.stderr) == (
+        2, "", f"adk-celery: error: invocation {invocation_id!r} is cancelled; it cannot be "
+               "cancelled.\n")
     listed = cli(env, "sessions", "approval", "ops-cancel")
     assert listed.returncode == 0
     assert [line.split("\t")[:2] for line in listed.stdout.splitlines()] == [

@@ -42,7 +42,9 @@ def add_commands(sub: Any) -> None:
     answer.add_argument("response", help='JSON object, e.g. \'{"approved": true}\'')
     cancel = command("cancel", "cancel an invocation (queued, running or paused)",
                      "Ask for the invocation to be cancelled; the orchestrator holding its "
-                     "session records it. Exits 2 if the invocation is unknown.")
+                     "session records it. Prints the status it had when asked. Exits 2 if the "
+                     "invocation is unknown or already finished (completed, failed or "
+                     "cancelled).")
     _invocation_args(cancel)
     sessions = command("sessions", "list a user's sessions (or every session of an app)",
                        "One line per session: id, user, last update, number of state keys.")
@@ -155,9 +157,12 @@ def _answer(client: Client, args: argparse.Namespace) -> None:
 
 
 def _cancel(client: Client, args: argparse.Namespace) -> None:
-    require_invocation(client, args.app_name, args.invocation_id)
+    record = require_invocation(client, args.app_name, args.invocation_id)
+    if record.status.is_finished:  # as the API's 409: nothing left to cancel
+        fail(f"invocation {args.invocation_id!r} is {record.status.value}; it cannot be "
+             "cancelled.")
     client.cancel(args.app_name, args.invocation_id)
-    print(f"cancel requested for {args.invocation_id}")
+    print(f"cancel requested for {args.invocation_id} (it was {record.status.value})")
 
 
 def _sessions(client: Client, args: argparse.Namespace) -> None:
