@@ -148,8 +148,24 @@ def test_enqueue_wait_gives_up_after_its_timeout_and_says_so(env):
         db.flushdb()
     invocation_id = done.stdout.strip()
     assert done.returncode == 2
-    assert done.stderr == (f"adk-celery: Invocation {invocation_id!r} did not reach ['cancelled', "
-                           "'completed', 'failed', 'paused'] within 0.5 s.\n")
+    assert done.stderr == (
+        f"adk-celery: error: Invocation {invocation_id!r} did not reach ['cancelled', 'completed', "
+        "'failed', 'paused'] within 0.5 s. Last seen queued: no orchestrator has taken it: is "
+        "`adk-celery orchestrator` running with this app?\n")
+
+
+def test_a_follow_that_times_out_on_a_pause_says_how_to_answer(celery_stack, env):
+    client = celery_stack["client"]
+    invocation_id = client.enqueue("approval", "ops-paused", "pay 4")
+    [call_id] = client.wait("approval", invocation_id, timeout=15).pending_calls
+    done = cli(env, "follow", "approval", invocation_id, "--timeout", "0.5")
+    assert done.returncode == 2
+    assert done.stdout.splitlines()[-1] == "[paused]"
+    assert done.stderr == (
+        f"adk-celery: error: Invocation {invocation_id!r} did not reach the end of its follow "
+        f"within 0.5 s. Last seen paused, waiting for an answer to {call_id}: answer with "
+        f"`adk-celery answer approval {invocation_id} CALL_ID RESPONSE`, or use --until-paused "
+        "to stop at a pause.\n")
 
 
 def test_a_closed_stdout_ends_the_command_quietly(env):

@@ -277,8 +277,7 @@ def _enqueue(args: argparse.Namespace) -> None:
                 record = client.wait(args.app_name, invocation_id,
                                      timeout=60.0 if args.timeout is None else args.timeout)
             except TimeoutError as error:  # as ``follow`` says it
-                print(f"adk-celery: {error}", file=sys.stderr)
-                return 2
+                return cli_follow.timed_out(client, args.app_name, invocation_id, error)
             for event in client.events(args.app_name, invocation_id):
                 print(json.dumps(event.to_wire()))
             print(record.model_dump_json())
