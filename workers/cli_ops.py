@@ -33,23 +33,25 @@ def add_commands(sub: Any) -> None:
                      "Print the invocation's record (status, error, pending calls) and where "
                      "each pending call stands: queued, running on which worker, retrying, or "
                      "waiting for an answer. Exits 2 if the invocation is unknown.")
-    _invocation_args(status)
+    invocation_args(status)
     answer = command("answer", "answer a pending call of a paused invocation",
                      "Answer a call the invocation waits for (a human approval, another "
                      "service's result); the invocation resumes. RESPONSE is a JSON object.")
-    _invocation_args(answer)
-    answer.add_argument("function_call_id", help="the pending call (see `status`)")
-    answer.add_argument("response", help='JSON object, e.g. \'{"approved": true}\'')
+    invocation_args(answer)
+    answer.add_argument("function_call_id", metavar="CALL_ID",
+                        help="the pending call (see `status`)")
+    answer.add_argument("response", metavar="RESPONSE",
+                        help='JSON object, e.g. \'{"approved": true}\'')
     cancel = command("cancel", "cancel an invocation (queued, running or paused)",
                      "Ask for the invocation to be cancelled; the orchestrator holding its "
                      "session records it. Prints the status it had when asked. Exits 2 if the "
                      "invocation is unknown or already finished (completed, failed or "
                      "cancelled).")
-    _invocation_args(cancel)
+    invocation_args(cancel)
     sessions = command("sessions", "list a user's sessions (or every session of an app)",
                        "One line per session: id, user, last update, number of state keys.")
-    sessions.add_argument("app_name")
-    sessions.add_argument("user_id", nargs="?", default=None,
+    sessions.add_argument("app_name", metavar="APP", help="the app whose sessions to list")
+    sessions.add_argument("user_id", metavar="USER", nargs="?", default=None,
                           help="only this user's sessions (default: every user's)")
     _invocations_command(command)
 
@@ -78,9 +80,11 @@ def _invocations_command(command: Callable[[str, str, str], argparse.ArgumentPar
                          help='print the page as JSON: {"invocations": [...], "next_cursor": ...}')
 
 
-def _invocation_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("app_name")
-    parser.add_argument("invocation_id")
+def invocation_args(parser: argparse.ArgumentParser) -> None:
+    """Add the positionals APP and INVOCATION_ID, described."""
+    parser.add_argument("app_name", metavar="APP", help="the app the invocation runs in")
+    parser.add_argument("invocation_id", metavar="INVOCATION_ID",
+                        help="the invocation (the id `enqueue` printed, e-...)")
 
 
 def run(args: argparse.Namespace) -> None:
