@@ -74,6 +74,19 @@ def test_cancel_and_sessions(celery_stack, env):
         [record.session_id, "ops-cancel"]]
 
 
+def test_sessions_shows_the_names_of_the_state_keys(celery_stack, env):
+    client = celery_stack["client"]
+    few = client.create_session("chat", "ops-keys", state={"topic": "x", "city": "Oslo"})
+    many = client.create_session("chat", "ops-keys", state={f"key_{n:02}": n for n in range(30)})
+    bare = client.create_session("chat", "ops-keys")
+    listed = cli(env, "sessions", "chat", "ops-keys")
+    assert listed.returncode == 0, listed.stderr
+    keys = {line.split("\t")[0]: line.split("\t")[3] for line in listed.stdout.splitlines()}
+    assert keys[few.id] == "city, topic"
+    assert keys[many.id] == "key_00, key_01, key_02, key_03, key_04, key_05, key_06, ... (+23 more)"
+    assert keys[bare.id] == "(no state)"
+
+
 @pytest.mark.parametrize("argv", [("status", "approval", "e-nope"), ("follow", "approval", "e-nope"),
                                   ("cancel", "approval", "e-nope"),
                                   ("answer", "approval", "e-nope", "c1", "{}")])

@@ -49,7 +49,9 @@ def add_commands(sub: Any) -> None:
                      "cancelled).")
     invocation_args(cancel)
     sessions = command("sessions", "list a user's sessions (or every session of an app)",
-                       "One line per session: id, user, last update, number of state keys.")
+                       "One line per session: id, user, last update (epoch seconds), and the "
+                       "names of its state keys (sorted; a long list is cut, saying how many "
+                       "more).")
     sessions.add_argument("app_name", metavar="APP", help="the app whose sessions to list")
     sessions.add_argument("user_id", metavar="USER", nargs="?", default=None,
                           help="only this user's sessions (default: every user's)")
@@ -172,7 +174,27 @@ def _cancel(client: Client, args: argparse.Namespace) -> None:
 def _sessions(client: Client, args: argparse.Namespace) -> None:
     for session in client.list_sessions(args.app_name, args.user_id):
         print(f"{session.id}\t{session.user_id}\t{session.last_update_time:.3f}\t"
-              f"{len(session.state)} state keys")
+              f"{state_keys(session.state)}")
+
+
+KEYS_WIDTH = 60
+"""About how many characters of state key names ``sessions`` prints per session."""
+
+
+def state_keys(state: dict[str, Any]) -> str:
+    """The state's keys, sorted and comma-separated, cut near :data:`KEYS_WIDTH` characters."""
+    from workers.cli_follow import one_line
+
+    names = sorted(state)
+    if not names:
+        return "(no state)"
+    shown: list[str] = []
+    for name in names:
+        if shown and len(", ".join([*shown, name])) > KEYS_WIDTH:
+            break
+        shown.append(name if len(name) <= KEYS_WIDTH else name[:KEYS_WIDTH - 3] + "...")
+    more = f", ... (+{len(names) - len(shown)} more)" if len(shown) < len(names) else ""
+    return one_line(", ".join(shown) + more)
 
 
 def _invocations(client: Client, args: argparse.Namespace) -> None:
