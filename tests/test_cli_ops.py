@@ -87,6 +87,18 @@ def test_sessions_shows_the_names_of_the_state_keys(celery_stack, env):
     assert keys[bare.id] == "(no state)"
 
 
+def test_invocations_of_an_unknown_session_is_an_error(celery_stack, env):
+    client = celery_stack["client"]
+    session = client.create_session("chat", "ops-list")
+    empty = cli(env, "invocations", "--app", "chat", "--user", "ops-list", "--session", session.id)
+    assert (empty.returncode, empty.stdout, empty.stderr) == (0, "", "")  # no invocations yet
+    for user, session_id in (("ops-list", "nosuch"), ("someone-else", session.id)):
+        done = cli(env, "invocations", "--app", "chat", "--user", user, "--session", session_id)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            2, "", f"adk-celery: error: session {session_id!r} of app 'chat', user {user!r} not "
+                   "found.\n")
+
+
 @pytest.mark.parametrize("argv", [("status", "approval", "e-nope"), ("follow", "approval", "e-nope"),
                                   ("cancel", "approval", "e-nope"),
                                   ("answer", "approval", "e-nope", "c1", "{}")])

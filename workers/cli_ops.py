@@ -74,7 +74,8 @@ def _invocations_command(command: Callable[[str, str, str], argparse.ArgumentPar
     listing.add_argument("--user", dest="user_id", default=None,
                          help="with --session: the user the session belongs to")
     listing.add_argument("--session", dest="session_id", default=None,
-                         help="only this session's invocations (needs --user)")
+                         help="only this session's invocations (needs --user; exit status 2 "
+                              "if the user has no such session)")
     listing.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
                          help=f"invocations per page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
     listing.add_argument("--cursor", default=None, help="the page after the one that said it")
@@ -202,6 +203,10 @@ def _invocations(client: Client, args: argparse.Namespace) -> None:
         fail("--user and --session go together: a session belongs to one user.")
     page = client.invocations(args.app_name, status=args.status, user_id=args.user_id,
                               session_id=args.session_id, limit=args.limit, cursor=args.cursor)
+    if args.session_id is not None and not page.records and args.session_id not in {
+            session.id for session in client.list_sessions(args.app_name, args.user_id)}:
+        fail(f"session {args.session_id!r} of app {args.app_name!r}, user {args.user_id!r} "
+             "not found.")
     if args.json:
         print(json.dumps({"invocations": [r.model_dump(mode="json", exclude={"new_message", "state_delta"})
                                           for r in page.records],
