@@ -58,6 +58,8 @@ SETUP_ERRORS = [
      "'examples.missing': No module named 'examples.missing'"),
     (("worker",), {"ADK_CELERY_REDIS_URL": ""},
      "ADK_CELERY_REDIS_URL is not set (e.g. redis://localhost:6379/0)."),
+    (("api", "--host", "0.0.0.0", "--port", "0"), {},
+     "no ADK_CELERY_API_TOKENS set; refusing to listen on '0.0.0.0', which is not loopback."),
 ]
 
 
@@ -65,6 +67,26 @@ SETUP_ERRORS = [
 def test_a_process_command_refuses_its_settings_in_the_same_words(env, argv, settings, said):
     done = cli({**env, **settings}, *argv, timeout=30)
     assert (done.returncode, done.stderr) == (2, f"adk-celery: error: {said}\n")
+
+
+WITHOUT_GOOGLE_ADK = """
+from importlib import metadata
+found = metadata.distribution
+def without_google_adk(name):
+    if name == "google-adk":
+        raise metadata.PackageNotFoundError(name)
+    return found(name)
+metadata.distribution = without_google_adk
+from workers.cli import main
+main(["api", "--dev-ui", "--port", "0"])
+"""
+
+
+def test_the_dev_ui_without_google_adk_is_refused_in_the_same_words(env):
+    from workers.api.dev_ui import MISSING
+
+    done = run(env, sys.executable, "-c", WITHOUT_GOOGLE_ADK, timeout=30)
+    assert (done.returncode, done.stderr) == (2, f"adk-celery: error: {MISSING}\n")
 
 
 def test_a_plain_celery_worker_stops_on_a_malformed_setting_without_showing_it(env):

@@ -59,13 +59,44 @@ def test_cancel_and_sessions(celery_stack, env):
     record = client.wait("approval", invocation_id, timeout=15)
 
     cancelled = cli(env, "cancel", "approval", invocation_id)
-    assert cancelled.returncode == 0, cancelled.stderr
+    assert (cancelled.returncode, cancelled.stdout) == (
+        0, f"cancel requested for {invocation_id} (it was paused)\n"), cancelled.stderr
     assert client.wait("approval", invocation_id, timeout=15, until=InvocationStatus.FINISHED).status is (
         InvocationStatus.CANCELLED)
+    # Finished: nothing to cancel, as the API's 409 says.
+    again = cli(env, "cancel", "approval", invocation_id)
+    assert (again.returncode, again.stdout, again.stderr) == (
+        2, "", f"adk-celery: error: invocation {invocation_id!r} is cancelled; it cannot be "
+               "cancelled.\n")
     listed = cli(env, "sessions", "approval", "ops-cancel")
     assert listed.returncode == 0
     assert [line.split("\t")[:2] for line in listed.stdout.splitlines()] == [
         [record.session_id, "ops-cancel"]]
+
+
+def test_sessions_shows_the_names_of_the_state_keys(celery_stack, env):
+    client = celery_stack["client"]
+    few = client.create_session("chat", "ops-keys", state={"topic": "x", "city": "Oslo"})
+    many = client.create_session("chat", "ops-keys", state={f"key_{n:02}": n for n in range(30)})
+    bare = client.create_session("chat", "ops-keys")
+    listed = cli(env, "sessions", "chat", "ops-keys")
+    assert listed.returncode == 0, listed.stderr
+    keys = {line.split("\t")[0]: line.split("\t")[3] for line in listed.stdout.splitlines()}
+    assert keys[few.id] == "city, topic"
+    assert keys[many.id] == "key_00, key_01, key_02, key_03, key_04, key_05, key_06, ... (+23 more)"
+    assert keys[bare.id] == "(no state)"
+
+
+def test_invocations_of_an_unknown_session_is_an_error(celery_stack, env):
+    client = celery_stack["client"]
+    session = client.create_session("chat", "ops-list")
+    empty = cli(env, "invocations", "--app", "chat", "--user", "ops-list", "--session", session.id)
+    assert (empty.returncode, empty.stdout, empty.stderr) == (0, "", "")  # no invocations yet
+    for user, session_id in (("ops-list", "nosuch"), ("someone-else", session.id)):
+        done = cli(env, "invocations", "--app", "chat", "--user", user, "--session", session_id)
+        assert (done.returncode, done.stdout, done.stderr) == (
+            2, "", f"adk-celery: error: session {session_id!r} of app 'chat', user {user!r} not "
+                   "found.\n")
 
 
 @pytest.mark.parametrize("argv", [("status", "approval", "e-nope"), ("follow", "approval", "e-nope"),
@@ -121,6 +152,17 @@ def test_an_answer_nested_too_deep_to_parse_is_refused_in_one_line(celery_stack,
     assert (record.status, record.pending_calls) == (InvocationStatus.PAUSED, [call_id])
 
 
+def test_enqueue_wait_exits_1_when_the_invocation_failed(env):
+    done = cli(env, "enqueue", "chat", "u", "hi", "--wait", "--timeout", "15")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["status"] == "completed"
+    # No such session: the invocation fails, and the exit status says so, as follow's does.
+    failed = cli(env, "enqueue", "chat", "u", "hi", "--session-id", "missing-session", "--wait",
+                 "--timeout", "15")
+    assert json.loads(failed.stdout.splitlines()[-1])["status"] == "failed"
+    assert failed.returncode == 1, failed.stderr
+
+
 def test_enqueue_wait_gives_up_after_its_timeout_and_says_so(env):
     # Nothing serves db 1: the invocation stays queued.
     unserved = env["ADK_CELERY_REDIS_URL"].rsplit("/", 1)[0] + "/1"
@@ -131,8 +173,24 @@ def test_enqueue_wait_gives_up_after_its_timeout_and_says_so(env):
         db.flushdb()
     invocation_id = done.stdout.strip()
     assert done.returncode == 2
-    assert done.stderr == (f"adk-celery: Invocation {invocation_id!r} did not reach ['cancelled', "
-                           "'completed', 'failed', 'paused'] within 0.5 s.\n")
+    assert done.stderr == (
+        f"adk-celery: error: Invocation {invocation_id!r} did not reach ['cancelled', 'completed', "
+        "'failed', 'paused'] within 0.5 s. Last seen queued: no orchestrator has taken it: is "
+        "`adk-celery orchestrator` running with this app?\n")
+
+
+def test_a_follow_that_times_out_on_a_pause_says_how_to_answer(celery_stack, env):
+    client = celery_stack["client"]
+    invocation_id = client.enqueue("approval", "ops-paused", "pay 4")
+    [call_id] = client.wait("approval", invocation_id, timeout=15).pending_calls
+    done = cli(env, "follow", "approval", invocation_id, "--timeout", "0.5")
+    assert done.returncode == 2
+    assert done.stdout.splitlines()[-1] == "[paused]"
+    assert done.stderr == (
+        f"adk-celery: error: Invocation {invocation_id!r} did not reach the end of its follow "
+        f"within 0.5 s. Last seen paused, waiting for an answer to {call_id}: answer with "
+        f"`adk-celery answer approval {invocation_id} CALL_ID RESPONSE`, or use --until-paused "
+        "to stop at a pause.\n")
 
 
 def test_a_closed_stdout_ends_the_command_quietly(env):

@@ -184,21 +184,22 @@ def _main(argv: Sequence[str] | None) -> None:
                      help="also serve google-adk's web UI at /dev-ui/ (needs the installed "
                           "google-adk: pip install 'adk-celery[devui]')")
     enqueue = sub.add_parser("enqueue", help="queue a message and print the invocation id")
-    enqueue.add_argument("app_name")
-    enqueue.add_argument("user_id")
-    enqueue.add_argument("message")
-    enqueue.add_argument("--session-id", default=None)
+    enqueue.add_argument("app_name", metavar="APP", help="the app to run (its name, e.g. chat)")
+    enqueue.add_argument("user_id", metavar="USER", help="the user the session belongs to")
+    enqueue.add_argument("message", metavar="MESSAGE", help="the user's message (text)")
+    enqueue.add_argument("--session-id", default=None,
+                         help="an existing session of USER (default: a new session)")
     enqueue.add_argument("--wait", action="store_true",
                          help="wait until it pauses or ends (up to --timeout, default 60 s), then "
-                              "print its events and record")
+                              "print its events and record; exit status 1 if it failed or was "
+                              "cancelled")
     enqueue.add_argument("--follow", action="store_true",
                          help="print the events live, as they happen, and the final status")
     enqueue.add_argument("--stream", action="store_true",
                          help="run the model with streaming (partial chunks show with --follow)")
     follow = sub.add_parser("follow", help="print an invocation's events live (replayed from "
                                            "its start) and its final status")
-    follow.add_argument("app_name")
-    follow.add_argument("invocation_id")
+    cli_ops.invocation_args(follow)
     cli_follow.add_follow_args(follow, "no limit")
     cli_follow.add_follow_args(enqueue, "no limit with --follow, 60 s with --wait")
     cli_ops.add_commands(sub)
@@ -276,11 +277,11 @@ def _enqueue(args: argparse.Namespace) -> None:
                 record = client.wait(args.app_name, invocation_id,
                                      timeout=60.0 if args.timeout is None else args.timeout)
             except TimeoutError as error:  # as ``follow`` says it
-                print(f"adk-celery: {error}", file=sys.stderr)
-                return 2
+                return cli_follow.timed_out(client, args.app_name, invocation_id, error)
             for event in client.events(args.app_name, invocation_id):
                 print(json.dumps(event.to_wire()))
             print(record.model_dump_json())
+            return cli_follow.exit_status(record.status)
         return 0
 
     sys.exit(cli_ops.with_client(enqueue))

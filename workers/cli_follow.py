@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from workers.cli_types import seconds
 
 if TYPE_CHECKING:
+    from orchestrator.distributed.models import InvocationStatus
     from orchestrator.distributed.streams import StreamItem
     from orchestrator.events.event import Event
     from workers.client import Client
@@ -43,15 +44,43 @@ def follow(client: Client, args: argparse.Namespace, out: TextIO | None = None) 
                 last = item.status
     except TimeoutError as error:
         printer.end_line()
-        print(f"adk-celery: {error}", file=sys.stderr)
-        return 2
+        out.flush()
+        return timed_out(client, args.app_name, args.invocation_id, error)
     record = client.status(args.app_name, args.invocation_id)
     if record is not None and record.error:
         print(f"error: {one_line(record.error)}", file=out)
     if record is not None and last is InvocationStatus.PAUSED and record.pending_calls:
         print(f"waiting for: {one_line(', '.join(record.pending_calls))}", file=out)
     out.flush()
-    return 1 if last in (InvocationStatus.FAILED, InvocationStatus.CANCELLED) else 0
+    return exit_status(last)
+
+
+def timed_out(client: Client, app_name: str, invocation_id: str, error: TimeoutError) -> int:
+    """Say on stderr that a wait or follow gave up, with the status last seen and what to do; 2."""
+    from orchestrator.distributed.models import InvocationStatus
+
+    record = client.status(app_name, invocation_id)
+    hint = ""
+    if record is not None and record.status is InvocationStatus.QUEUED:
+        hint = (" Last seen queued: no orchestrator has taken it: is `adk-celery orchestrator` "
+                "running with this app?")
+    elif record is not None and record.status is InvocationStatus.PAUSED:
+        waiting = [c.function_call_id for c in client.calls(app_name, invocation_id)
+                   if c.where == "waiting for an answer"] or record.pending_calls
+        hint = (f" Last seen paused, waiting for an answer to {', '.join(waiting)}: answer with "
+                f"`adk-celery answer {app_name} {invocation_id} CALL_ID RESPONSE`, or use "
+                "--until-paused to stop at a pause.")
+    elif record is not None:
+        hint = f" Last seen {record.status.value}."
+    print(one_line(f"adk-celery: error: {error}{hint}"), file=sys.stderr)
+    return 2
+
+
+def exit_status(status: InvocationStatus | None) -> int:
+    """1 for an invocation that failed or was cancelled, 0 otherwise (completed, paused)."""
+    from orchestrator.distributed.models import InvocationStatus
+
+    return 1 if status in (InvocationStatus.FAILED, InvocationStatus.CANCELLED) else 0
 
 
 class EventPrinter:

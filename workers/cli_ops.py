@@ -1,9 +1,9 @@
 """``adk-celery`` commands for operators: look at invocations and sessions, answer, cancel.
 
 Each command talks to Redis through a :class:`~workers.client.Client` and exits with a
-status a script can test: 0 done, 1 the invocation failed or was cancelled (``follow``),
-2 a refused request, an unknown invocation, a missing setting or an unreachable Redis,
-always with one line on stderr saying which.
+status a script can test: 0 done, 1 the invocation failed or was cancelled (``follow``,
+``enqueue --wait``), 2 a refused request, an unknown invocation, a missing setting or an
+unreachable Redis, always with one line on stderr saying which.
 """
 
 from __future__ import annotations
@@ -33,21 +33,27 @@ def add_commands(sub: Any) -> None:
                      "Print the invocation's record (status, error, pending calls) and where "
                      "each pending call stands: queued, running on which worker, retrying, or "
                      "waiting for an answer. Exits 2 if the invocation is unknown.")
-    _invocation_args(status)
+    invocation_args(status)
     answer = command("answer", "answer a pending call of a paused invocation",
                      "Answer a call the invocation waits for (a human approval, another "
                      "service's result); the invocation resumes. RESPONSE is a JSON object.")
-    _invocation_args(answer)
-    answer.add_argument("function_call_id", help="the pending call (see `status`)")
-    answer.add_argument("response", help='JSON object, e.g. \'{"approved": true}\'')
+    invocation_args(answer)
+    answer.add_argument("function_call_id", metavar="CALL_ID",
+                        help="the pending call (see `status`)")
+    answer.add_argument("response", metavar="RESPONSE",
+                        help='JSON object, e.g. \'{"approved": true}\'')
     cancel = command("cancel", "cancel an invocation (queued, running or paused)",
                      "Ask for the invocation to be cancelled; the orchestrator holding its "
-                     "session records it. Exits 2 if the invocation is unknown.")
-    _invocation_args(cancel)
+                     "session records it. Prints the status it had when asked. Exits 2 if the "
+                     "invocation is unknown or already finished (completed, failed or "
+                     "cancelled).")
+    invocation_args(cancel)
     sessions = command("sessions", "list a user's sessions (or every session of an app)",
-                       "One line per session: id, user, last update, number of state keys.")
-    sessions.add_argument("app_name")
-    sessions.add_argument("user_id", nargs="?", default=None,
+                       "One line per session: id, user, last update (epoch seconds), and the "
+                       "names of its state keys (sorted; a long list is cut, saying how many "
+                       "more).")
+    sessions.add_argument("app_name", metavar="APP", help="the app whose sessions to list")
+    sessions.add_argument("user_id", metavar="USER", nargs="?", default=None,
                           help="only this user's sessions (default: every user's)")
     _invocations_command(command)
 
@@ -68,7 +74,8 @@ def _invocations_command(command: Callable[[str, str, str], argparse.ArgumentPar
     listing.add_argument("--user", dest="user_id", default=None,
                          help="with --session: the user the session belongs to")
     listing.add_argument("--session", dest="session_id", default=None,
-                         help="only this session's invocations (needs --user)")
+                         help="only this session's invocations (needs --user; exit status 2 "
+                              "if the user has no such session)")
     listing.add_argument("--limit", type=int, default=DEFAULT_LIMIT,
                          help=f"invocations per page, 1 to {MAX_LIMIT} (default {DEFAULT_LIMIT})")
     listing.add_argument("--cursor", default=None, help="the page after the one that said it")
@@ -76,9 +83,11 @@ def _invocations_command(command: Callable[[str, str, str], argparse.ArgumentPar
                          help='print the page as JSON: {"invocations": [...], "next_cursor": ...}')
 
 
-def _invocation_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("app_name")
-    parser.add_argument("invocation_id")
+def invocation_args(parser: argparse.ArgumentParser) -> None:
+    """Add the positionals APP and INVOCATION_ID, described."""
+    parser.add_argument("app_name", metavar="APP", help="the app the invocation runs in")
+    parser.add_argument("invocation_id", metavar="INVOCATION_ID",
+                        help="the invocation (the id `enqueue` printed, e-...)")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -155,15 +164,38 @@ def _answer(client: Client, args: argparse.Namespace) -> None:
 
 
 def _cancel(client: Client, args: argparse.Namespace) -> None:
-    require_invocation(client, args.app_name, args.invocation_id)
+    record = require_invocation(client, args.app_name, args.invocation_id)
+    if record.status.is_finished:  # as the API's 409: nothing left to cancel
+        fail(f"invocation {args.invocation_id!r} is {record.status.value}; it cannot be "
+             "cancelled.")
     client.cancel(args.app_name, args.invocation_id)
-    print(f"cancel requested for {args.invocation_id}")
+    print(f"cancel requested for {args.invocation_id} (it was {record.status.value})")
 
 
 def _sessions(client: Client, args: argparse.Namespace) -> None:
     for session in client.list_sessions(args.app_name, args.user_id):
         print(f"{session.id}\t{session.user_id}\t{session.last_update_time:.3f}\t"
-              f"{len(session.state)} state keys")
+              f"{state_keys(session.state)}")
+
+
+KEYS_WIDTH = 60
+"""About how many characters of state key names ``sessions`` prints per session."""
+
+
+def state_keys(state: dict[str, Any]) -> str:
+    """The state's keys, sorted and comma-separated, cut near :data:`KEYS_WIDTH` characters."""
+    from workers.cli_follow import one_line
+
+    names = sorted(state)
+    if not names:
+        return "(no state)"
+    shown: list[str] = []
+    for name in names:
+        if shown and len(", ".join([*shown, name])) > KEYS_WIDTH:
+            break
+        shown.append(name if len(name) <= KEYS_WIDTH else name[:KEYS_WIDTH - 3] + "...")
+    more = f", ... (+{len(names) - len(shown)} more)" if len(shown) < len(names) else ""
+    return one_line(", ".join(shown) + more)
 
 
 def _invocations(client: Client, args: argparse.Namespace) -> None:
@@ -171,6 +203,10 @@ def _invocations(client: Client, args: argparse.Namespace) -> None:
         fail("--user and --session go together: a session belongs to one user.")
     page = client.invocations(args.app_name, status=args.status, user_id=args.user_id,
                               session_id=args.session_id, limit=args.limit, cursor=args.cursor)
+    if args.session_id is not None and not page.records and args.session_id not in {
+            session.id for session in client.list_sessions(args.app_name, args.user_id)}:
+        fail(f"session {args.session_id!r} of app {args.app_name!r}, user {args.user_id!r} "
+             "not found.")
     if args.json:
         print(json.dumps({"invocations": [r.model_dump(mode="json", exclude={"new_message", "state_delta"})
                                           for r in page.records],

@@ -95,7 +95,8 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
 
         files = find_files()
         if files is None:
-            sys.exit(f"adk-celery api: {MISSING}")
+            print(f"adk-celery: error: {MISSING}", file=sys.stderr)
+            sys.exit(2)
     try:
         app = create_app(settings, dev_ui=files)
     except (ValueError, RuntimeError) as error:  # a malformed or missing setting
@@ -103,8 +104,9 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
         sys.exit(2)
     if not app.state.backend.access.required:
         if not is_loopback(host):
-            sys.exit(f"adk-celery api: no ADK_CELERY_API_TOKENS set; refusing to listen on "
-                     f"{host!r}, which is not loopback.")
+            print(f"adk-celery: error: no ADK_CELERY_API_TOKENS set; refusing to listen on "
+                  f"{host!r}, which is not loopback.", file=sys.stderr)
+            sys.exit(2)
         print(f"adk-celery api: no ADK_CELERY_API_TOKENS set: no authentication, listening "
               f"on {host} (loopback) only.", file=sys.stderr, flush=True)
     if files is not None:
