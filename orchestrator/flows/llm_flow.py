@@ -379,13 +379,14 @@ def _finalize_event(
 
 
 def _may_edit_request(ctx: InvocationContext, agent: LlmAgent) -> bool:
-    """True if a callback or a model that may edit the request's contents in place gets it.
+    """True if a callback that may edit the request's contents in place gets it.
 
-    They then get copies, never the session's events or the history memo's.
+    Callbacks then get copies, never the session's events or the history memo's. Models are
+    handed the shared contents: copying a long session's history for every model call is
+    what the memo saves (a model reads its request; see :class:`BaseLlm`).
     """
     return bool(
         agent.before_model_callback or agent.on_model_error_callback
-        or not agent.canonical_model.keeps_request_contents
         or ctx.plugin_manager.gets_model_requests()
     )
 

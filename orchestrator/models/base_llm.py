@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -12,17 +11,17 @@ from orchestrator.models.llm_response import LlmResponse
 
 
 class BaseLlm(BaseModel):
-    """A model. Subclasses implement ``generate_content_async``."""
+    """A model. Subclasses implement ``generate_content_async``.
+
+    A model reads its request and does not edit ``llm_request.contents`` in place: those
+    are the session's own contents, shared with later requests (callbacks, which may edit
+    them, are handed copies).
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     model: str
     """The model name, e.g. ``gemini-2.5-flash``."""
-
-    keeps_request_contents: ClassVar[bool] = False
-    """True for a model known never to edit ``llm_request.contents`` in place. Any other
-    model is handed its own copies of the history (as google-adk hands every request), so an
-    edit cannot reach the session's events or a later request."""
 
     @classmethod
     def supported_models(cls) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import Any, ClassVar, Union
+from typing import Any, Union
 
 from google.genai import types
 from pydantic import Field, PrivateAttr
@@ -64,8 +64,6 @@ def _responses_for_call(item: Any, stream: bool) -> list[LlmResponse]:
 
 class _RecordingLlm(BaseLlm):
     """Shared base: records every request it receives (and never edits one)."""
-
-    keeps_request_contents: ClassVar[bool] = True
 
     requests: list[LlmRequest] = Field(default_factory=list, exclude=True)
     """Every request received, oldest first (when ``record_requests``)."""

@@ -7,7 +7,7 @@ import threading
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
-from typing import Any, ClassVar
+from typing import Any
 
 from google import genai
 from google.genai import types
@@ -73,8 +73,6 @@ class Gemini(BaseLlm):
     Unset ``api_key`` / ``base_url`` fall back to the process settings
     (``ADK_CELERY_GOOGLE_API_KEY`` or ``GOOGLE_API_KEY``, and ``ADK_CELERY_GEMINI_BASE_URL``).
     """
-
-    keeps_request_contents: ClassVar[bool] = True  # google-genai only serialises them
 
     model: str = "gemini-2.5-flash"
     api_key: SecretStr | None = None
