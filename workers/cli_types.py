@@ -19,21 +19,20 @@ def seconds(text: str) -> float:
 
 def port(text: str) -> int:
     """A TCP port number, 0 to 65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)")
-    return value
+    return _whole_number(text, 0, 65535, "a port number (0 to 65535)")
 
 
 def count(text: str) -> int:
     """A whole number, 1 or more."""
+    return _whole_number(text, 1, None, "a whole number, 1 or more")
+
+
+def _whole_number(text: str, low: int, high: int | None, what: str) -> int:
+    """``text`` as a whole number from ``low`` to ``high`` (None: no upper bound)."""
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number, 1 or more")
+        value = None
+    if value is None or value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
     return value

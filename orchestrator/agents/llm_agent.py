@@ -263,9 +263,7 @@ class LlmAgent(BaseAgent):
     def _maybe_save_output_to_state(self, event: Event) -> None:
         if not self.output_key or event.author != self.name or not event.is_final_response():
             return
-        if not event.content or not event.content.parts:
-            return
-        text = "".join(p.text for p in event.content.parts if p.text and not p.thought)
+        text = _said(event)
         if not text:
             return
         value: Any = text
@@ -281,14 +279,20 @@ class LlmAgent(BaseAgent):
         (without an ``output_schema``, whose value is the final response's alone).
         """
         if (not self.output_key or self.output_schema is not None or event.author != self.name
-                or event.partial or not event.content or not event.content.parts):
+                or event.partial):
             return so_far
-        text = "".join(p.text for p in event.content.parts if p.text and not p.thought)
+        text = _said(event)
         if not text:
             return so_far
         so_far += text
         event.actions.state_delta[self.output_key] = so_far
         return so_far
+
+
+def _said(event: Event) -> str:
+    """The text of an event's parts, thoughts left out ('' for none)."""
+    parts = event.content.parts if event.content else None
+    return "".join(p.text for p in parts if p.text and not p.thought) if parts else ""
 
 
 Agent = LlmAgent

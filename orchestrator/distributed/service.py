@@ -283,9 +283,7 @@ class InvocationService:
             if session is None:
                 session = await self._read_session(record, earlier)
                 earlier = _stored_copy(session) if session is not None else None
-            writer, save_with_commit = (
-                self.writer_for(key, token, record) if self.writer_for is not None
-                else (self.session_service, None))
+            writer, save_with_commit = self._writer(key, token, record)
             plan = await self._plan(runner, record, item, results, session, writer)
             if plan.is_empty:
                 # An answer that leaves the invocation waiting for the other calls of its turn
@@ -317,11 +315,18 @@ class InvocationService:
                 session = await self._read_session(record, earlier)
                 earlier = _stored_copy(session) if session is not None else None
             if session is not None:
-                writer = (self.writer_for(key, token, record)[0]
-                          if self.writer_for is not None else self.session_service)
+                writer, _ = self._writer(key, token, record)
                 await seal(CallLedger.of(session.events, record.invocation_id), session, writer)
         record.pending_calls, record.pending_tools, record.inside_calls = [], {}, []
         return _ended(record, InvocationStatus.CANCELLED), earlier
+
+    def _writer(
+        self, key: SessionKey, token: str, record: InvocationRecord
+    ) -> tuple[SessionWriter, SaveWithNextCommit | None]:
+        """What commits the events of this piece of work (see :data:`WriterFactory`)."""
+        if self.writer_for is None:
+            return self.session_service, None
+        return self.writer_for(key, token, record)
 
     async def _read_session(self, record: InvocationRecord, earlier: Session | None) -> Session | None:
         """The record's session as stored, reading only what came after ``earlier`` if given."""

@@ -3,10 +3,13 @@
 The modules that raise them re-export the ones that lived there before (``RequestError`` in
 ``orchestrator.distributed.intake``, ``AnswerRejectedError`` in ``orchestrator.distributed.stores``,
 ...), and google-adk's module paths (``orchestrator.errors.session_not_found_error``, ...) hold
-theirs. Classes only, no imports: any module can import this one without a cycle.
+theirs. Classes and the checks that sort them; nothing of the project imported: any module
+can import this one without a cycle.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 
 class AdkCeleryError(Exception):
@@ -128,14 +131,8 @@ def register_infrastructure_errors(*types: type[BaseException]) -> None:
 
 def is_infrastructure_error(error: BaseException) -> bool:
     """True if ``error`` (or what it was raised from) is an infrastructure error."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, tuple(_INFRASTRUCTURE_ERRORS)):
-            return True
-        seen.add(id(current))
-        current = current.__cause__
-    return False
+    kinds = tuple(_INFRASTRUCTURE_ERRORS)
+    return any(isinstance(linked, kinds) for linked in _linked(error, context=False))
 
 
 def raised_by_service(error: BaseException) -> bool:
@@ -144,6 +141,12 @@ def raised_by_service(error: BaseException) -> bool:
     A tool that wraps the error of a service it called (``raise ToolError(...) from error``)
     still failed for the infrastructure, not for itself.
     """
+    return any(isinstance(linked, ServiceUnavailableError)
+               for linked in _linked(error, context=True))
+
+
+def _linked(error: BaseException, *, context: bool) -> Iterator[BaseException]:
+    """``error`` and the errors it was raised from (and, with ``context``, while handling)."""
     seen: set[int] = set()
     pending: list[BaseException] = [error]
     while pending:
@@ -151,7 +154,6 @@ def raised_by_service(error: BaseException) -> bool:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, ServiceUnavailableError):
-            return True
-        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
-    return False
+        yield current
+        links = (current.__cause__, current.__context__) if context else (current.__cause__,)
+        pending.extend(linked for linked in links if linked is not None)

@@ -174,6 +174,13 @@ class FunctionTool(BaseTool):
             if p.default is inspect.Parameter.empty and p.name not in args
         ]
 
+    def _call_kwargs(self, args: dict[str, Any], tool_context: ToolContext) -> dict[str, Any]:
+        """The function's keyword arguments: ``args`` prepared, the context where declared."""
+        kwargs = self._prepare_args(args)
+        if self._context_param:
+            kwargs[self._context_param] = tool_context
+        return kwargs
+
     def _prepare_args(self, args: dict[str, Any]) -> dict[str, Any]:
         """Keep known parameters; turn dicts into pydantic models where annotated so."""
         known = {p.name for p in self._model_params()}
@@ -203,9 +210,7 @@ class FunctionTool(BaseTool):
         """
         rule = self._require_confirmation
         if callable(rule):
-            kwargs = self._prepare_args(args)
-            if self._context_param:
-                kwargs[self._context_param] = tool_context
+            kwargs = self._call_kwargs(args, tool_context)
             if _accepts(rule, kwargs):
                 result = rule(**kwargs)
             else:
@@ -243,9 +248,7 @@ class FunctionTool(BaseTool):
                 return {"error": CONFIRMATION_REQUIRED_ERROR}
             if not confirmation.confirmed:
                 return {"error": CONFIRMATION_REJECTED_ERROR}
-        kwargs = self._prepare_args(args)
-        if self._context_param:
-            kwargs[self._context_param] = tool_context
+        kwargs = self._call_kwargs(args, tool_context)
         # A run's own pool, if it has one (a test may hand in any object as the context).
         run_config = getattr(tool_context, "run_config", None)
         pool = getattr(run_config, "tool_thread_pool_config", None)

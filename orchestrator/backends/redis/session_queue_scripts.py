@@ -206,7 +206,7 @@ end
 if finished ~= '' then redis.call('LREM', processing, 1, finished) end
 local item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
 if item then return item end
-if redis.call('GET', lease) == token then redis.call('DEL', lease) end
+redis.call('DEL', lease)  -- held with the token: checked first
 return false
 """, functions=[LUA_SAVE_RECORD])
 """Unless the lease is still held with ``token`` (-1: lost, nothing written): save the

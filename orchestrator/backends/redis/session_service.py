@@ -70,7 +70,7 @@ from orchestrator.sessions.base_session_service import (
     split_state_delta,
 )
 from orchestrator.sessions.session import GetSessionConfig, ListSessionsResponse, Session
-from orchestrator.sessions.state import State
+from orchestrator.sessions.state import without_temp
 
 
 def queue_session_reads(
@@ -312,11 +312,11 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         if event.partial:
             return event
         delta = event.actions.state_delta
-        persisted = {k: v for k, v in delta.items() if not k.startswith(State.TEMP_PREFIX)}
+        persisted = without_temp(delta) or {}  # the stored event never carries temp: keys
         app_delta, user_delta, session_delta = split_state_delta(encode_state(persisted))
         if len(persisted) == len(delta):
             event_json = event.to_json()
-        else:  # the stored event never carries temp: keys
+        else:
             actions = event.actions.model_copy(update={"state_delta": persisted})
             event_json = event.model_copy(update={"actions": actions}).to_json()
         sent = jobs_sent_with(session, event) if fence is not None else None
