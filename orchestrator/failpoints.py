@@ -51,6 +51,12 @@ def arm(spec: str) -> None:
         logger.warning("Failpoints armed (test only): %s", ", ".join(sorted(_armed)))
 
 
+def disarm() -> None:
+    """Disarm every failpoint (a test that armed some in its own process)."""
+    with _lock:
+        _armed.clear()
+
+
 def hit(name: str) -> None:
     """Trigger the failpoint ``name`` if a test armed it; otherwise do nothing."""
     if not _armed or name not in _armed:

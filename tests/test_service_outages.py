@@ -73,3 +73,31 @@ def test_an_outage_stays_visible_through_a_tool_that_wraps_it():
     except RuntimeError as error:
         assert raised_by_service(error)
     assert not raised_by_service(ConnectionError("the tool's own Redis"))
+
+
+def test_an_answer_that_meets_redis_away_is_stored_with_its_resume_or_not_at_all(celery_stack):
+    """An answer stored without its resume left the invocation paused for ever: every later
+    answer was refused as a second one. The answer and its resume are one write now."""
+    from orchestrator import failpoints
+    from orchestrator.errors import AnswerRejectedError
+
+    client = celery_stack["client"]
+    inv = client.enqueue("approval", "outage", "pay 100")
+    record = client.wait("approval", inv, timeout=15)
+    assert record.status is InvocationStatus.PAUSED
+    call = record.pending_calls[0]
+
+    failpoints.arm("queue.push=error*1")  # this (client) process only
+    try:
+        with pytest.raises(ConnectionError):
+            client.answer("approval", inv, call, {"approved": True})
+    finally:
+        failpoints.disarm()
+    try:
+        client.answer("approval", inv, call, {"approved": True})  # the caller tries again
+    except AnswerRejectedError as error:
+        pytest.fail(f"the retried answer was refused: {error}")
+
+    record = client.wait("approval", inv, timeout=15, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    assert _answers(client, "approval", inv) == [{"approved": True}]

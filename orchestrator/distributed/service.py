@@ -176,10 +176,13 @@ class InvocationService:
         result = ToolResult(
             function_call_id=function_call_id, tool_name=name, response=response, source="client"
         )
-        if not await self.store.put_result(app_name, invocation_id, result):
-            raise AnswerRejectedError(f"Call {function_call_id!r} was already answered.")
         key = session_key(record)
-        await self.queue.push(key, WorkItem(kind="resume", invocation_id=invocation_id))
+        # One step stores the answer and queues its resume: an answer stored without its
+        # resume (a crash or an outage between two writes) would leave the invocation paused
+        # for ever, every later answer refused as a second one.
+        if not await self.queue.push(key, WorkItem(kind="resume", invocation_id=invocation_id),
+                                     result=result):
+            raise AnswerRejectedError(f"Call {function_call_id!r} was already answered.")
         return key
 
     async def cancel(self, app_name: str, invocation_id: str) -> SessionKey | None:
@@ -192,9 +195,12 @@ class InvocationService:
         record = await self.store.get(app_name, invocation_id)
         if record is None:
             return None
-        await self.store.request_cancel(app_name, invocation_id)
         key = session_key(record)
+        # The item first: on its own (a crash before the flag) it still ends the invocation
+        # cancelled; a flag without its item stopped nothing that was paused, for ever.
         await self.queue.push(key, WorkItem(kind="cancel", invocation_id=invocation_id))
+        failpoints.hit("cancel.queued")
+        await self.store.request_cancel(app_name, invocation_id)
         return key
 
     # ---- processing -------------------------------------------------------------------

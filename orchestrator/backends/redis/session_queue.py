@@ -13,6 +13,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from orchestrator import failpoints
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.codec import pairs_to_dict
 from orchestrator.backends.redis.invocation_scripts import put_result_operands, save_record_operands
@@ -82,6 +83,7 @@ class RedisSessionQueue:
         With ``result`` (a call's result, stored as :meth:`RedisInvocationStore.put_result`
         does), one script stores it and pushes only if it was stored.
         """
+        failpoints.hit("queue.push")
         push = self._push_fields(key, item)
         if result is not None:
             stored = put_result_operands(key[0], item.invocation_id, result,
