@@ -13,7 +13,7 @@ from tests.test_api import frames, start_api
 
 @pytest.fixture(scope="module")
 def api(celery_stack):
-    api, base = start_api(stack_env(celery_stack["url"], "tests.apps:approval_app,tests.apps:chat_app,"
+    api, base = start_api(stack_env(celery_stack["url"], "tests.apps:approval_app,tests.apps:chat_app,tests.apps:two_approvals_app,"
                                                          "tests.apps_confirm:guarded_app,tests.apps_confirm:guarded_pair_app"))
     yield base
     api.stop()
@@ -132,3 +132,33 @@ def test_a_message_with_one_refused_answer_stores_none_of_them(api):
     assert done.status_code == 200, done.text
     rejected = {"error": "This tool call is rejected."}
     assert done.json()[-1]["content"]["parts"][0]["text"] == f"payouts: {rejected}, {rejected}"
+
+
+def test_a_message_one_of_whose_calls_was_answered_meanwhile_stores_none_of_it(api, celery_stack):
+    """Two calls paused in one turn; one is answered elsewhere after the message was checked
+    (here: before it was sent, the record still listing it pending). The message is refused
+    whole: the other call keeps waiting, and its own answer alone then ends the turn. (Stored
+    call by call, the first answer used to go in before the second was refused: a 409 for a
+    message half taken, which could not be sent again.)"""
+    client = celery_stack["client"]
+    session = httpx.post(f"{api}/apps/two_approvals/users/fay/sessions").json()["id"]
+    base = {"appName": "two_approvals", "userId": "fay", "sessionId": session}
+    events = httpx.post(f"{api}/run", timeout=30, json={
+        **base, "newMessage": {"role": "user", "parts": [{"text": "pay twice"}]}}).json()
+    first, second = [p["functionCall"] for p in events[-1]["content"]["parts"]]
+    inv = events[-1]["invocationId"]
+    client.answer("two_approvals", inv, second["id"], {"approved": "elsewhere"})
+
+    message = {"role": "user", "parts": [*_answer(first, {"approved": True})["parts"],
+                                         *_answer(second, {"approved": True})["parts"]]}
+    refused = httpx.post(f"{api}/run", timeout=30, json={**base, "newMessage": message})
+    assert refused.status_code == 409 and second["id"] in refused.text, refused.text
+    where = {c.function_call_id: c.where for c in client.calls("two_approvals", inv)}
+    assert where[first["id"]] != "answered"  # nothing of the refused message was stored
+
+    done = httpx.post(f"{api}/run", timeout=30, json={
+        **base, "newMessage": _answer(first, {"approved": False})})
+    assert done.status_code == 200, done.text
+    assert done.json()[-1]["content"]["parts"][0]["text"] == (
+        "approvals: [\"{'approved': 'elsewhere'}\", \"{'approved': False}\"]")
+

@@ -8,7 +8,7 @@ import pytest
 
 from orchestrator import App, LlmAgent, LongRunningFunctionTool, ToolContext
 from orchestrator.distributed.embedded import EmbeddedRuntime
-from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.models import InvocationStatus, ToolResult, WorkItem
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.errors import AnswerRejectedError
 from orchestrator.models.fake import ScriptedLlm
@@ -91,6 +91,27 @@ async def test_pending_call_answered_from_outside_and_bad_answers_rejected():
     events = await rt.events("app", inv)
     assert simplify_all(events)[-2:] == [("user", ("response", "approval", {"approved": True})), ("agent", "approved!")]
     assert len(events) == 4  # nothing appended by the rejected answers
+
+
+async def test_answers_of_one_request_are_stored_together_or_not_at_all():
+    rt, _ = runtime_for([call("approval", amount=1), call("approval", amount=2)], "both in",
+                        tools=[LongRunningFunctionTool(approval)])
+    inv = await rt.enqueue(app_name="app", user_id="u", new_message="pay twice")
+    first, second = (await rt.wait("app", inv, timeout=5)).pending_calls
+    await rt.service.queue.push_answers(  # the second is answered first, elsewhere
+        ("app", "u", (await rt.service.store.get("app", inv)).session_id),
+        WorkItem(kind="resume", invocation_id=inv),
+        [ToolResult(function_call_id=second, tool_name="approval", response={"ok": 2})])
+
+    with pytest.raises(AnswerRejectedError, match="already answered"):
+        await rt.service.answer_all("app", inv, [(first, {"ok": 1}), (second, {"ok": 3})])
+    assert first not in await rt.service.store.results("app", inv)  # none of it stored
+
+    await rt.answer("app", inv, first, {"ok": 1})
+    record = await rt.wait("app", inv, timeout=5, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    answers = [r.response for e in await rt.events("app", inv) for r in e.get_function_responses()]
+    assert sorted(a["ok"] for a in answers) == [1, 2]
 
 
 async def test_remote_tool_error_is_an_error_response_the_model_reads():

@@ -9,18 +9,30 @@ branch "completed" that never ran), so it is refused.
 Only an orchestrator has the apps to tell: as it pauses, it lists the calls answered inside
 in the record (:attr:`InvocationRecord.inside_calls`), and whoever takes an answer (the
 service, the HTTP API, a client without the apps) checks the record.
+
+:func:`take_answers` is that checked path: the answers of one request are stored with the
+invocation's resume in one step, all or nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from orchestrator.agents.llm_agent import LlmAgent
+from orchestrator.distributed.intake import (
+    Limits,
+    check_answer,
+    check_confirmation,
+    check_identifier,
+)
 from orchestrator.distributed.ledger import CallEntry
-from orchestrator.distributed.models import InvocationRecord
+from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.errors import AnswerRejectedError
+from orchestrator.distributed.stores import InvocationStore, SessionKey, SessionQueue, session_key
+from orchestrator.errors import AnswerRejectedError, RequestError
 from orchestrator.flows.contents import REQUEST_CONFIRMATION, REQUEST_CREDENTIAL, RUN_BRANCH
+from orchestrator.sessions.base_session_service import BaseSessionService
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.base_toolset import BaseToolset
 
@@ -44,6 +56,64 @@ def check_outside_answer(record: InvocationRecord, function_call_id: str) -> Non
     raise AnswerRejectedError(
         f"Call {function_call_id!r} of tool {name!r} is answered by the tool itself (it is not "
         "a long-running tool), not from outside.")
+
+
+async def take_answers(
+    store: InvocationStore, queue: SessionQueue, sessions: BaseSessionService, limits: Limits,
+    app_name: str, invocation_id: str, answers: Sequence[tuple[str, Any]],
+) -> SessionKey:
+    """Answer pending calls of one invocation from outside and queue its resume.
+
+    ``answers``: (call id, response) pairs. All are stored with the resume in one step, or
+    none: an answer stored without its resume (a crash or an outage between two writes)
+    would leave the invocation paused for ever, every later answer refused as a second one.
+    Raises RequestError for malformed input, AnswerRejectedError for an unknown or finished
+    invocation, a call it does not wait for, one only what runs it may answer, or one that
+    has its answer already; nothing is stored then.
+    """
+    check_identifier("app_name", app_name, limits)
+    if not answers:
+        raise RequestError("answers", "must hold at least one answer.")
+    checked = [(call_id, check_answer(invocation_id, call_id, response, limits))
+               for call_id, response in answers]
+    record = await store.get(app_name, invocation_id)
+    if record is None:
+        raise AnswerRejectedError(f"Unknown invocation {invocation_id!r} of app {app_name!r}.")
+    if record.status.is_finished:
+        raise AnswerRejectedError(
+            f"Invocation {invocation_id!r} is {record.status.value}; it takes no answers.")
+    for call_id, _ in checked:
+        if call_id not in record.pending_calls:
+            raise AnswerRejectedError(
+                f"Invocation {invocation_id!r} has no pending call {call_id!r} "
+                f"(pending: {record.pending_calls or 'none'}).")
+        check_outside_answer(record, call_id)
+    if len({call_id for call_id, _ in checked}) != len(checked):
+        raise RequestError("answers", "answer each call once.")
+    names = await _call_names(sessions, record)
+    results = []
+    for call_id, response in checked:
+        name = names.get(call_id)
+        if name is None:
+            raise AnswerRejectedError(f"No call {call_id!r} in the session log.")
+        if name == REQUEST_CONFIRMATION:
+            check_confirmation(response)
+        results.append(ToolResult(function_call_id=call_id, tool_name=name, response=response,
+                                  source="client"))
+    key = session_key(record)
+    refused = await queue.push_answers(key, WorkItem(kind="resume", invocation_id=invocation_id),
+                                       results)
+    if refused is not None:
+        raise AnswerRejectedError(f"Call {refused!r} was already answered.")
+    return key
+
+
+async def _call_names(sessions: BaseSessionService, record: InvocationRecord) -> dict[str, str]:
+    """The tool name of every call of the record's session, by call id."""
+    session = await sessions.get_session(
+        app_name=record.app_name, user_id=record.user_id, session_id=record.session_id)
+    return {call.id: call.name or "" for event in (session.events if session else [])
+            for call in event.get_function_calls() if call.id}
 
 
 def _inside(registry: AppRegistry, app_name: str, entry: CallEntry) -> bool:

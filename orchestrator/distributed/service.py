@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from google.genai import types
@@ -27,8 +27,6 @@ from orchestrator.distributed.cancel_seals import seal
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import (
     Limits,
-    check_answer,
-    check_confirmation,
     check_identifier,
 )
 from orchestrator.distributed.ledger import CallLedger
@@ -38,12 +36,11 @@ from orchestrator.distributed.models import (
     ToolResult,
     WorkItem,
 )
-from orchestrator.distributed.outside_answers import answered_inside, check_outside_answer
+from orchestrator.distributed.outside_answers import answered_inside, take_answers
 from orchestrator.distributed.redispatch import redispatch
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.session_cache import SessionCache
 from orchestrator.distributed.stores import (
-    AnswerRejectedError,
     InvocationStore,
     Loaded,
     SessionKey,
@@ -53,7 +50,6 @@ from orchestrator.distributed.stores import (
 from orchestrator.distributed.transport import Transport
 from orchestrator.errors import InvocationCancelledError, is_infrastructure_error
 from orchestrator.events.event import Event
-from orchestrator.flows.contents import REQUEST_CONFIRMATION
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService, SessionWriter
@@ -150,40 +146,23 @@ class InvocationService:
     ) -> SessionKey:
         """Answer a pending call from outside (a human, another service); queue a resume.
 
+        As :meth:`answer_all` with one answer.
+        """
+        return await self.answer_all(app_name, invocation_id, [(function_call_id, response)])
+
+    async def answer_all(
+        self, app_name: str, invocation_id: str, answers: Sequence[tuple[str, Any]]
+    ) -> SessionKey:
+        """Answer pending calls of one invocation, all or nothing; queue its resume.
+
         Raises RequestError for malformed input (a field of the wrong type, too large, not
         JSON), AnswerRejectedError for an unknown invocation, a call id the invocation is not
         waiting for, a call only what runs it may answer (a branch's, a plain tool's), or a
-        call that already has its answer; nothing is stored either way.
+        call that already has its answer; nothing is stored either way (see
+        :func:`~.outside_answers.take_answers`).
         """
-        check_identifier("app_name", app_name, self.limits)
-        response = check_answer(invocation_id, function_call_id, response, self.limits)
-        record = await self.store.get(app_name, invocation_id)
-        if record is None:
-            raise AnswerRejectedError(f"Unknown invocation {invocation_id!r} of app {app_name!r}.")
-        if record.status.is_finished:
-            raise AnswerRejectedError(
-                f"Invocation {invocation_id!r} is {record.status.value}; it takes no answers."
-            )
-        if function_call_id not in record.pending_calls:
-            raise AnswerRejectedError(
-                f"Invocation {invocation_id!r} has no pending call {function_call_id!r} "
-                f"(pending: {record.pending_calls or 'none'})."
-            )
-        check_outside_answer(record, function_call_id)
-        name = await self._call_name(record, function_call_id)
-        if name == REQUEST_CONFIRMATION:
-            check_confirmation(response)
-        result = ToolResult(
-            function_call_id=function_call_id, tool_name=name, response=response, source="client"
-        )
-        key = session_key(record)
-        # One step stores the answer and queues its resume: an answer stored without its
-        # resume (a crash or an outage between two writes) would leave the invocation paused
-        # for ever, every later answer refused as a second one.
-        if not await self.queue.push(key, WorkItem(kind="resume", invocation_id=invocation_id),
-                                     result=result):
-            raise AnswerRejectedError(f"Call {function_call_id!r} was already answered.")
-        return key
+        return await take_answers(self.store, self.queue, self.session_service, self.limits,
+                                  app_name, invocation_id, answers)
 
     async def cancel(self, app_name: str, invocation_id: str) -> SessionKey | None:
         """Request cancellation; the next holder of the session records it.
@@ -452,16 +431,6 @@ class InvocationService:
         else:
             status = InvocationStatus.PAUSED if record.pending_calls else InvocationStatus.COMPLETED
         return _ended(record, status)
-
-    async def _call_name(self, record: InvocationRecord, function_call_id: str) -> str:
-        session = await self.session_service.get_session(
-            app_name=record.app_name, user_id=record.user_id, session_id=record.session_id
-        )
-        for event in session.events if session else []:
-            for call in event.get_function_calls():
-                if call.id == function_call_id:
-                    return call.name or ""
-        raise AnswerRejectedError(f"No call {function_call_id!r} in the session log.")
 
 
 def _stored_copy(session: Session) -> Session:

@@ -7,6 +7,7 @@ in Redis (:mod:`orchestrator.backends.redis.invocation_store` and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery
@@ -91,6 +92,16 @@ class SessionQueue(Protocol):
 
         With ``result``: first store it as the item's invocation's store would (first final
         result wins), in the same step, and append the item only if it was stored.
+        """
+        ...
+
+    async def push_answers(
+        self, key: SessionKey, item: WorkItem, results: Sequence[ToolResult]
+    ) -> str | None:
+        """Store every result and append the item in one step, all or nothing.
+
+        None when done; else the id of a call whose result could not be stored (it has a
+        final one already, as :meth:`push` with ``result`` would refuse), nothing written.
         """
         ...
 

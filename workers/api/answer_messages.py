@@ -1,10 +1,11 @@
 """``/run`` and ``/run_sse`` with a message of function responses: answers to paused calls.
 
 google-adk resumes a paused invocation when a client's new message is made of function
-responses to its long-running calls (the dev UI's answer box sends exactly that). Here each
-response goes through the one checked answer path (as ``POST .../invocations/{id}/answer``):
-a pending call of the session's invocation, answered once; the run then follows that
-invocation from where it paused. Any other function response is refused, as before.
+responses to its long-running calls (the dev UI's answer box sends exactly that). Here the
+responses go through the one checked answer path (as ``POST .../invocations/{id}/answer``),
+stored together or not at all: pending calls of the session's invocation, each answered
+once; the run then follows that invocation from where it paused. Any other function
+response is refused, as before.
 """
 
 from __future__ import annotations
@@ -90,8 +91,10 @@ async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
         except AnswerRejectedError as error:
             raise HTTPException(409, str(error)) from None
     after = await _stream_end(backend, record) if record.status is InvocationStatus.PAUSED else None
-    for response in responses:
-        await backend.answer(app_name, record.invocation_id, response["id"], response["response"])
+    # Stored together, with one resume: a concurrent answer to one of these calls (or a
+    # crash) leaves none of them stored rather than some, and the message can be sent again.
+    await backend.answer_all(app_name, record.invocation_id,
+                             [(response["id"], response["response"]) for response in responses])
     return record, after
 
 

@@ -143,9 +143,14 @@ class Backend:
         422 for malformed input, 409 for a call the invocation does not wait for (or one
         answered already).
         """
+        await self.answer_all(app_name, invocation_id, [(function_call_id, response)])
+
+    async def answer_all(self, app_name: str, invocation_id: str,
+                         answers: list[tuple[str, Any]]) -> None:
+        """Answer pending calls of one invocation, all or nothing (as :meth:`answer`)."""
         services = await self.services()
         try:
-            await services.service.answer(app_name, invocation_id, function_call_id, response)
+            await services.service.answer_all(app_name, invocation_id, answers)
         except RequestError as error:
             raise HTTPException(422, str(error)) from None
         except AnswerRejectedError as error:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 from collections import deque
+from collections.abc import Sequence
 
 from orchestrator import platform
 from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery, Position, page_of
@@ -131,6 +132,22 @@ class InMemorySessionQueue:
                 return False
         self._queues.setdefault(key, deque()).append(item)
         return True
+
+    async def push_answers(
+        self, key: SessionKey, item: WorkItem, results: Sequence[ToolResult]
+    ) -> str | None:
+        """Store every result and append the item, all or nothing (no await in between)."""
+        if self._store is None:
+            raise ValueError("This queue has no invocation store to put results in.")
+        stored = await self._store.results(key[0], item.invocation_id)
+        for result in results:
+            existing = stored.get(result.function_call_id)
+            if existing is not None and existing.response is not None:
+                return result.function_call_id
+        for result in results:
+            await self._store.put_result(key[0], item.invocation_id, result)
+        self._queues.setdefault(key, deque()).append(item)
+        return None
 
     async def take(
         self, key: SessionKey, hint: str | None = None, known: Session | None = None

@@ -137,25 +137,30 @@ names the three keys); file it in the lists of invocations (:data:`LUA_INDEX_REC
 the same step."""
 
 LUA_PUT_RESULT = """
-local function put_result(results, watch, call_id, result, ttl, member)
+local function result_refused(results, call_id, result)
   local existing = redis.call('HGET', results, call_id)
   if existing then
     local decoded = cjson.decode(existing)
-    if decoded['response'] ~= nil and decoded['response'] ~= cjson.null then return false end
+    if decoded['response'] ~= nil and decoded['response'] ~= cjson.null then return true end
     if type(decoded['events']) == 'table' and #decoded['events'] > 0 then
       -- A paused branch's turn is in: another run of that branch (a copy of its job
       -- delivered again) may end it, not replace it with a second turn.
       local new = cjson.decode(result)
-      if new['response'] == nil or new['response'] == cjson.null then return false end
+      if new['response'] == nil or new['response'] == cjson.null then return true end
     end
   end
+  return false
+end
+local function put_result(results, watch, call_id, result, ttl, member)
+  if result_refused(results, call_id, result) then return false end
   redis.call('HSET', results, call_id, result)
   redis.call('EXPIRE', results, ttl)
   redis.call('ZREM', watch, member)
   return true
 end
 """
-"""``put_result(results, watch, call_id, result, ttl, member)``: store a call's result in the
+"""``result_refused(results, call_id, result)``: true if ``put_result`` would not store it.
+``put_result(results, watch, call_id, result, ttl, member)``: store a call's result in the
 invocation's results hash unless a final one is there, or a paused branch's and this one
 is not final (then false, nothing written; a pending placeholder may be replaced), and end
 the watchdog's watch over the call (its ``member`` of the job watch index ``watch``)."""

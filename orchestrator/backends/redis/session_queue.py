@@ -9,6 +9,7 @@ a wake-up on the orchestrators' wake stream, in the same round trip (the scripts
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -18,11 +19,13 @@ from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.codec import pairs_to_dict
 from orchestrator.backends.redis.invocation_scripts import put_result_operands, save_record_operands
 from orchestrator.backends.redis.invocation_store import loaded_from
+from orchestrator.backends.redis.jobs import watch_member
 from orchestrator.backends.redis.session_queue_scripts import (
     CLAIM_OR_RELEASE,
     CREATE_AND_PUSH,
     CREATE_AND_PUSH_IF_SESSION,
     PUSH,
+    PUT_ANSWERS_AND_PUSH,
     PUT_RESULT_AND_PUSH,
     RELEASE,
     RENEW,
@@ -32,6 +35,7 @@ from orchestrator.backends.redis.session_queue_scripts import (
     CreateAndPushIfSession,
     LeaseToken,
     PushItem,
+    PutAnswersAndPush,
     PutResultAndPush,
     TakeSession,
 )
@@ -71,6 +75,7 @@ class RedisSessionQueue:
         self._take = TAKE.register(client)
         self._push = PUSH.register(client)
         self._put_result_and_push = PUT_RESULT_AND_PUSH.register(client)
+        self._put_answers_and_push = PUT_ANSWERS_AND_PUSH.register(client)
         self._create_and_push = CREATE_AND_PUSH.register(client)
         self._create_and_push_if_session = CREATE_AND_PUSH_IF_SESSION.register(client)
         self._renew = RENEW.register(client)
@@ -91,6 +96,24 @@ class RedisSessionQueue:
             return bool(await self._put_result_and_push(
                 PutResultAndPush(**stored.field_values(), **push)))
         return bool(await self._push(PushItem(**push)))
+
+    async def push_answers(
+        self, key: SessionKey, item: WorkItem, results: Sequence[ToolResult]
+    ) -> str | None:
+        """Store every result and append the item in one script, all or nothing.
+
+        None when done; else the id of a call whose result could not be stored (it has a
+        final one already), and nothing was written.
+        """
+        failpoints.hit("queue.push")
+        app_name, invocation_id = key[0], item.invocation_id
+        refused = await self._put_answers_and_push(PutAnswersAndPush(
+            **self._push_fields(key, item), results=keys.invocation_results(app_name, invocation_id),
+            watch=self._job_watch_key, ttl=self._record_ttl,
+            call_ids=[r.function_call_id for r in results],
+            answers=[r.model_dump_json() for r in results],
+            members=[watch_member(app_name, invocation_id, r.function_call_id) for r in results]))
+        return str(refused) or None
 
     def queue_create_and_push(self, pipe: Any, record: InvocationRecord, item: WorkItem, *,
                               session_must_exist: bool = False) -> None:

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.invocation_scripts import PutResult, SaveRecord
-from orchestrator.backends.redis.lua import LuaScript, Operands, key_field, optional_key_field
+from orchestrator.backends.redis.lua import (
+    LuaScript,
+    Operands,
+    key_field,
+    many_field,
+    optional_key_field,
+)
 from orchestrator.backends.redis.lua_functions import LUA_PUT_RESULT, LUA_SAVE_RECORD
 
 _LUA_PUSH_ITEM = """
@@ -62,6 +68,38 @@ return push_item(queue, wake, item, app, user, session, invocation)
 """, functions=[LUA_PUT_RESULT, _LUA_PUSH_ITEM])
 """Store a call's result (as :data:`~.invocation_store.PUT_RESULT`) and, if it was stored,
 push the item: 1, else 0 and nothing written."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PutAnswersAndPush(PushItem):
+    """Operands of :data:`PUT_ANSWERS_AND_PUSH`: several calls' answers, and their resume."""
+
+    results: str = key_field()
+    """The invocation's results hash."""
+    watch: str = key_field()
+    """The job watch index the calls leave."""
+    ttl: int
+    call_ids: list[str] = many_field()
+    answers: list[str] = many_field()
+    """Each call's result JSON, in the order of ``call_ids``."""
+    members: list[str] = many_field()
+    """Each call's member of the watch index."""
+
+
+PUT_ANSWERS_AND_PUSH = LuaScript(PutAnswersAndPush, """
+for i = 0, call_ids_count - 1 do
+  local call_id = ARGV[call_ids_first + i]
+  if result_refused(results, call_id, ARGV[answers_first + i]) then return call_id end
+end
+for i = 0, call_ids_count - 1 do
+  put_result(results, watch, ARGV[call_ids_first + i], ARGV[answers_first + i], ttl,
+    ARGV[members_first + i])
+end
+push_item(queue, wake, item, app, user, session, invocation)
+return ''
+""", functions=[LUA_PUT_RESULT, _LUA_PUSH_ITEM])
+"""Store every answer and push the item, all or nothing: '' when done, else the id of a call
+whose answer could not be stored (it has a final one), and nothing written."""
 
 
 @dataclass(frozen=True, kw_only=True)
