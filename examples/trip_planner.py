@@ -33,17 +33,21 @@ def offline_planner(request: LlmRequest) -> Any:
     """A deterministic stand-in for a model: weather first, then approval, then a summary."""
     from google.genai import types
 
-    user_text = next(
-        (p.text for c in request.contents if c.role == "user" for p in c.parts or [] if p.text),
-        "",
-    )
+    # This turn only: a session's earlier trips (their messages and answers) are history.
+    turn: list[Any] = []
+    user_text = ""
+    for content in request.contents:
+        text = next((p.text for p in content.parts or [] if p.text), "") if content.role == "user" else ""
+        if text:
+            turn, user_text = [], text
+        turn.append(content)
     city_match = re.search(r"in ([A-Z][a-z]+)", user_text)
     nights_match = re.search(r"(\d+) nights?", user_text)
     city = city_match.group(1) if city_match else "Lisbon"
     nights = int(nights_match.group(1)) if nights_match else 2
     answered = {
         p.function_response.name: p.function_response.response
-        for c in request.contents for p in c.parts or [] if p.function_response
+        for c in turn for p in c.parts or [] if p.function_response
     }
 
     def call(name: str, **args: Any) -> types.Part:

@@ -94,3 +94,24 @@ async def test_sample_distributed(samples_stack, app_name, message, answer, stat
     sessions = await asyncio.to_thread(client.list_sessions, app_name, "u")
     stored = next(s for s in sessions if s.id == session.id)
     assert state.items() <= stored.state.items()
+
+
+async def test_the_demo_planner_plans_each_trip_of_a_session_on_its_own():
+    """The README's demo model read the session's first message and every earlier answer:
+    a second trip on the same session got the first one's summary, without a tool call."""
+    from google.genai import types
+
+    from examples.trip_planner import offline_planner
+    from orchestrator import LlmRequest
+
+    def answer(name: str, response: dict) -> types.Content:
+        return types.Content(role="user", parts=[types.Part(
+            function_response=types.FunctionResponse(name=name, response=response))])
+
+    first_trip = [user_text("Plan 3 nights in Lisbon"),
+                  answer("get_weather", {"forecast": "sunny", "high_c": 24}),
+                  answer("request_booking_approval", {"approved": True})]
+    assert "3 nights in Lisbon" in offline_planner(LlmRequest(contents=first_trip))
+
+    second = offline_planner(LlmRequest(contents=[*first_trip, user_text("Plan 2 nights in Rome")]))
+    assert second.function_call.name == "get_weather" and second.function_call.args == {"city": "Rome"}
