@@ -177,7 +177,9 @@ async def test_repeated_event_id_is_applied_once_across_instances(service, secon
     redelivered = Event.from_wire(event.to_json())  # what another process would hold
     assert redelivered.id == event.id
     await second_service.append_event(b, redelivered)
-    assert len(b.events) == 1 and b.state == {"n": 0}  # the duplicate was not applied
+    assert len(b.events) == 2 and b.state == {"n": 1}  # applied once: b now holds it too
+    await second_service.append_event(b, Event.from_wire(event.to_json()))
+    assert len(b.events) == 2 and b.state == {"n": 1}  # and never twice
 
     # Both racing to append one new event: exactly one copy is stored.
     racing = delta_event({"n": 2})

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import enum
+import uuid
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from orchestrator import platform
 
@@ -170,6 +171,21 @@ class WorkItem(_Wire):
 
     kind: Literal["start", "resume", "cancel"]
     invocation_id: str
+    item_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    """Tells apart two items alike (two resumes of one invocation): a queue that drops a
+    finished item by its JSON drops that one, never its twin queued behind it."""
+    _stored: str | None = PrivateAttr(default=None)
+
+    @classmethod
+    def from_stored(cls, raw: str) -> WorkItem:
+        """The item as a queue stored it (``raw``: its JSON), kept to find it there again."""
+        item = cls.model_validate_json(raw)
+        item._stored = raw
+        return item
+
+    def stored_json(self) -> str:
+        """The JSON this item is stored as (what it was read from, else its own)."""
+        return self._stored if self._stored is not None else self.model_dump_json()
 
 
 class PendingCall(BaseModel):

@@ -100,8 +100,10 @@ class SessionQueue(Protocol):
     ) -> str | None:
         """Store every result and append the item in one step, all or nothing.
 
-        None when done; else the id of a call whose result could not be stored (it has a
-        final one already, as :meth:`push` with ``result`` would refuse), nothing written.
+        None when done; else the id of a call whose result could not be stored (it has
+        another final one, as :meth:`push` with ``result`` would refuse), nothing written. A
+        result stored already exactly as given counts as done, and if all are, no item is
+        appended: the same answers sent again (a lost reply) are taken once.
         """
         ...
 

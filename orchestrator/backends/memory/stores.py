@@ -140,11 +140,14 @@ class InMemorySessionQueue:
         if self._store is None:
             raise ValueError("This queue has no invocation store to put results in.")
         stored = await self._store.results(key[0], item.invocation_id)
-        for result in results:
+        fresh = [r for r in results if stored.get(r.function_call_id) != r]
+        for result in fresh:
             existing = stored.get(result.function_call_id)
             if existing is not None and existing.response is not None:
                 return result.function_call_id
-        for result in results:
+        if not fresh:
+            return None  # every answer is in exactly so already (as on Redis)
+        for result in fresh:
             await self._store.put_result(key[0], item.invocation_id, result)
         self._queues.setdefault(key, deque()).append(item)
         return None

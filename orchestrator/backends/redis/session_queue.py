@@ -174,7 +174,7 @@ class RedisSessionQueue:
         token = str(reply[0])
         if len(reply) < 2:
             return Taken(token, None, None)
-        item = WorkItem.model_validate_json(reply[1])
+        item = WorkItem.from_stored(reply[1])
         if len(reply) < 3:
             return Taken(token, item, None)
         raw, cancelled, results, meta, state, app_state, user_state, events = reply[2:]
@@ -211,8 +211,8 @@ class RedisSessionQueue:
         raw = await self._claim_or_release(ClaimOrRelease(
             processing=keys.session_processing(*key), queue=keys.session_queue(*key),
             lease=keys.session_lease(*key), **saved,
-            finished=finished.model_dump_json() if finished is not None else "", token=token))
+            finished=finished.stored_json() if finished is not None else "", token=token))
         if raw == -1:
             raise StaleSessionError(f"Lost the lease of session {key!r}: its record is not saved.")
-        return WorkItem.model_validate_json(raw) if raw else None
+        return WorkItem.from_stored(raw) if raw else None
 

@@ -87,11 +87,17 @@ class PutAnswersAndPush(PushItem):
 
 
 PUT_ANSWERS_AND_PUSH = LuaScript(PutAnswersAndPush, """
+local fresh = {}
 for i = 0, call_ids_count - 1 do
-  local call_id = ARGV[call_ids_first + i]
-  if result_refused(results, call_id, ARGV[answers_first + i]) then return call_id end
+  local call_id, answer = ARGV[call_ids_first + i], ARGV[answers_first + i]
+  if redis.call('HGET', results, call_id) ~= answer then
+    if result_refused(results, call_id, answer) then return call_id end
+    fresh[#fresh + 1] = i
+  end
 end
-for i = 0, call_ids_count - 1 do
+-- Every answer is in exactly so already: this request sent again (its reply was lost).
+if #fresh == 0 then return '' end
+for _, i in ipairs(fresh) do
   put_result(results, watch, ARGV[call_ids_first + i], ARGV[answers_first + i], ttl,
     ARGV[members_first + i])
 end
@@ -99,7 +105,9 @@ push_item(queue, wake, item, app, user, session, invocation)
 return ''
 """, functions=[LUA_PUT_RESULT, _LUA_PUSH_ITEM])
 """Store every answer and push the item, all or nothing: '' when done, else the id of a call
-whose answer could not be stored (it has a final one), and nothing written."""
+whose answer could not be stored (it has another final one), and nothing written. An answer
+stored already, byte for byte, is taken as done: a request sent twice (a lost reply) is
+taken once, and queues one resume."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -241,7 +249,12 @@ if redis.call('GET', lease) ~= token then return -1 end
 if record ~= '' then
   save_record(record_key, stream, statuses, record, status, ttl, maxlen, false, shown)
 end
-if finished ~= '' then redis.call('LREM', processing, 1, finished) end
+if finished ~= '' and redis.call('LREM', processing, 1, finished) == 0 then
+  -- This very call run a second time (its reply was lost and the client sent it again):
+  -- the first run dropped the finished item and claimed the next one, held here.
+  local claimed = redis.call('LINDEX', processing, 0)
+  if claimed then return claimed end
+end
 local item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
 if item then return item end
 redis.call('DEL', lease)  -- held with the token: checked first
@@ -249,6 +262,8 @@ return false
 """, functions=[LUA_SAVE_RECORD])
 """Unless the lease is still held with ``token`` (-1: lost, nothing written): save the
 record (as ``RedisInvocationStore.save`` does), drop the finished item, then return the next
-item, or release the lease when the queue is empty and return false. A holder whose lease
+item, or release the lease when the queue is empty and return false. Run twice (a lost
+reply resent), it returns the item its first run claimed: items are unique
+(:attr:`WorkItem.item_id`), so the finished one is gone and the claimed one is not. A holder whose lease
 ran out must not write its record over the next holder's (a finished invocation put back to
 "paused"), nor take an item from under it."""

@@ -358,7 +358,10 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             raise error from exc
         if sent is not None:
             sent.done()
-        if int(applied) == 1:
+        # 0: its id was stored already. By an earlier try that this session object saw, or
+        # by this very append run twice (its reply was lost and the client sent it again):
+        # then the run must still see it, as storage does.
+        if int(applied) == 1 or not _holds(session, event.id):
             self._apply_to_session(session, event)
         return event
 
@@ -442,3 +445,9 @@ def _parse_events(raw: list[Any], after_timestamp: float | None) -> list[Event]:
         kept.append(event)
     kept.reverse()
     return kept
+
+
+def _holds(session: Session, event_id: str) -> bool:
+    """Whether ``session`` (the caller's object) holds the event ``event_id``."""
+    return any(stored.id == event_id for stored in reversed(session.events))
+

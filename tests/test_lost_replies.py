@@ -1,0 +1,135 @@
+"""A command whose reply is lost runs twice: the second run must answer as the first did.
+
+The services' Redis clients send a command again when the connection drops after Redis ran
+it and before its reply came back (a Redis restart, a reset connection). Each test loses the
+reply of one script through a proxy (``tests/support/reply_loss.py``) and checks that what
+the user sees is what one run gives: the run goes on with what it committed, a queued item
+is not dropped, an accepted answer is not reported refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from orchestrator import platform
+from orchestrator.backends.redis.connection import connect
+from orchestrator.backends.redis.invocation_store import RedisInvocationStore
+from orchestrator.backends.redis.session_queue import RedisSessionQueue
+from orchestrator.backends.redis.session_service import RedisSessionService
+from orchestrator.backends.redis.streams import RedisEventStream
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.service import InvocationService
+from tests.apps import ALL_APPS
+from tests.support.reply_loss import ReplyLosingProxy
+from workers.runtime import _leased_writer
+
+
+@dataclass
+class Stack:
+    proxy: ReplyLosingProxy
+    sessions: RedisSessionService
+    store: RedisInvocationStore
+    queue: RedisSessionQueue
+    service: InvocationService
+
+    async def start(self, app: str, session_id: str, text: str) -> str:
+        record = InvocationRecord(
+            invocation_id=platform.new_invocation_id(), app_name=app, user_id="u",
+            session_id=session_id, new_message={"role": "user", "parts": [{"text": text}]})
+        await self.service.submit(record)
+        return record.invocation_id
+
+
+@pytest.fixture
+async def stack(redis_url, redis_client) -> AsyncIterator[Stack]:
+    """An orchestrator's services, in this process, talking to Redis through the proxy."""
+    proxy = ReplyLosingProxy(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
+    client = connect(await proxy.start())
+    sessions = RedisSessionService(client=client)
+    store = RedisInvocationStore(client)
+    queue = RedisSessionQueue(client, lease_ttl_seconds=30)
+    events = RedisEventStream(client)
+    service = InvocationService(
+        AppRegistry(ALL_APPS), session_service=sessions, store=store, queue=queue,
+        writer_for=lambda key, token, record: _leased_writer(sessions, events, key, token, record))
+    try:
+        yield Stack(proxy, sessions, store, queue, service)
+    finally:
+        await client.aclose()
+        proxy.close()
+
+
+async def test_the_next_item_claimed_by_a_lost_reply_is_worked_on_not_dropped(stack):
+    # Two calls of one turn; the second answer comes in while the first one's resume is
+    # worked on, and the reply of the step that ends it and claims the next item is lost.
+    # Run again, that step used to drop the second resume (alike, as JSON, to the first)
+    # and let the lease go: both answers stored, the invocation paused for ever.
+    session = await stack.sessions.create_session(app_name="two_approvals", user_id="u")
+    key = ("two_approvals", "u", session.id)
+    inv = await stack.start("two_approvals", session.id, "pay twice")
+    assert await stack.service.drain(key)
+    first, second = (await stack.store.get("two_approvals", inv)).pending_calls
+    await stack.service.answer("two_approvals", inv, first, {"approved": 1})
+
+    process = stack.service._process
+
+    async def second_answer_meanwhile(*args, **kwargs):
+        stack.service._process = process
+        ended = await process(*args, **kwargs)
+        await stack.service.answer("two_approvals", inv, second, {"approved": 2})
+        stack.proxy.needle = stack.queue._claim_or_release.sha.encode()
+        return ended
+
+    stack.service._process = second_answer_meanwhile
+    assert await stack.service.drain(key)
+    assert stack.proxy.lost == 1
+
+    record = await stack.store.get("two_approvals", inv)
+    assert record.status is InvocationStatus.COMPLETED, (record.status, record.pending_calls)
+    session = await stack.sessions.get_session(app_name="two_approvals", user_id="u",
+                                                session_id=session.id)
+    assert session.events[-1].content.parts[0].text == (
+        "approvals: [\"{'approved': 1}\", \"{'approved': 2}\"]")
+
+
+async def test_an_event_committed_by_a_lost_reply_is_seen_by_the_rest_of_the_run(stack):
+    # The reply of the commit of the user's message is lost; run again, the commit found the
+    # event stored and the run went on without it: the model answered the previous message.
+    session = await stack.sessions.create_session(app_name="chat", user_id="u")
+    key = ("chat", "u", session.id)
+    await stack.start("chat", session.id, "first")
+    assert await stack.service.drain(key)
+    inv = await stack.start("chat", session.id, "second")
+    stack.proxy.needle = stack.sessions._append_script.sha.encode()
+    assert await stack.service.drain(key)
+    assert stack.proxy.lost == 1
+
+    assert (await stack.store.get("chat", inv)).status is InvocationStatus.COMPLETED
+    stored = await stack.sessions.get_session(app_name="chat", user_id="u", session_id=session.id)
+    assert [(e.author, e.content.parts[0].text) for e in stored.events[-2:]] == [
+        ("user", "second"), ("agent", "reply to second")]
+
+
+async def test_an_answer_whose_reply_is_lost_is_taken_once_not_refused(stack):
+    # Run again, storing the answer found it stored and said "already answered": the caller
+    # was refused an answer that was taken (and could not tell).
+    session = await stack.sessions.create_session(app_name="approval", user_id="u")
+    key = ("approval", "u", session.id)
+    inv = await stack.start("approval", session.id, "pay")
+    assert await stack.service.drain(key)
+    [call] = (await stack.store.get("approval", inv)).pending_calls
+    await stack.queue._redis.script_load(stack.queue._put_answers_and_push.script.source)
+    stack.proxy.needle = stack.queue._put_answers_and_push.sha.encode()
+
+    await stack.service.answer("approval", inv, call, {"approved": True})  # not refused
+    assert stack.proxy.lost == 1
+    assert await stack.service.drain(key)
+
+    assert (await stack.store.get("approval", inv)).status is InvocationStatus.COMPLETED
+    session = await stack.sessions.get_session(app_name="approval", user_id="u", session_id=session.id)
+    answers = [r.response for e in session.events for r in e.get_function_responses()]
+    assert answers == [{"approved": True}]
