@@ -29,6 +29,20 @@ def call_policy(tool: BaseTool) -> dict[str, float | int | None]:
             "max_attempts": int(attempts) if attempts is not None else None}
 
 
+def effective_timeout(own: float | None, default: float) -> float | None:
+    """A call's deadline in seconds: the tool's own, else ``default``; None for none.
+
+    ``default`` is the setting ``tool_timeout_seconds``; neither above 0: no deadline.
+    """
+    seconds = own or default
+    return seconds if seconds > 0 else None
+
+
+def timeout_error(tool_name: str, seconds: float) -> str:
+    """The error a call past its deadline is answered with (the model reads it)."""
+    return f"Tool {tool_name!r} timed out: no answer within {seconds:g} s."
+
+
 class Transport(Protocol):
     """Decides which tools run remotely, and submits their jobs."""
 
