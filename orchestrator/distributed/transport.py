@@ -15,7 +15,8 @@ QUEUE_METADATA_KEY = "adk_celery_queue"
 """``tool.custom_metadata[QUEUE_METADATA_KEY]`` routes a tool to a named worker queue."""
 TIMEOUT_METADATA_KEY = "adk_celery_timeout"
 """``tool.custom_metadata[TIMEOUT_METADATA_KEY]``: seconds a remote call of the tool may take,
-from its first dispatch, before it is answered with a timeout error."""
+from its first dispatch, before it is answered with a timeout error (a call inside a
+ParallelAgent branch's job on a worker: from its start)."""
 MAX_ATTEMPTS_METADATA_KEY = "adk_celery_max_attempts"
 """``tool.custom_metadata[MAX_ATTEMPTS_METADATA_KEY]``: how many times a lost job of the tool
 is dispatched before its call is answered with an error."""
