@@ -6,6 +6,7 @@ comes (``adk_celery_timeout`` 1 s), then asks whether that call was cancelled.
 (``adk_celery_timeout`` 1 s), then releases it and reads what the late call left in the
 state. ``deadline_setting``: as ``deadline_async`` with no metadata (the worker's
 ``tool_timeout_seconds`` sets the deadline). In each, branch ``fine`` calls a quick tool.
+``deadline_free``: no branch; the orchestrator runs a tool that takes 1.5 s in process.
 Both hanging tools write the state before they hang; the sync one writes again once
 released, after its deadline. Importable by worker subprocesses; the models are stateless
 functions of the request.
@@ -141,6 +142,25 @@ deadline_setting_app = _app("deadline_setting", LlmAgent(
     name="slow", model=_two_steps("hang_async", "was_cancelled", "slow"),
     tools=[FunctionTool(hang_async), FunctionTool(was_cancelled)]))
 
+
+
+async def take_a_while() -> dict[str, Any]:
+    """Work for 1.5 s (longer than the deadline the tests set)."""
+    await asyncio.sleep(1.5)
+    return {"done": True}
+
+
+def _taking(request: LlmRequest) -> Any:
+    answers = function_responses(request)
+    return _call("take_a_while") if not answers else f"took {answers[-1].response}"
+
+
+deadline_free_app = App(name="deadline_free", root_agent=LlmAgent(
+    name="here", model=FunctionLlm(record_requests=False, fn=_taking),
+    tools=[FunctionTool(take_a_while)]))
+"""A tool the orchestrator runs in process: no deadline, whatever the setting."""
+
 DEADLINE_APP_SPECS = ",".join(
     f"tests.apps_deadlines:{name}"
-    for name in ("deadline_async_app", "deadline_sync_app", "deadline_setting_app"))
+    for name in ("deadline_async_app", "deadline_sync_app", "deadline_setting_app",
+                 "deadline_free_app"))

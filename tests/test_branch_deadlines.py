@@ -92,3 +92,10 @@ def test_the_tool_timeout_setting_gives_the_calls_of_a_branch_job_their_deadline
         ("fan.slow", "was_cancelled", {"cancelled": True, "hung_before": None}),
     ]
     _check_one_answer_per_call_and_the_rest_intact(events)
+
+
+def test_a_tool_the_orchestrator_runs_in_process_keeps_no_deadline(setting_stack):
+    """Only a branch's job on a worker gives its tools deadlines: the setting (1 s) does not
+    cut a tool that the orchestrator runs itself (it takes 1.5 s)."""
+    events = _completed(setting_stack, "deadline_free")
+    assert _answers(events, "here") == [(None, "take_a_while", {"done": True})]
