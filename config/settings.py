@@ -121,7 +121,8 @@ class Settings(BaseSettings):
     watchdog_interval_seconds: float = 2.0
     """How often an orchestrator looks for lost jobs; 0 turns its watchdog off."""
     tool_timeout_seconds: float = 0.0
-    """Default deadline of a remote tool call, from its first dispatch (0: none). A tool's
+    """Default deadline of a remote tool call, from its first dispatch, and of a tool call
+    inside a ParallelAgent branch's job on a worker, from its start (0: none). A tool's
     ``custom_metadata={"adk_celery_timeout": seconds}`` sets its own."""
     tool_max_attempts: int = 3
     """How many times a remote call whose job was lost (worker died, message lost) is

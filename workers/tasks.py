@@ -381,7 +381,8 @@ async def _run_agent(job: AgentJob, digest: str) -> dict[str, Any]:
     if (verdict := await _claim(services, job, digest)) != "run":
         return {**summary, "status": _SKIPPED[verdict]}
     result = await _retrying("Running a branch", lambda: _run_watched(job, execute_agent_job(
-        job, services.registry, artifact_service=services.artifacts)))
+        job, services.registry, artifact_service=services.artifacts,
+        tool_timeout_seconds=runtime.settings.tool_timeout_seconds)))
     if result is None:
         return {**summary, "status": _STOPPED}
     await _hand_back(services, job, result)

@@ -24,7 +24,7 @@ from orchestrator.backends.redis.jobs import (
     watch_member,
 )
 from orchestrator.distributed.models import AgentJob, ToolJob
-from orchestrator.distributed.transport import default_route
+from orchestrator.distributed.transport import default_route, effective_timeout
 from orchestrator.tools.base_tool import BaseTool
 from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL, kwargs_repr
 from workers.publish_commands import CommandProducer, RedisCommand, collects_publishes
@@ -97,8 +97,8 @@ class CeleryTransport:
 
     def _tool_message(self, job: ToolJob) -> tuple[ToolJob, str, dict[str, Any]]:
         """``job`` with its deadline, its queue, and what Flower shows of it."""
-        timeout = job.timeout_seconds or self._settings.tool_timeout_seconds
-        if job.deadline is None and timeout > 0:
+        timeout = effective_timeout(job.timeout_seconds, self._settings.tool_timeout_seconds)
+        if job.deadline is None and timeout is not None:
             job = job.model_copy(update={"deadline": time.time() + timeout})
         return (job, job.queue or self._settings.tools_queue,
                 {"tool_name": job.tool_name, "args": job.args})

@@ -43,6 +43,7 @@ from orchestrator.backends.redis.jobs import (
 from orchestrator.backends.redis.stats import queue_lists
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
+from orchestrator.distributed.transport import timeout_error
 from orchestrator.errors import is_infrastructure_error
 from orchestrator.flows.contents import RUN_BRANCH
 from workers import metrics
@@ -167,7 +168,7 @@ class JobWatchdog:
         """
         job = ToolJob.model_validate(raw)
         timeout = job.timeout_seconds or self._default_timeout
-        message = f"Tool {job.tool_name!r} timed out: no answer within {timeout:g} s."
+        message = timeout_error(job.tool_name, timeout)
         logger.warning("Call %s of invocation %s: %s", job.function_call_id, job.invocation_id,
                        message)
         await self._answer_with_error(job, job.tool_name, message)

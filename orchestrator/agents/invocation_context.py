@@ -92,6 +92,10 @@ class InvocationContext:
     """Where remote tool calls go; None runs every tool in this process."""
     progress_reporter: Callable[[dict[str, Any]], None] | None = None
     """Set on workers: receives ``tool_context.report_progress`` payloads."""
+    tool_timeout_seconds: float | None = None
+    """Set in a ParallelAgent branch's job on a worker (the worker's ``tool_timeout_seconds``):
+    each tool call gets the deadline a tool job of that tool would get, its
+    ``adk_celery_timeout`` metadata else this (0: none). None, elsewhere: no deadlines."""
     plugin_manager: PluginManager = field(default_factory=PluginManager)
     """The app's plugins (shared by every copy of the context)."""
     _counters: _Counters | None = None

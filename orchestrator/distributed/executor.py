@@ -128,10 +128,16 @@ async def execute_agent_job(
     *,
     artifact_service: BaseArtifactService | None = None,
     on_event: Callable[[Event], Awaitable[None]] | None = None,
+    tool_timeout_seconds: float | None = None,
 ) -> ToolResult:
     """Run one parallel branch against a private copy of its history.
 
     Raises only as :func:`execute_tool_job` does, when a service could not reach its store.
+
+    ``tool_timeout_seconds``: a worker's setting of that name. Given, each tool call of the
+    branch gets the deadline a tool job of that tool would get (its ``adk_celery_timeout``
+    metadata, else this; 0: none) and is answered with a timeout error at it (see
+    :mod:`orchestrator.flows.tool_deadlines`); None: no deadlines. The branch has none.
 
     The branch's events are committed to that copy as they come (so the branch sees its own
     progress, as in process) and returned in order for the orchestrator to commit for real.
@@ -165,6 +171,7 @@ async def execute_agent_job(
         user_content=types.Content.model_validate(job.user_content) if job.user_content else None,
         resumability_config=app.resumability_config,
         plugin_manager=PluginManager(app.plugins),
+        tool_timeout_seconds=tool_timeout_seconds,
     )
     produced: list[Event] = []
     try:

@@ -15,7 +15,8 @@ QUEUE_METADATA_KEY = "adk_celery_queue"
 """``tool.custom_metadata[QUEUE_METADATA_KEY]`` routes a tool to a named worker queue."""
 TIMEOUT_METADATA_KEY = "adk_celery_timeout"
 """``tool.custom_metadata[TIMEOUT_METADATA_KEY]``: seconds a remote call of the tool may take,
-from its first dispatch, before it is answered with a timeout error."""
+from its first dispatch, before it is answered with a timeout error (a call inside a
+ParallelAgent branch's job on a worker: from its start)."""
 MAX_ATTEMPTS_METADATA_KEY = "adk_celery_max_attempts"
 """``tool.custom_metadata[MAX_ATTEMPTS_METADATA_KEY]``: how many times a lost job of the tool
 is dispatched before its call is answered with an error."""
@@ -27,6 +28,20 @@ def call_policy(tool: BaseTool) -> dict[str, float | int | None]:
     timeout, attempts = metadata.get(TIMEOUT_METADATA_KEY), metadata.get(MAX_ATTEMPTS_METADATA_KEY)
     return {"timeout_seconds": float(timeout) if timeout is not None else None,
             "max_attempts": int(attempts) if attempts is not None else None}
+
+
+def effective_timeout(own: float | None, default: float) -> float | None:
+    """A call's deadline in seconds: the tool's own, else ``default``; None for none.
+
+    ``default`` is the setting ``tool_timeout_seconds``; neither above 0: no deadline.
+    """
+    seconds = own or default
+    return seconds if seconds > 0 else None
+
+
+def timeout_error(tool_name: str, seconds: float) -> str:
+    """The error a call past its deadline is answered with (the model reads it)."""
+    return f"Tool {tool_name!r} timed out: no answer within {seconds:g} s."
 
 
 class Transport(Protocol):

@@ -79,7 +79,8 @@ class RemoteToolError(RuntimeError):
     """A remote call failed outside its tool run; given to the orchestrator's error callbacks.
 
     That is a deadline, a lost job or an oversized result: errors the worker's callbacks
-    never saw.
+    never saw. Also the deadline of a tool call a ParallelAgent branch makes in its job on
+    a worker (offered to that branch's callbacks there).
     """
 
 

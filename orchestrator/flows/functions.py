@@ -19,6 +19,7 @@ from orchestrator.events.event_actions import EventActions
 from orchestrator.flows import tool_callbacks
 from orchestrator.flows.contents import REQUEST_CONFIRMATION
 from orchestrator.flows.remote_calls import dispatch_remote_call
+from orchestrator.flows.tool_deadlines import CallDeadline
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.function_tool import (
     CONFIRMATION_REJECTED_ERROR,
@@ -182,10 +183,11 @@ async def _execute_call(
 ) -> _CallOutcome:
     name = call.name or ""
     args = copy.deepcopy(call.args or {})
-    tool_context = ToolContext(
+    tool = tools.get(name)
+    deadline = CallDeadline.of(ctx, tool)  # only in a branch's job on a worker
+    tool_context = deadline.tool_context(call.id, confirmation) if deadline else ToolContext(
         ctx, function_call_id=call.id, tool_confirmation=confirmation
     )
-    tool = tools.get(name)
     if tool is None:
         return await _answer_unknown_tool(ctx, agent, call, name, args, tools, tool_context)
     queue = ctx.transport.route(tool) if ctx.transport is not None and not here else None
@@ -212,11 +214,15 @@ async def _execute_call(
         return await observe.timed_tool(
             tool.name, tool.run_async(args=args, tool_context=tool_context))
 
-    result = await tool_callbacks.call_tool(ctx, agent, tool, args, tool_context, invoke)
+    answered_in = tool_context
+    if deadline is None:
+        result = await tool_callbacks.call_tool(ctx, agent, tool, args, tool_context, invoke)
+    else:  # past its deadline, the timeout error is the answer, in a context of its own
+        result, answered_in = await deadline.call(agent, args, invoke)
     if tool.is_long_running and not result:
         # The call stays open: its answer arrives later as a FunctionResponse.
-        return _CallOutcome(None, tool_context.actions)
-    return _answer(call, name, result, tool_context, tool)
+        return _CallOutcome(None, answered_in.actions)
+    return _answer(call, name, result, answered_in, tool)
 
 
 async def _answer_unknown_tool(
