@@ -301,3 +301,47 @@ def test_an_orchestrator_killed_between_a_cancels_two_writes_still_ends_it_cance
         answers = [r.response for e in client.events("approval", inv)
                    for r in e.get_function_responses()]
         assert answers == [{"error": "Invocation was cancelled."}]
+
+
+def test_a_cancel_whose_first_write_meets_redis_away_is_done_not_dropped(redis_url):
+    # The cancel task failed on the outage and Celery acknowledged its message (a failed
+    # task's message is): the cancel was gone, the invocation paused for ever, though
+    # `adk-celery cancel` had said "cancel requested". It waits the outage out now.
+    url, env, armed = _stack(redis_url, 8, "queue.push=error*1")
+    with ExitStack() as stack:
+        _, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
+        inv = client.enqueue("approval", "u", "pay")
+        assert client.wait("approval", inv, timeout=20).status is InvocationStatus.PAUSED
+        client.cancel("approval", inv)
+
+        record = client.wait("approval", inv, timeout=30, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.CANCELLED, record
+
+
+def test_an_invoke_message_delivered_again_is_the_same_invocation(redis_url):
+    # An invoke message without an invocation id, its orchestrator killed after queuing the
+    # invocation and before acknowledging the message: Celery delivers it again, and it used
+    # to get fresh ids, one message running twice in two sessions.
+    from workers.celery_app import TASK_INVOKE, create_celery_app
+
+    url, env, armed = _stack(
+        redis_url, 8, "invoke.queued=kill", visibility_timeout_seconds="2",
+        broker_transport_options='{"unacked_restore_interval": 0.5, "unacked_restore_throttle": 1}')
+    with ExitStack() as stack:
+        doomed, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
+        sender = create_celery_app(Settings(redis_url=url, apps=APP_SPECS))
+        stack.callback(sender.close)
+        sent = sender.send_task(TASK_INVOKE, queue="adk.invocations", kwargs={
+            "app_name": "chat", "user_id": "solo", "new_message": "hello once"})
+        _wait_dead(doomed)
+        heir = start_celery_process("orchestrator", "heir", env)
+        stack.callback(heir.stop)
+
+        ids = sent.get(timeout=60)  # the second delivery's answer (the first died)
+        record = client.wait("chat", ids["invocation_id"], timeout=30,
+                             until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record
+        sessions = client.list_sessions("chat", "solo")
+        assert [s.id for s in sessions] == [ids["session_id"]]
+        assert [r.invocation_id for r in client.invocations(
+            "chat", user_id="solo", session_id=ids["session_id"]).records] == [ids["invocation_id"]]

@@ -10,6 +10,7 @@ thread can send it without a hop to an event loop.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from google.genai import types
@@ -36,6 +37,29 @@ from orchestrator.errors import PayloadError, RequestError, SessionNotFoundError
 
 _KNOWN_FIELDS = frozenset({"app_name", "user_id", "session_id", "invocation_id", "new_message",
                            "state_delta", "create_session", "streaming", "custom_metadata"})
+
+
+_MESSAGE_IDS = uuid.UUID("6f1c3a52-8d0e-4c55-9a57-3e2b1f0c7d41")
+"""Namespace of the ids :func:`with_message_ids` derives from a message's id."""
+
+
+def with_message_ids(kwargs: dict[str, Any], message_id: str | None) -> dict[str, Any]:
+    """``kwargs`` with the ids a message delivered again must get again.
+
+    An ``invoke`` message without an ``invocation_id`` (and maybe without a ``session_id``)
+    would get fresh ids at each delivery: redelivered after its orchestrator died before
+    acknowledging it, one message would run twice, in two sessions. Derived from the message's
+    id instead, the second delivery finds the invocation it made the first time.
+    """
+    if not message_id or kwargs.get("invocation_id") is not None:
+        return kwargs
+    ids: dict[str, Any] = {
+        "invocation_id": "e-" + str(uuid.uuid5(_MESSAGE_IDS, f"invocation:{message_id}"))}
+    if kwargs.get("session_id") is None:  # a new session: the same one at every delivery
+        ids["session_id"] = str(uuid.uuid5(_MESSAGE_IDS, f"session:{message_id}"))
+        if kwargs.get("create_session") in (None, False):  # else refused as it stands
+            ids["create_session"] = True
+    return {**kwargs, **ids}
 
 
 def prepare_invocation(

@@ -37,7 +37,7 @@ from workers.celery_app import (
     TASK_RUN_TOOL,
 )
 from workers.celery_app import app as celery_app
-from workers.enqueue import check_size
+from workers.enqueue import check_size, with_message_ids
 from workers.lifecycle import refused_here
 from workers.progress import ProgressPublisher
 from workers.runtime import Services, get_runtime
@@ -54,15 +54,20 @@ def invoke(self: Task, **kwargs: Any) -> dict[str, Any]:
     (idempotency: the same id is one invocation), ``create_session``, ``streaming``. Returns
     the invocation id and its session id once the invocation is recorded and queued; an
     orchestrator (this one or another) runs it when the wake-up it posted comes round.
+    Without ``invocation_id``, its ids are derived from the message's: a message delivered
+    again is the same invocation.
     """
-    return get_runtime().run(_invoke(kwargs))
+    return get_runtime().run(_invoke(with_message_ids(kwargs, self.request.id)))
 
 
 async def _invoke(kwargs: dict[str, Any]) -> dict[str, Any]:
+    # Redis away: retried here, never acknowledged as done (a failed task's message is).
     try:
-        record, _ = await get_runtime().submit_invocation(kwargs)
+        record, _ = await _retrying("Enqueuing an invocation",
+                                    lambda: get_runtime().submit_invocation(kwargs))
     except RequestError as error:
         return {"error": str(error)}
+    failpoints.hit("invoke.queued")
     return {"invocation_id": record.invocation_id, "session_id": record.session_id}
 
 
@@ -97,7 +102,8 @@ def answer(
     runtime = get_runtime()
     services = runtime.run(runtime.services())
     try:
-        runtime.run(services.service.answer(app_name, invocation_id, function_call_id, response))
+        runtime.run(_retrying("Answering a call", lambda: services.service.answer(
+            app_name, invocation_id, function_call_id, response)))
     except (AnswerRejectedError, RequestError) as error:
         return {"error": str(error)}
     return {"invocation_id": invocation_id, "answered": function_call_id}
@@ -109,7 +115,8 @@ def cancel(self: Task, app_name: str, invocation_id: str) -> dict[str, Any]:
     runtime = get_runtime()
     services = runtime.run(runtime.services())
     try:
-        key = runtime.run(services.service.cancel(app_name, invocation_id))
+        key = runtime.run(_retrying("Cancelling an invocation",
+                                    lambda: services.service.cancel(app_name, invocation_id)))
     except RequestError as error:
         return {"error": str(error)}
     if key is None:
