@@ -133,3 +133,17 @@ async def test_an_answer_whose_reply_is_lost_is_taken_once_not_refused(stack):
     session = await stack.sessions.get_session(app_name="approval", user_id="u", session_id=session.id)
     answers = [r.response for e in session.events for r in e.get_function_responses()]
     assert answers == [{"approved": True}]
+
+
+async def test_a_session_taken_by_a_lost_reply_is_worked_on_at_once(stack):
+    # Run again, taking the session found its own lease and said "busy": the session's work
+    # waited for the lease to run out (30 s by default) before anyone took it.
+    session = await stack.sessions.create_session(app_name="chat", user_id="u")
+    key = ("chat", "u", session.id)
+    inv = await stack.start("chat", session.id, "hello")
+    await stack.queue._redis.script_load(stack.queue._take.script.source)  # as after a drain
+    stack.proxy.needle = stack.queue._take.sha.encode()
+
+    assert await stack.service.drain(key)  # taken, not "held by another"
+    assert stack.proxy.lost == 1
+    assert (await stack.store.get("chat", inv)).status is InvocationStatus.COMPLETED

@@ -140,6 +140,11 @@ def session_lease(app: str, user: str, session_id: str) -> str:
     return f"{session(app, user, session_id)}:lease"
 
 
+def session_lease_taker(app: str, user: str, session_id: str) -> str:
+    """Key of the string naming the call that took the session's lease (as long as it)."""
+    return f"{session(app, user, session_id)}:lease_taker"
+
+
 def session_queue(app: str, user: str, session_id: str) -> str:
     """List of messages (start/resume/cancel) waiting for the session, in arrival order."""
     return f"{session(app, user, session_id)}:queue"

@@ -9,6 +9,7 @@ a wake-up on the orchestrators' wake stream, in the same round trip (the scripts
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -168,6 +169,7 @@ class RedisSessionQueue:
         reply = await self._take(TakeSession(
             lease=keys.session_lease(*key), fence=keys.fence_counter(*key),
             processing=keys.session_processing(*key), queue=keys.session_queue(*key), **hinted,
+            taker=keys.session_lease_taker(*key), taker_id=uuid.uuid4().hex,
             ttl_ms=self._ttl_ms, hint=hint or "", first_event=first_unread(known)))
         if not reply:
             return None

@@ -154,6 +154,8 @@ class TakeSession(Operands):
     """The counter issuing fencing tokens."""
     processing: str = key_field()
     queue: str = key_field()
+    taker: str | None = optional_key_field()
+    """With ``taker_id``: names the call that took the lease (``keys.session_lease_taker``)."""
     record_key: str | None = optional_key_field()
     """With ``hint``: the hinted invocation's record hash, cancel flag and results..."""
     cancel: str | None = optional_key_field()
@@ -169,17 +171,28 @@ class TakeSession(Operands):
     """The invocation the wake-up announced ('': none)."""
     first_event: int = 0
     """The index to read the session's events from."""
+    taker_id: str = ""
+    """A name of this call, unique ('': none): run twice, it is given what it took."""
 
 
 TAKE = LuaScript(TakeSession, f"""
-if redis.call('EXISTS', lease) == 1 then return false end
-local left = 0
-while redis.call('LMOVE', processing, queue, 'RIGHT', 'LEFT') do left = left + 1 end
-if left > 0 then redis.call('HINCRBY', '{keys.stats()}', 'takeovers', 1) end
-local token = redis.call('INCR', fence)
-local item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
-if not item then return {{token}} end
-redis.call('SET', lease, token, 'PX', ttl_ms)
+local token, item
+if redis.call('EXISTS', lease) == 1 then
+  if taker_id == '' or redis.call('GET', taker) ~= taker_id then return false end
+  -- This very call run a second time (its reply was lost and the client sent it again):
+  -- the lease and the item its first run took.
+  token, item = redis.call('GET', lease), redis.call('LINDEX', processing, 0)
+  if not item then return false end
+else
+  local left = 0
+  while redis.call('LMOVE', processing, queue, 'RIGHT', 'LEFT') do left = left + 1 end
+  if left > 0 then redis.call('HINCRBY', '{keys.stats()}', 'takeovers', 1) end
+  token = redis.call('INCR', fence)
+  item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
+  if not item then return {{token}} end
+  redis.call('SET', lease, token, 'PX', ttl_ms)
+  if taker_id ~= '' then redis.call('SET', taker, taker_id, 'PX', ttl_ms) end
+end
 local ok, decoded = pcall(cjson.decode, item)  -- a malformed item is the caller's to report
 if hint == '' or not ok or type(decoded) ~= 'table' or decoded['invocation_id'] ~= hint then
   return {{token, item}}
@@ -194,7 +207,9 @@ previous holder's in-progress items went back to the head of the queue (which co
 takeover in ``keys.stats``, for metrics); then ``{token}`` (nothing queued: the lease is not
 set) or ``{token, first item}`` with the lease set, followed, when the item is the hinted
 invocation's, by its record, cancel flag and results and the session's hashes and events
-from ``first_event`` on, in the same step (HGETALLs as flat field/value lists)."""
+from ``first_event`` on, in the same step (HGETALLs as flat field/value lists). Run twice
+with one ``taker_id`` (a lost reply resent), it replies what its first run took, instead of
+false (the lease would have looked busy until it expired)."""
 
 
 @dataclass(frozen=True, kw_only=True)
