@@ -147,3 +147,38 @@ async def test_a_session_taken_by_a_lost_reply_is_worked_on_at_once(stack):
     assert await stack.service.drain(key)  # taken, not "held by another"
     assert stack.proxy.lost == 1
     assert (await stack.store.get("chat", inv)).status is InvocationStatus.COMPLETED
+
+
+async def test_a_call_committed_by_a_lost_reply_before_a_cancel_gets_its_seal(stack, redis_client):
+    # The call's commit ran, its reply was lost, a cancel came, and the commit ran again:
+    # refused as cancelled, the run never held the call, and the invocation ended cancelled
+    # with that call unanswered in the log (the session's next model request is refused).
+    from orchestrator.distributed.models import WorkItem
+
+    session = await stack.sessions.create_session(app_name="approval", user_id="u")
+    key = ("approval", "u", session.id)
+    inv = await stack.start("approval", session.id, "pay")
+    await redis_client.script_load(stack.sessions._append_script.script.source)
+    elsewhere = RedisSessionQueue(redis_client)
+
+    async def cancel_meanwhile() -> None:  # as InvocationService.cancel: item, then flag
+        await elsewhere.push(key, WorkItem(kind="cancel", invocation_id=inv))
+        await RedisInvocationStore(redis_client).request_cancel("approval", inv)
+
+    append = stack.sessions._append
+
+    async def losing_the_calls_reply(session, event, fence, mirror):
+        if event.get_function_calls() and stack.proxy.lost == 0:
+            stack.proxy.needle = stack.sessions._append_script.sha.encode()
+            stack.proxy.on_lost = cancel_meanwhile
+        return await append(session, event, fence, mirror)
+
+    stack.sessions._append = losing_the_calls_reply
+    assert await stack.service.drain(key)
+    assert stack.proxy.lost == 1
+
+    assert (await stack.store.get("approval", inv)).status is InvocationStatus.CANCELLED
+    stored = await stack.sessions.get_session(app_name="approval", user_id="u", session_id=session.id)
+    calls = {c.id for e in stored.events for c in e.get_function_calls()}
+    answers = [r.id for e in stored.events for r in e.get_function_responses()]
+    assert calls and sorted(answers) == sorted(calls)  # each call sealed, once

@@ -51,11 +51,12 @@ def with_message_ids(kwargs: dict[str, Any], message_id: str | None) -> dict[str
     acknowledging it, one message would run twice, in two sessions. Derived from the message's
     id instead, the second delivery finds the invocation it made the first time.
     """
-    if not message_id or kwargs.get("invocation_id") is not None:
+    missing = (None, "")  # as check_optional_identifier reads them
+    if not message_id or kwargs.get("invocation_id") not in missing:
         return kwargs
     ids: dict[str, Any] = {
         "invocation_id": "e-" + str(uuid.uuid5(_MESSAGE_IDS, f"invocation:{message_id}"))}
-    if kwargs.get("session_id") is None:  # a new session: the same one at every delivery
+    if kwargs.get("session_id") in missing:  # a new session: the same one at every delivery
         ids["session_id"] = str(uuid.uuid5(_MESSAGE_IDS, f"session:{message_id}"))
         if kwargs.get("create_session") in (None, False):  # else refused as it stands
             ids["create_session"] = True

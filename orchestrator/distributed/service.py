@@ -420,6 +420,9 @@ class InvocationService:
             except InvocationCancelledError:  # an append found the cancel flag set
                 cancelled = True
         if cancelled and session is not None:
+            # From the session, which holds every event committed: an append refused as
+            # cancelled may have been stored by its own first run (a lost reply), unyielded.
+            ledger = CallLedger.of(session.events, record.invocation_id)
             await seal(ledger, session, writer)
         # What the invocation waits for is what its log leaves open, never a running tally.
         record.pending_calls = sorted(ledger.open)

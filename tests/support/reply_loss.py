@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 
 class ReplyLosingProxy:
@@ -20,6 +21,9 @@ class ReplyLosingProxy:
         self.upstream_port = upstream_port
         self.needle: bytes | None = None
         self.lost = 0
+        self.on_lost: Callable[[], Awaitable[None]] | None = None
+        """Run once after Redis ran the doomed request, before the client learns its
+        connection dropped (so before it sends the request again)."""
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> str:
@@ -48,6 +52,9 @@ class ReplyLosingProxy:
                 if lose:
                     await ran.wait()  # Redis ran it and replied: that reply is lost
                     self.lost += 1
+                    if self.on_lost is not None:
+                        hook, self.on_lost = self.on_lost, None
+                        await hook()
                     return
 
         async def to_client() -> None:

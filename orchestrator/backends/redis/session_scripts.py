@@ -189,13 +189,17 @@ if token ~= '' then
     return redis.error_reply('{STALE} the lease ' .. lease .. ' is held by another owner')
   end
 end
+local stored = redis.call('SISMEMBER', event_ids, event_id) == 1
 if unless_cancelled ~= '' and redis.call('EXISTS', cancel_flag) == 1 then
+  -- Stored already (by an earlier try, or by this very append run once before, its reply
+  -- lost and the request sent again): 2, so the caller holds it, and seals its calls too.
+  if stored then return 2 end
   return redis.error_reply('{CANCELLED}')
 end
 if record ~= '' then
   save_record(record_key, stream, statuses, record, status, stream_ttl, maxlen, false)
 end
-if redis.call('SISMEMBER', event_ids, event_id) == 1 then
+if stored then
   publish_all()  -- stored by an earlier try: its jobs are out unless that try was plain
   return 0
 end
@@ -226,10 +230,11 @@ publish_all()
 return 1
 """, functions=[LUA_WRONG_TYPE, _LUA_HSET_PAIRS, LUA_SAVE_RECORD, LUA_PUBLISH_JOB])
 """Append an event: 1 when appended, 0 when its id was already appended (the record, if
-any, is saved either way, and so are the jobs sent: each at most once per attempt).
-Refused (an error reply, nothing written) when the session is gone, the lease is not held
-with the token, the event's invocation was cancelled (with ``unless_cancelled``), or the
-event answers a call already answered."""
+any, is saved either way, and so are the jobs sent: each at most once per attempt), 2 when
+its id was already appended and the invocation is cancelled since (with
+``unless_cancelled``; nothing written). Refused (an error reply, nothing written) when the
+session is gone, the lease is not held with the token, the event's invocation was cancelled
+(with ``unless_cancelled``), or the event answers a call already answered."""
 
 
 def create_operands(

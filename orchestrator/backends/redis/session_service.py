@@ -356,13 +356,19 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
             if error is exc:
                 raise
             raise error from exc
-        if sent is not None:
-            sent.done()
-        # 0: its id was stored already. By an earlier try that this session object saw, or
-        # by this very append run twice (its reply was lost and the client sent it again):
+        # 0 or 2: its id was stored already. By an earlier try that this session object saw,
+        # or by this very append run twice (its reply was lost and the client sent it again):
         # then the run must still see it, as storage does.
         if int(applied) == 1 or not _holds(session, event.id):
             self._apply_to_session(session, event)
+        if int(applied) == 2:  # stored, and its invocation cancelled since: the run stops
+            if mirror is not None and status is not None and mirror.status is None:
+                mirror.status = status  # not written
+            raise InvocationCancelledError(
+                f"Invocation {event.invocation_id!r} was cancelled; event {event.id!r} was "
+                "stored before.")
+        if sent is not None:
+            sent.done()
         return event
 
     @staticmethod
