@@ -97,3 +97,19 @@ def test_a_record_written_by_a_newer_orchestrator_is_still_read():
            '"status": "paused", "pending_calls": ["c"], "field_from_a_later_version": 1}')
     record = InvocationRecord.model_validate_json(raw)  # a rolling upgrade must not break status
     assert record.pending_calls == ["c"]
+
+
+def test_an_invoke_message_without_ids_gets_the_same_ids_at_every_delivery():
+    from orchestrator.distributed.intake import Limits
+    from workers.enqueue import prepare_invocation, with_message_ids
+
+    for missing in ({}, {"invocation_id": ""}, {"invocation_id": None, "session_id": ""}):
+        message = {"app_name": "a", "user_id": "u", "new_message": "hi", **missing}
+        first, new = prepare_invocation(with_message_ids(message, "task-1"), Limits())
+        again, _ = prepare_invocation(with_message_ids(message, "task-1"), Limits())
+        other, _ = prepare_invocation(with_message_ids(message, "task-2"), Limits())
+        assert new and (first.invocation_id, first.session_id) == (again.invocation_id,
+                                                                    again.session_id)
+        assert other.invocation_id != first.invocation_id
+    given = {"app_name": "a", "user_id": "u", "new_message": "hi", "invocation_id": "e-mine"}
+    assert prepare_invocation(with_message_ids(given, "task-1"), Limits())[0].invocation_id == "e-mine"
