@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 from config import Settings
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.jobs import (
+    COUNT_DEATH,
+    CountDeath,
     dispatched_job,
     parse_member,
     queued_look_after,
@@ -64,6 +66,7 @@ class JobWatchdog:
     def __init__(self, services: Services, transport: CeleryTransport, settings: Settings) -> None:
         self._services = services
         self._redis = services.redis
+        self._count_death = COUNT_DEATH.register(self._redis)
         self._transport = transport
         self._watch_key = keys.job_watch(settings.invocations_queue)
         self._interval = settings.watchdog_interval_seconds
@@ -149,10 +152,8 @@ class JobWatchdog:
         deaths = 0
         if run.get("state") == "running":
             # Once per attempt, however many watchdogs find it dead at the same time.
-            if await self._redis.hsetnx(jobs, f"x:{call_id}:{attempt_raw}", 1):
-                deaths = await self._redis.hincrby(jobs, f"k:{call_id}", 1)
-            else:
-                deaths = int(await self._redis.hget(jobs, f"k:{call_id}") or 0)
+            deaths = int(await self._count_death(
+                CountDeath(jobs=jobs, call_id=call_id, attempt=str(attempt_raw))))
         await self._dispatch_again(dispatched_job(dispatch), int(attempt_raw), deaths, cause)
         return 1
 

@@ -11,6 +11,8 @@ Each invocation has a jobs hash (``keys.invocation_jobs``) with these fields per
   arguments): a worker runs a job only if its own digest of what it received is this one;
 - ``k:<call id>``: how many times its worker died while running it (the watchdog counts,
   once per attempt: ``x:<call id>:<attempt>`` marks an attempt counted);
+- ``p:<call id>``: the name of the publication of the attempt now out (a publication run
+  twice, after a lost reply, knows it went out);
 - ``r:<call id>``: where the job is, JSON: ``{"state": "queued", "at": t}``, then
   ``{"state": "running", "worker": w, "beat": t, "attempt": n}`` once a worker claims it.
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +53,9 @@ class JobPublish:
     """The call's deadline (epoch seconds), or ''."""
     digest: str
     """:func:`job_digest` of the job published."""
+    publish_id: str = ""
+    """A name of this publication, unique: run twice (a lost reply resent), the script
+    finds its own and says published again ('': none)."""
     commands: tuple[Any, ...] = ()
     """The commands sending the job (its message and its task-sent event, as kombu would
     send them: LPUSH, PUBLISH), each as its name, its number of arguments, its arguments."""
@@ -57,19 +63,29 @@ class JobPublish:
     def flat(self) -> list[Any]:
         """The arguments :data:`LUA_PUBLISH_JOB` reads, in its order."""
         return [self.call_id, self.attempt, self.dispatch, self.ttl, self.member, self.score,
-                self.now, self.deadline, self.digest, len(self.commands), *self.commands]
+                self.now, self.deadline, self.digest, self.publish_id, len(self.commands),
+                *self.commands]
 
 
 LUA_PUBLISH_JOB = """
 local function publish_job(jobs, watch, i)
   local call_id, attempt, dispatch, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local member, score, now, deadline = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
-  local digest, first = ARGV[i + 8], i + 10
-  local after = first + tonumber(ARGV[i + 9])
+  local digest, publish_id, first = ARGV[i + 8], ARGV[i + 9], i + 11
+  local after = first + tonumber(ARGV[i + 10])
   local current = redis.call('HGET', jobs, 'a:' .. call_id)
-  if (current or '0') ~= tostring(tonumber(attempt) - 1) then return after, 0 end
+  if (current or '0') ~= tostring(tonumber(attempt) - 1) then
+    -- This very publication run a second time (its reply was lost and the client sent it
+    -- again): published, by its first run (whose caller sends the message, if it must).
+    if publish_id ~= '' and current == attempt and
+        redis.call('HGET', jobs, 'p:' .. call_id) == publish_id then
+      return after, 1
+    end
+    return after, 0
+  end
   redis.call('HSET', jobs, 'a:' .. call_id, attempt, 'c:' .. call_id, dispatch,
     'h:' .. call_id, digest, 'r:' .. call_id, cjson.encode({state = 'queued', at = tonumber(now)}))
+  if publish_id ~= '' then redis.call('HSET', jobs, 'p:' .. call_id, publish_id) end
   if deadline ~= '' then redis.call('HSET', jobs, 'd:' .. call_id, deadline) end
   redis.call('EXPIRE', jobs, ttl)
   redis.call('ZADD', watch, score, member)
@@ -210,6 +226,26 @@ call answered (past its deadline, or by another attempt): the worker stops the j
 can."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class CountDeath(Operands):
+    """Operands of :data:`COUNT_DEATH`: an attempt of a call found dead while running."""
+
+    jobs: str = key_field()
+    call_id: str
+    attempt: str
+
+
+COUNT_DEATH = LuaScript(CountDeath, """
+if redis.call('HSETNX', jobs, 'x:' .. call_id .. ':' .. attempt, 1) == 1 then
+  redis.call('HINCRBY', jobs, 'k:' .. call_id, 1)
+end
+return tonumber(redis.call('HGET', jobs, 'k:' .. call_id) or 0)
+""")
+"""Count the death of this attempt of the call once, however many watchdogs find it (or
+however many times this script runs: a lost reply resent); reply how many of its attempts
+died."""
+
+
 SILENT_BEATS = 3
 """A running job that missed this many heartbeats is taken for lost (its worker died)."""
 
@@ -266,6 +302,7 @@ def job_publish(
         call_id=call_id, attempt=attempt, dispatch=json.dumps(dispatch, separators=(",", ":")),
         ttl=ttl, member=member, score=score, now=now,
         deadline="" if deadline is None else repr(deadline), digest=digest,
+        publish_id=uuid.uuid4().hex,
         commands=tuple(part for name, args in commands for part in (name, len(args), *args)))
 
 
