@@ -18,7 +18,11 @@ from google.genai import types
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.artifact_service import RedisArtifactService, SaveVersion
 from orchestrator.backends.redis.connection import connect
+from orchestrator.backends.redis.streams import RedisEventStream
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.events.event import Event
 from tests.support.reply_loss import ReplyLosingProxy
+from workers.api.watches import LiveItem
 
 SCOPE: dict[str, Any] = {"app_name": "a", "user_id": "u", "session_id": "s"}
 
@@ -72,3 +76,44 @@ async def test_a_save_run_again_after_other_saves_replies_its_own_version(redis_
     assert await artifacts._save_script(save("three", "3")) == 2
     assert await artifacts.list_versions(app_name="a", user_id="u", session_id="s",
                                          filename="f") == [0, 1, 2]
+
+
+def _record() -> InvocationRecord:
+    return InvocationRecord(invocation_id="e-1", app_name="a", user_id="u", session_id="s")
+
+
+async def test_a_chunk_published_by_a_lost_reply_is_streamed_once(proxied, redis_client):
+    # Run again, the MULTI (XADD, EXPIRE) added the chunk twice: /run_sse, the SSE route and
+    # `adk-celery follow` showed it twice.
+    proxy, client = proxied
+    stream = RedisEventStream(client)
+    await redis_client.script_load(stream._publish.script.source)
+    proxy.needle = stream._publish.sha.encode()
+
+    chunk = Event(invocation_id="e-1", author="agent", partial=True,
+                  content=types.Content(role="model", parts=[types.Part(text="Hel")]))
+    await stream.publish(_record(), chunk)
+    assert proxy.lost == 1
+    key = keys.invocation_stream("a", "e-1")
+    entries = await redis_client.xrange(key)
+    assert len(entries) == 1
+    assert await redis_client.ttl(key) > 0
+
+    # Readers take the entry for the chunk alone (the call's id in it is not shown).
+    [(entry_id, fields)] = entries
+    item = LiveItem.parse(entry_id, fields)
+    assert item is not None and item.partial and item.json == chunk.to_json()
+    await redis_client.xadd(key, {"kind": "status", "status": "completed"})
+    followed = [item async for item in stream.follow("a", "e-1", timeout=5)]
+    assert [(i.kind, i.event.id if i.event else i.status) for i in followed] == [
+        ("event", chunk.id), ("status", InvocationStatus.COMPLETED)]
+
+
+async def test_the_same_chunk_published_twice_is_streamed_twice(redis_client):
+    # A second call is a second entry, even of an identical event (only a run again is one).
+    stream = RedisEventStream(redis_client)
+    chunk = Event(invocation_id="e-1", author="agent", partial=True,
+                  content=types.Content(role="model", parts=[types.Part(text="\n")]))
+    await stream.publish(_record(), chunk)
+    await stream.publish(_record(), chunk)
+    assert await redis_client.xlen(keys.invocation_stream("a", "e-1")) == 2
