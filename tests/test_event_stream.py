@@ -123,10 +123,12 @@ async def test_redis_entries_are_event_wire_json_with_a_partial_flag_and_expire(
 
     key = keys.invocation_stream(APP, "e-1")
     entries = await redis_client.xrange(key)
+    pubs = [fields.pop("pub") for _, fields in entries]  # each publish call's own id
     assert [fields for _, fields in entries] == [
         {"kind": "event", "event": chunk.to_json(), "partial": "1"},
         {"kind": "event", "event": final.to_json(), "partial": "0"},
     ]
+    assert len(set(pubs)) == 2
     assert 0 < await redis_client.ttl(key) <= 60
 
 

@@ -4,7 +4,8 @@ An invocation's stream holds, in order, three kinds of entries:
 
 - ``{"kind": "event", "event": <Event wire JSON>, "partial": "1"|"0"}``: every event of the
   invocation (its user message first), streaming chunks (``partial``) included. Committed
-  events are added by the session append that stores them, chunks by ``publish``;
+  events are added by the session append that stores them, chunks by ``publish`` (in Redis
+  with a ``pub`` field too, the publish call's id: readers ignore it);
 - ``{"kind": "status", "status": <InvocationStatus value>, "record": <record JSON>}``: each
   status change, published by the invocation store when it saves the record, with the
   record as saved (waiters need no extra read);

@@ -6,11 +6,14 @@ rules come from ``_scoping``. Per artifact location there are two Redis lists (k
 
 * ``...:parts`` — the payload of each version as ``types.Part`` JSON (bytes in URL-safe
   base64, as google-genai serialises them);
-* ``...:meta`` — ``{"customMetadata", "createTime", "mimeType"}`` of each version;
+* ``...:meta`` — ``{"saveId", "customMetadata", "createTime", "mimeType"}`` of each version
+  (``saveId``, always first, names the save call; it is never returned to users);
 
 plus a set of file names per scope for ``list_artifact_keys``. A save is one Lua script
 (the version is the list length, so concurrent saves from any number of processes get
 distinct, gap-free versions); a delete removes both lists and the name in one transaction.
+A save run twice (its reply lost, the client sends it again) finds its own ``saveId`` among
+the newest versions and replies that version's number instead of adding another.
 
 Canonical URIs use the ``redis://`` scheme with the same path layout as ``memory://``:
 ``redis://apps/{app}/users/{user}[/sessions/{session}]/artifacts/{filename}/versions/{v}``.
@@ -20,6 +23,7 @@ They name the artifact version, not a Redis server (the host part is always ``ap
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
@@ -83,20 +87,35 @@ class SaveVersion(Operands):
     """The file names of its scope (``keys.artifact_names``)."""
     part_json: str
     meta_json: str
+    """The version's metadata; starts with ``{"saveId":"<save_id>"``."""
+    save_id: str
+    """Names this save call: a run that finds it in a newest version adds nothing."""
+    lookback: int
+    """How many of the newest versions are searched for ``save_id``."""
     filename: str
 
+
+_SAVE_LOOKBACK = 8
+"""Newest versions searched for a save's own id (saves of the same file may land between a
+run whose reply was lost and its second run)."""
 
 SAVE = LuaScript(SaveVersion, """
 local bad = wrong_type({{parts, 'list'}, {meta, 'list'}, {names, 'set'}})
 if bad then return bad end
 local version = redis.call('LLEN', meta)
+local mark = '{"saveId":"' .. save_id .. '"'
+local newest = redis.call('LRANGE', meta, -tonumber(lookback), -1)
+for i = #newest, 1, -1 do
+  if string.sub(newest[i], 1, #mark) == mark then return version - #newest + i - 1 end
+end
 redis.call('RPUSH', parts, part_json)
 redis.call('RPUSH', meta, meta_json)
 redis.call('SADD', names, filename)
 return version
 """, functions=[LUA_WRONG_TYPE])
 """Save a version; reply: its number. Type checks run before the first write (no partial
-saves)."""
+saves). Run again with the same ``save_id`` (a lost reply), it replies the first run's
+version and writes nothing."""
 
 
 def _parts_key(location: ArtifactLocation) -> str:
@@ -117,7 +136,7 @@ def _names_key(location: ArtifactLocation) -> str:
 
 def _version_info(location: ArtifactLocation, version: int, raw: str | bytes) -> ArtifactVersion:
     """Rebuild a version's metadata from its stored JSON and its position in the list."""
-    meta = loads(raw)
+    meta = loads(raw)  # its "saveId" is the project's own: not returned
     return ArtifactVersion(
         version=version,
         canonical_uri=location.uri(URI_SCHEME, version),
@@ -159,7 +178,9 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
             app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
         )
         part = _scoping.coerce_part(artifact, location)
+        save_id = uuid.uuid4().hex
         meta = {
+            "saveId": save_id,  # first: SAVE looks for it at the start of the JSON
             "customMetadata": {
                 str(key): loads(encode_value(value, what=f"custom_metadata key {key!r}"))
                 for key, value in (custom_metadata or {}).items()
@@ -170,7 +191,7 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
         version = await self._save_script(SaveVersion(
             parts=_parts_key(location), meta=_meta_key(location), names=_names_key(location),
             part_json=part.model_dump_json(exclude_none=True), meta_json=dumps(meta),
-            filename=location.filename))
+            save_id=save_id, lookback=_SAVE_LOOKBACK, filename=location.filename))
         return int(version)
 
     @_service_call

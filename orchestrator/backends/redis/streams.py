@@ -6,18 +6,25 @@ entries by ``RedisInvocationStore.save``, progress by the worker running a call
 (:mod:`.progress`). :meth:`RedisEventStream.follow` reads the stream with ``XREAD BLOCK``.
 In Redis the stream is capped at about ``STREAM_MAXLEN`` entries (approximate trimming)
 and expires with the invocation record.
+
+A chunk's entry also holds ``pub``, an id of the publish call that readers ignore: run again
+(its reply lost, the client sends it again), :data:`PUBLISH_EVENT` finds it on the stream's
+last entry and adds nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import AsyncIterator, Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
 
 from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
 from orchestrator.backends.redis.session_writer import Mirror
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.streams import (
@@ -37,6 +44,42 @@ _BLOCK_MS = 1000
 """Longest single XREAD BLOCK; ``follow`` loops, so this only bounds one round trip. Kept
 well under redis-py's default socket timeout (5 s), which would otherwise cut the read."""
 
+
+@dataclass(frozen=True, kw_only=True)
+class PublishEvent(Operands):
+    """Operands of :data:`PUBLISH_EVENT`: one event added to an invocation's live stream."""
+
+    stream: str = key_field()
+    """``keys.invocation_stream``."""
+    event_json: str
+    partial: str
+    """``"1"`` for a streaming chunk, else ``"0"``."""
+    pub: str
+    """Names this publish call (kept in the entry): a second run finds it and adds nothing."""
+    maxlen: int
+    ttl: int
+
+
+PUBLISH_EVENT = LuaScript(PublishEvent, """
+local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
+local done = false
+if last then
+  local fields = last[2]
+  for i = #fields - 1, 1, -2 do
+    if fields[i] == 'pub' then done = fields[i + 1] == pub break end
+  end
+end
+if not done then
+  redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*',
+    'kind', 'event', 'event', event_json, 'partial', partial, 'pub', pub)
+end
+redis.call('EXPIRE', stream, ttl)
+return done and 0 or 1
+""")
+"""Add the event unless the stream's last entry is this call's own (a run whose reply was
+lost); renew the stream's expiry. Reply: 1 added, 0 already there. Only the orchestrator
+running the invocation publishes, one call after the other, so a second run finds its first
+at the end."""
 
 
 def _text(value: Any) -> str:
@@ -97,15 +140,17 @@ class RedisEventStream:
         self._ttl = ttl_seconds
         """The stream expires with the invocation record (its TTL is renewed on each write)."""
         self._maxlen = maxlen
+        self._publish = PUBLISH_EVENT.register(client)
 
     async def publish(self, record: InvocationRecord, event: Event) -> None:
-        """XADD the event (wire JSON) to the invocation's stream and renew its expiry."""
-        stream = keys.invocation_stream(record.app_name, record.invocation_id)
-        entry = {"kind": "event", "event": event.to_json(), "partial": "1" if event.partial else "0"}
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(stream, entry, maxlen=self._maxlen, approximate=True)  # type: ignore[arg-type]
-            pipe.expire(stream, self._ttl)
-            await pipe.execute()
+        """XADD the event (wire JSON) to the invocation's stream and renew its expiry.
+
+        Once, even if the script runs twice (:data:`PUBLISH_EVENT`).
+        """
+        await self._publish(PublishEvent(
+            stream=keys.invocation_stream(record.app_name, record.invocation_id),
+            event_json=event.to_json(), partial="1" if event.partial else "0",
+            pub=uuid.uuid4().hex, maxlen=self._maxlen, ttl=self._ttl))
 
     async def publish_partial(self, record: InvocationRecord, event: Event) -> None:
         """The event sink to use with :meth:`mirror_for`: only partial chunks here."""
