@@ -24,6 +24,10 @@ What holds:
   leaves its entries pending; another one claims them (``XAUTOCLAIM``) once they have been
   idle for ``reclaim_idle_seconds`` (the session lease's time to live, so the dead holder's
   lease has expired by then) and drains the session, recovering what was left.
+- Entries pending on this orchestrator that no drain of it follows (delivered by a read or a
+  claim whose reply was lost, the command then sent again: :mod:`.wakeup_pending`) are taken
+  in within about a second: the reading loop looks at its own pending list every
+  :data:`~.wakeup_pending.LOOK_SECONDS` and after a failed read, between two reads.
 - A drain that finds the session's lease held by another orchestrator keeps its entry and
   retries after ``retry_seconds`` (doubling up to a cap): the holder normally takes the new
   item itself before letting go, and the retry covers a holder that died. The wait holds no
@@ -49,6 +53,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from orchestrator.backends.redis.wakeup_pending import LOOK_SECONDS, claim_unfollowed
 from orchestrator.distributed.stores import SessionKey
 from orchestrator.distributed.wakeups import DrainHandler
 from orchestrator.errors import is_infrastructure_error
@@ -167,6 +172,10 @@ class WakeConsumer:
         self._room.set()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
+        self._next_look = 0.0
+        """Loop time of the next look at this consumer's own pending list (0: at once)."""
+        self._given_up: set[str] = set()
+        """Entries a drain left pending after a bug: taken up by the reclaim, not the look."""
 
     def start(self) -> None:
         """Start reading (on the running loop)."""
@@ -207,8 +216,13 @@ class WakeConsumer:
     async def _read_loop(self) -> None:
         await self._wakeups.ensure_group()
         stream = self._wakeups.stream_key
+        loop = asyncio.get_running_loop()
         while not self._stopping:
             await self._room.wait()
+            if loop.time() >= self._next_look:
+                await self._look_at_own_pending()
+                self._next_look = loop.time() + LOOK_SECONDS
+                continue  # what it took in may have used the room up
             try:
                 reply = await self._redis.xreadgroup(
                     self._wakeups._group, self.name, {stream: ">"},
@@ -221,9 +235,38 @@ class WakeConsumer:
                 continue
             except _TRANSIENT as error:
                 logger.warning("Reading wake-ups failed (%s); retrying", error)
+                self._next_look = 0.0  # that read may have been delivered: look next time
                 await asyncio.sleep(self._retry)
                 continue
             await self._take_in([entry for _, entries in reply or [] for entry in entries])
+
+    async def _look_at_own_pending(self) -> None:
+        """Take in the entries pending on this consumer that no drain of it follows."""
+        try:
+            found = await claim_unfollowed(
+                self._redis, self._wakeups.stream_key, self._wakeups._group, self.name,
+                self._followed_entries, self._given_up)
+        except ResponseError as error:
+            if "NOGROUP" in str(error):
+                return  # the read that follows creates it again
+            raise
+        except _TRANSIENT as error:
+            logger.warning("Looking at this consumer's pending wake-ups failed (%s)", error)
+            return
+        if found:
+            logger.warning("Taking in %d wake-up(s) pending on this consumer and followed by "
+                           "none of its drains (a reply lost, or a process of the same name "
+                           "before)", len(found))
+            await self._take_in(found)
+
+    def _followed_entries(self) -> set[str]:
+        """The ids of the entries this consumer's drains answer for."""
+        ids: set[str] = set()
+        for followed in self._followed.values():
+            ids.update(followed.entries)
+            if followed.parked is not None:
+                ids.add(followed.parked)
+        return ids
 
     async def _reclaim_loop(self) -> None:
         """Take over entries another orchestrator left pending (it died) once idle enough."""
@@ -291,7 +334,10 @@ class WakeConsumer:
                 followed.entries, followed.hint = [followed.parked], followed.parked_hint
                 followed.parked = followed.parked_hint = None
             # A bug: the entries stay pending, claimed again once idle, by this or another
-            # orchestrator.
+            # orchestrator (not at once by the look at this consumer's pending list).
+            self._given_up.update(followed.entries)
+            if followed.parked is not None:
+                self._given_up.add(followed.parked)
         finally:
             if self._followed.get(key) is followed:
                 del self._followed[key]
