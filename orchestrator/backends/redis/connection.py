@@ -45,16 +45,21 @@ def resolve_client(
 #
 # Retrying is only safe for commands that may run twice: a connection that drops after the
 # command reached Redis and before its reply came back leaves the outcome unknown, and the
-# retry sends it again. The commands sent through these clients allow it:
-# - the Lua scripts (appends, lease steps, result stores, enqueue steps) are idempotent by
-#   design: appends dedupe by event id, results are first-writer-wins, a record is created
-#   only if absent;
-# - a lease taken by a first run that lost its reply is seen as busy by the second run: the
-#   session waits for that lease to expire (the TTL), and nothing is lost or run twice;
+# retry sends it again, its caller seeing only the second run's reply. So each command sent
+# through these clients answers a second run as its first (tests/test_lost_replies*.py
+# lose one reply of each):
+# - appends dedupe by event id and reply 0 (the caller still takes the event), or 2 when the
+#   invocation was cancelled since; results are first-writer-wins and answers stored byte
+#   for byte already count as taken; a record is created only if absent;
+# - steps that take something name their call (the session's lease: TAKE's taker id; a
+#   job's publication: its publish id; a saved artifact version: its save id; a streamed
+#   entry: its publish id) or find what they took (the next work item: work items are
+#   unique), and a second run replies what the first took;
 # - a duplicate RPUSH of a work item, XADD of a wake-up or LPUSH of a job only wakes or runs
 #   something that checks first (drains, jobs skip what is already answered: at-least-once);
-# - reads (HGETALL, XREAD, XRANGE, ...) change nothing; an XREADGROUP whose reply was lost
-#   leaves its entries pending in the group, where the reclaim loop takes them over;
+# - reads (HGETALL, XREAD, XRANGE, ...) change nothing; entries an XREADGROUP or XAUTOCLAIM
+#   delivered with a reply that was lost are taken in by the consumer's look at its own
+#   pending list (wakeup_pending.py) within about a second;
 # - MULTI/EXEC transactions are whole and made of the steps above; WATCHed ones raise
 #   WatchError instead of retrying (redis-py), as they must.
 # TimeoutError is retried too: a reply later than the socket timeout has the same unknown
