@@ -117,3 +117,22 @@ async def test_the_same_chunk_published_twice_is_streamed_twice(redis_client):
     await stream.publish(_record(), chunk)
     await stream.publish(_record(), chunk)
     assert await redis_client.xlen(keys.invocation_stream("a", "e-1")) == 2
+
+
+async def test_a_session_created_by_a_lost_reply_is_not_reported_existing(proxied, redis_client):
+    # Run again, the create found the session its first run made and said "already exists":
+    # the API answered 409 for a session it had just created (with a generated id: orphaned).
+    from orchestrator.backends.redis.session_service import RedisSessionService
+
+    proxy, client = proxied
+    sessions = RedisSessionService(client=client)
+    await redis_client.script_load(sessions._create_script.script.source)
+    proxy.needle = sessions._create_script.sha.encode()
+
+    created = await sessions.create_session(app_name="a", user_id="u", session_id="s1",
+                                            state={"user:tier": "gold", "n": 1})
+
+    assert proxy.lost == 1
+    assert (created.id, created.state) == ("s1", {"user:tier": "gold", "n": 1})
+    with pytest.raises(Exception, match="already exists"):  # another create still is refused
+        await sessions.create_session(app_name="a", user_id="u", session_id="s1")

@@ -98,6 +98,9 @@ class CreateSession(SessionKeys):
     now: str
     app_member: str
     """The session's member of the app's session index (:func:`app_member`)."""
+    create_id: str = ""
+    """A name of this creation, unique ('': none), kept in the session's hash: run twice (a
+    lost reply resent), the script finds the session its first run made and replies as then."""
     state_pairs: dict[str, str] = pairs_field()
     """Session-scoped state (JSON values), then the ``app:`` and ``user:`` state, prefixes
     stripped."""
@@ -106,6 +109,9 @@ class CreateSession(SessionKeys):
 
 
 CREATE = LuaScript(CreateSession, f"""
+if create_id ~= '' and redis.call('HGET', meta, 'create_id') == create_id then
+  return {{redis.call('HGETALL', app_state), redis.call('HGETALL', user_state)}}
+end
 if redis.call('EXISTS', meta) == 1 or (unless ~= meta and redis.call('EXISTS', unless) == 1) then
   return redis.error_reply('{EXISTS}')
 end
@@ -115,6 +121,7 @@ local seq = redis.call('INCR', session_seq)
 redis.call('DEL', state, events, event_ids)
 redis.call('HSET', meta, 'id', session_id, 'app_name', app_name, 'user_id', user_id,
   'create_time', now, 'last_update_time', now, 'seq', seq)
+if create_id ~= '' then redis.call('HSET', meta, 'create_id', create_id) end
 hset_pairs(state, state_pairs_first, state_pairs_count)
 hset_pairs(app_state, app_state_pairs_first, app_state_pairs_count)
 hset_pairs(user_state, user_state_pairs_first, user_state_pairs_count)
@@ -239,7 +246,7 @@ session is gone, the lease is not held with the token, the event's invocation wa
 
 def create_operands(
     app_name: str, user_id: str, session_id: str, now: str, encoded: dict[str, str],
-    unless: str | None = None,
+    unless: str | None = None, create_id: str = "",
 ) -> CreateSession:
     """The operands of :data:`CREATE`: the session's identity, creation time and state.
 
@@ -249,7 +256,7 @@ def create_operands(
     return CreateSession(
         **session_keys(app_name, user_id, session_id), unless=unless,
         session_seq=keys.app_session_seq(app_name), session_id=session_id, app_name=app_name,
-        user_id=user_id, now=now, app_member=app_member(user_id, session_id),
+        user_id=user_id, now=now, app_member=app_member(user_id, session_id), create_id=create_id,
         state_pairs=session_state, app_state_pairs=app_delta, user_state_pairs=user_delta)
 
 

@@ -25,6 +25,7 @@ its token writes nothing and raises :class:`~orchestrator.errors.StaleSessionErr
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -148,7 +149,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         now = score(platform.get_time(), what="the creation time")
         try:
             app_raw, user_raw = await self._create_script(
-                create_operands(app_name, user_id, sid, now, encoded))
+                create_operands(app_name, user_id, sid, now, encoded, create_id=uuid.uuid4().hex))
         except ResponseError as exc:
             if str(exc).startswith(EXISTS):
                 raise AlreadyExistsError(f"Session with id {sid!r} already exists.") from exc
