@@ -182,3 +182,38 @@ async def test_a_call_committed_by_a_lost_reply_before_a_cancel_gets_its_seal(st
     calls = {c.id for e in stored.events for c in e.get_function_calls()}
     answers = [r.id for e in stored.events for r in e.get_function_responses()]
     assert calls and sorted(answers) == sorted(calls)  # each call sealed, once
+
+
+async def test_an_answer_sent_again_after_the_invocation_went_on_is_taken_once(stack):
+    # The first try stored the answer and its reply never came (Redis away past the client's
+    # retries); an orchestrator resumed meanwhile and the invocation completed. Sent again
+    # (the orchestrator's answer task retries), it was refused: "completed; takes no answers".
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from workers.tasks import _retrying
+
+    session = await stack.sessions.create_session(app_name="approval", user_id="u")
+    key = ("approval", "u", session.id)
+    inv = await stack.start("approval", session.id, "pay")
+    assert await stack.service.drain(key)
+    [call] = (await stack.store.get("approval", inv)).pending_calls
+    push_answers = stack.queue.push_answers
+    tries = 0
+
+    async def stored_then_reply_lost(*args, **kwargs):
+        nonlocal tries
+        tries += 1
+        refused = await push_answers(*args, **kwargs)
+        if tries == 1:
+            await stack.service.drain(key)  # resumed meanwhile
+            raise RedisConnectionError("Connection reset (after Redis ran the script)")
+        return refused
+
+    stack.queue.push_answers = stored_then_reply_lost
+    await _retrying("Answering a call", lambda: stack.service.answer(
+        "approval", inv, call, {"approved": True}))  # not refused
+
+    assert tries == 1  # taken as done: not stored a second time
+    assert (await stack.store.get("approval", inv)).status is InvocationStatus.COMPLETED
+    with pytest.raises(Exception, match="completed"):  # another answer still is refused
+        await stack.service.answer("approval", inv, call, {"approved": False})

@@ -69,7 +69,8 @@ async def take_answers(
     would leave the invocation paused for ever, every later answer refused as a second one.
     Raises RequestError for malformed input, AnswerRejectedError for an unknown or finished
     invocation, a call it does not wait for, one only what runs it may answer, or one that
-    has its answer already; nothing is stored then.
+    has its answer already; nothing is stored then. The very answers stored already (from
+    outside) are taken, once: a request sent again after its reply was lost is not refused.
     """
     check_identifier("app_name", app_name, limits)
     if not answers:
@@ -79,6 +80,24 @@ async def take_answers(
     record = await store.get(app_name, invocation_id)
     if record is None:
         raise AnswerRejectedError(f"Unknown invocation {invocation_id!r} of app {app_name!r}.")
+    try:
+        return await _take(store, queue, sessions, record, checked)
+    except AnswerRejectedError:
+        # The same answers taken already (a request sent again: its first try stored them,
+        # and its reply was lost; the invocation may have gone on since): taken, once.
+        stored = await store.results(app_name, invocation_id)
+        if all(stored.get(call_id) is not None and stored[call_id].source == "client"
+               and stored[call_id].response == response for call_id, response in checked):
+            return session_key(record)
+        raise
+
+
+async def _take(
+    store: InvocationStore, queue: SessionQueue, sessions: BaseSessionService,
+    record: InvocationRecord, checked: list[tuple[str, dict[str, Any]]],
+) -> SessionKey:
+    """Check ``checked`` (call id, response) against ``record`` and store them (see above)."""
+    invocation_id = record.invocation_id
     if record.status.is_finished:
         raise AnswerRejectedError(
             f"Invocation {invocation_id!r} is {record.status.value}; it takes no answers.")
