@@ -98,3 +98,33 @@ async def test_a_job_journaled_by_a_lost_reply_is_sent_once(proxied, redis_clien
     assert proxy.lost == 1
     assert await redis_client.hget(keys.invocation_jobs("a", "e-1"), "a:c1") == "1"
     assert [name for name, _ in sent.jobs] == ["adk_celery.run_tool"]
+
+
+async def test_a_publication_run_again_after_a_progress_report_still_knows_it_published(
+        proxied, redis_client):
+    # The publication's name and a call's latest progress report shared one journal field
+    # (p:<call id>): a report landing between the two runs made the second one say "not
+    # published" for a job that went out.
+    from orchestrator.backends.redis.jobs import PublishOnce, job_publish
+    from orchestrator.backends.redis.progress import REPORT, report_operands
+
+    proxy, client = proxied
+    publish = PUBLISH.register(client)
+    await redis_client.xadd(keys.invocation_stream("a", "e-1"), {"kind": "status"})
+    operands = PublishOnce(jobs=keys.invocation_jobs("a", "e-1"), watch="adk:watch:{t}",
+                           job=job_publish(
+        call_id="c1", attempt=1, dispatch={"queue": "tools"}, ttl=60,
+        member=watch_member("a", "e-1", "c1"), score=0, now=0, deadline=None, digest="d",
+        commands=[("lpush", ("celery:tools", "msg"))]).flat())
+
+    async def worker_reports_meanwhile() -> None:
+        await REPORT.register(redis_client)(
+            report_operands("a", "e-1", "c1", 1, "t", 1.0, {"pct": 5}))
+
+    await redis_client.script_load(PUBLISH.source)
+    proxy.needle = publish.sha.encode()
+    proxy.on_lost = worker_reports_meanwhile
+
+    assert await publish(operands) == 1
+    assert proxy.lost == 1
+    assert await redis_client.lrange("celery:tools", 0, -1) == ["msg"]  # sent once

@@ -136,3 +136,26 @@ async def test_a_session_created_by_a_lost_reply_is_not_reported_existing(proxie
     assert (created.id, created.state) == ("s1", {"user:tier": "gold", "n": 1})
     with pytest.raises(Exception, match="already exists"):  # another create still is refused
         await sessions.create_session(app_name="a", user_id="u", session_id="s1")
+
+
+async def test_a_chunk_run_again_after_another_writers_entry_is_streamed_once(
+        proxied, redis_client):
+    # A worker's progress report (or a status) landing between the two runs put another
+    # entry last: a second run that looked at the last entry only added the chunk again.
+    proxy, client = proxied
+    stream = RedisEventStream(client)
+    key = keys.invocation_stream("a", "e-1")
+    await redis_client.script_load(stream._publish.script.source)
+    proxy.needle = stream._publish.sha.encode()
+
+    async def progress_meanwhile() -> None:
+        await redis_client.xadd(key, {"kind": "progress", "call": "c1"})
+
+    proxy.on_lost = progress_meanwhile
+    chunk = Event(invocation_id="e-1", author="agent", partial=True,
+                  content=types.Content(role="model", parts=[types.Part(text="Hel")]))
+    await stream.publish(_record(), chunk)
+
+    assert proxy.lost == 1
+    kinds = [fields["kind"] for _, fields in await redis_client.xrange(key)]
+    assert kinds == ["event", "progress"]

@@ -11,7 +11,7 @@ Each invocation has a jobs hash (``keys.invocation_jobs``) with these fields per
   arguments): a worker runs a job only if its own digest of what it received is this one;
 - ``k:<call id>``: how many times its worker died while running it (the watchdog counts,
   once per attempt: ``x:<call id>:<attempt>`` marks an attempt counted);
-- ``p:<call id>``: the name of the publication of the attempt now out (a publication run
+- ``n:<call id>``: the name of the publication of the attempt now out (a publication run
   twice, after a lost reply, knows it went out);
 - ``r:<call id>``: where the job is, JSON: ``{"state": "queued", "at": t}``, then
   ``{"state": "running", "worker": w, "beat": t, "attempt": n}`` once a worker claims it.
@@ -78,14 +78,14 @@ local function publish_job(jobs, watch, i)
     -- This very publication run a second time (its reply was lost and the client sent it
     -- again): published, by its first run (whose caller sends the message, if it must).
     if publish_id ~= '' and current == attempt and
-        redis.call('HGET', jobs, 'p:' .. call_id) == publish_id then
+        redis.call('HGET', jobs, 'n:' .. call_id) == publish_id then
       return after, 1
     end
     return after, 0
   end
   redis.call('HSET', jobs, 'a:' .. call_id, attempt, 'c:' .. call_id, dispatch,
     'h:' .. call_id, digest, 'r:' .. call_id, cjson.encode({state = 'queued', at = tonumber(now)}))
-  if publish_id ~= '' then redis.call('HSET', jobs, 'p:' .. call_id, publish_id) end
+  if publish_id ~= '' then redis.call('HSET', jobs, 'n:' .. call_id, publish_id) end
   if deadline ~= '' then redis.call('HSET', jobs, 'd:' .. call_id, deadline) end
   redis.call('EXPIRE', jobs, ttl)
   redis.call('ZADD', watch, score, member)

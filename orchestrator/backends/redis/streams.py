@@ -61,13 +61,13 @@ class PublishEvent(Operands):
 
 
 PUBLISH_EVENT = LuaScript(PublishEvent, """
-local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
 local done = false
-if last then
-  local fields = last[2]
+for _, entry in ipairs(redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 8)) do
+  local fields = entry[2]
   for i = #fields - 1, 1, -2 do
-    if fields[i] == 'pub' then done = fields[i + 1] == pub break end
+    if fields[i] == 'pub' and fields[i + 1] == pub then done = true end
   end
+  if done then break end
 end
 if not done then
   redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*',
@@ -76,10 +76,10 @@ end
 redis.call('EXPIRE', stream, ttl)
 return done and 0 or 1
 """)
-"""Add the event unless the stream's last entry is this call's own (a run whose reply was
-lost); renew the stream's expiry. Reply: 1 added, 0 already there. Only the orchestrator
-running the invocation publishes, one call after the other, so a second run finds its first
-at the end."""
+"""Add the event unless one of the stream's last 8 entries is this call's own (a run whose
+reply was lost); renew the stream's expiry. Reply: 1 added, 0 already there. The
+orchestrator running the invocation publishes one call after the other; what others add to
+the stream meanwhile (a worker's progress, a status) is a few entries at most."""
 
 
 def _text(value: Any) -> str:
