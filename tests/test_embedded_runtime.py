@@ -105,7 +105,9 @@ async def test_answers_of_one_request_are_stored_together_or_not_at_all():
 
     with pytest.raises(AnswerRejectedError, match="already answered"):
         await rt.service.answer_all("app", inv, [(first, {"ok": 1}), (second, {"ok": 3})])
-    assert first not in await rt.service.store.results("app", inv)  # none of it stored
+    stored = (await rt.service.store.results("app", inv)).get(first)
+    assert stored is None or stored.response is None  # none of it stored (at most the
+    # tool's own pending placeholder, once its job has run)
 
     await rt.answer("app", inv, first, {"ok": 1})
     record = await rt.wait("app", inv, timeout=5, until=InvocationStatus.FINISHED)
