@@ -113,3 +113,37 @@ def test_an_invoke_message_without_ids_gets_the_same_ids_at_every_delivery():
         assert other.invocation_id != first.invocation_id
     given = {"app_name": "a", "user_id": "u", "new_message": "hi", "invocation_id": "e-mine"}
     assert prepare_invocation(with_message_ids(given, "task-1"), Limits())[0].invocation_id == "e-mine"
+
+
+def test_an_enqueue_whose_session_create_redis_forgot_queues_nothing_without_its_session(
+        redis_url):
+    """Only some scripts cached (two versions of the project sharing one Redis server, a
+    restart while the other version reloads its own): the session's create met NOSCRIPT
+    and the record's script ran, so the invocation was queued with no session; sent again,
+    the create was skipped (the invocation existed) and the invocation failed, "Session not
+    found". Now nothing is stored unless the session is, and the second try makes both."""
+    import redis as sync_redis
+
+    from config import Settings
+    from orchestrator.backends.redis import keys
+    from orchestrator.backends.redis.session_queue_scripts import (
+        CREATE_AND_PUSH,
+        CREATE_AND_PUSH_IF_SESSION,
+    )
+    from workers.client import Client
+
+    url = redis_url.rsplit("/", 1)[0] + "/13"
+    check = sync_redis.Redis.from_url(url, decode_responses=True)
+    check.flushdb()
+    check.script_flush()
+    for source in (CREATE_AND_PUSH.source, CREATE_AND_PUSH_IF_SESSION.source):
+        check.script_load(source)  # cached; the session's create is not
+    client = Client(Settings(redis_url=url, apps="tests.apps:chat_app"))
+    try:
+        inv = client.enqueue("chat", "u", "hello")
+        record = client.status("chat", inv)
+        assert check.exists(keys.session("chat", "u", record.session_id)) == 1
+        assert check.llen(keys.session_queue("chat", "u", record.session_id)) == 1
+    finally:
+        client.close()
+        check.close()

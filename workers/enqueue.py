@@ -129,8 +129,11 @@ def queue_invocation(
     if new_session:
         sessions.queue_create_if_absent(pipe, record.app_name, record.user_id, record.session_id,
                                         unless_invocation=record.invocation_id)
+    # After a new session's create, the record is stored only if the session now exists: a
+    # create Redis did not know (NOSCRIPT: only some scripts cached, as when two versions
+    # share a server) must not leave a queued invocation without its session.
     queue.queue_create_and_push(pipe, record, WorkItem(kind="start", invocation_id=record.invocation_id),
-                                session_must_exist=session_must_exist and not new_session)
+                                session_must_exist=session_must_exist or new_session)
 
 
 def enqueue_scripts(sessions: RedisSessionService, queue: RedisSessionQueue) -> list[str]:
@@ -139,7 +142,11 @@ def enqueue_scripts(sessions: RedisSessionService, queue: RedisSessionQueue) -> 
 
 
 def scripts_missing(replies: list[Any]) -> bool:
-    """True if Redis had forgotten the scripts (after a restart): nothing of it ran."""
+    """True if Redis had forgotten a script (after a restart): send it all again.
+
+    Nothing of it was stored: a record goes in only with its session (see
+    :func:`queue_invocation`), and a session made without its record is found the next time.
+    """
     return any(isinstance(reply, NoScriptError) for reply in replies)
 
 
@@ -169,6 +176,8 @@ def was_queued(replies: list[Any], new_session: bool) -> bool:
     if isinstance(replies[-1], Exception):
         raise replies[-1]
     if replies[-1] == -1:
+        if new_session and isinstance(replies[0], Exception):
+            return False  # not created: the invocation exists already (sent again)
         raise SessionNotFoundError("Session not found")
     return bool(replies[-1])
 
