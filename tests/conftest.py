@@ -14,6 +14,7 @@ from tests.support.backends import (  # noqa: F401  (shared fixtures)
     celery_stack_plain,
 )
 from tests.support.redis_server import find_redis_server, redis_server
+from tests.support.reply_loss import losing_client
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -58,3 +59,12 @@ async def redis_client(redis_url):
         yield client
     finally:
         await client.aclose()
+
+
+@pytest.fixture
+async def proxied(redis_url, redis_client):
+    """(proxy, client): a project client of the test Redis (flushed) through a proxy that can
+    lose one reply (``tests/support/reply_loss.py``)."""
+    async with losing_client(redis_url) as pair:
+        yield pair
+

@@ -261,32 +261,17 @@ def test_an_orchestrator_killed_around_a_confirmation_runs_the_confirmed_tool_on
         assert [what for what, _ in noted_runs(inv, url)] == ["confirmed"]
 
 
-def test_an_orchestrator_killed_as_it_seals_a_cancelled_invocation_is_taken_over(redis_url):
+@pytest.mark.parametrize("failpoint", [
     # Killed after committing the cancel's error answer, before saving "cancelled": the heir
     # ends it cancelled, and the call keeps its one answer.
-    url, env, armed = _stack(redis_url, 8, "cancel.sealed=kill")
-    with ExitStack() as stack:
-        doomed, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
-        inv = client.enqueue("approval", "u", "pay")
-        record = client.wait("approval", inv, timeout=20)
-        assert record.status is InvocationStatus.PAUSED
-        client.cancel("approval", inv)
-        _wait_dead(doomed)
-        heir = start_celery_process("orchestrator", "heir", env)
-        stack.callback(heir.stop)
-
-        record = client.wait("approval", inv, timeout=40, until=InvocationStatus.FINISHED)
-        assert record.status is InvocationStatus.CANCELLED, (record, heir.output())
-        events = client.events("approval", inv)
-        answers = [r.response for e in events for r in e.get_function_responses()]
-        assert answers == [{"error": "Invocation was cancelled."}]
-
-
-def test_an_orchestrator_killed_between_a_cancels_two_writes_still_ends_it_cancelled(redis_url):
+    "cancel.sealed=kill",
     # Killed after queuing the cancel's work item, before setting the cancel flag: the heir
     # takes the item and ends the paused invocation cancelled (a flag set without its item
     # had left it paused for ever, though the cancel was accepted).
-    url, env, armed = _stack(redis_url, 8, "cancel.queued=kill")
+    "cancel.queued=kill",
+])
+def test_an_orchestrator_killed_as_it_cancels_is_taken_over(redis_url, failpoint):
+    url, env, armed = _stack(redis_url, 8, failpoint)
     with ExitStack() as stack:
         doomed, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
         inv = client.enqueue("approval", "u", "pay")

@@ -9,13 +9,11 @@ is not dropped, an accepted answer is not reported refused.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
 
 from orchestrator import platform
-from orchestrator.backends.redis.connection import connect
 from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.session_queue import RedisSessionQueue
 from orchestrator.backends.redis.session_service import RedisSessionService
@@ -23,6 +21,7 @@ from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.service import InvocationService
+from orchestrator.distributed.stores import SessionKey
 from tests.apps import ALL_APPS
 from tests.support.reply_loss import ReplyLosingProxy
 from workers.runtime import _leased_writer
@@ -43,12 +42,20 @@ class Stack:
         await self.service.submit(record)
         return record.invocation_id
 
+    async def paused_on_approval(self) -> tuple[SessionKey, str, str]:
+        """An approval app's invocation run to its pause: (session key, invocation, call)."""
+        session = await self.sessions.create_session(app_name="approval", user_id="u")
+        key = ("approval", "u", session.id)
+        inv = await self.start("approval", session.id, "pay")
+        assert await self.service.drain(key)
+        [call] = (await self.store.get("approval", inv)).pending_calls
+        return key, inv, call
+
 
 @pytest.fixture
-async def stack(redis_url, redis_client) -> AsyncIterator[Stack]:
+def stack(proxied) -> Stack:
     """An orchestrator's services, in this process, talking to Redis through the proxy."""
-    proxy = ReplyLosingProxy(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
-    client = connect(await proxy.start())
+    proxy, client = proxied
     sessions = RedisSessionService(client=client)
     store = RedisInvocationStore(client)
     queue = RedisSessionQueue(client, lease_ttl_seconds=30)
@@ -56,11 +63,7 @@ async def stack(redis_url, redis_client) -> AsyncIterator[Stack]:
     service = InvocationService(
         AppRegistry(ALL_APPS), session_service=sessions, store=store, queue=queue,
         writer_for=lambda key, token, record: _leased_writer(sessions, events, key, token, record))
-    try:
-        yield Stack(proxy, sessions, store, queue, service)
-    finally:
-        await client.aclose()
-        proxy.close()
+    return Stack(proxy, sessions, store, queue, service)
 
 
 async def test_the_next_item_claimed_by_a_lost_reply_is_worked_on_not_dropped(stack):
@@ -117,11 +120,7 @@ async def test_an_event_committed_by_a_lost_reply_is_seen_by_the_rest_of_the_run
 async def test_an_answer_whose_reply_is_lost_is_taken_once_not_refused(stack):
     # Run again, storing the answer found it stored and said "already answered": the caller
     # was refused an answer that was taken (and could not tell).
-    session = await stack.sessions.create_session(app_name="approval", user_id="u")
-    key = ("approval", "u", session.id)
-    inv = await stack.start("approval", session.id, "pay")
-    assert await stack.service.drain(key)
-    [call] = (await stack.store.get("approval", inv)).pending_calls
+    key, inv, call = await stack.paused_on_approval()
     await stack.queue._redis.script_load(stack.queue._put_answers_and_push.script.source)
     stack.proxy.needle = stack.queue._put_answers_and_push.sha.encode()
 
@@ -130,7 +129,7 @@ async def test_an_answer_whose_reply_is_lost_is_taken_once_not_refused(stack):
     assert await stack.service.drain(key)
 
     assert (await stack.store.get("approval", inv)).status is InvocationStatus.COMPLETED
-    session = await stack.sessions.get_session(app_name="approval", user_id="u", session_id=session.id)
+    session = await stack.sessions.get_session(app_name="approval", user_id="u", session_id=key[2])
     answers = [r.response for e in session.events for r in e.get_function_responses()]
     assert answers == [{"approved": True}]
 
@@ -192,11 +191,7 @@ async def test_an_answer_sent_again_after_the_invocation_went_on_is_taken_once(s
 
     from workers.tasks import _retrying
 
-    session = await stack.sessions.create_session(app_name="approval", user_id="u")
-    key = ("approval", "u", session.id)
-    inv = await stack.start("approval", session.id, "pay")
-    assert await stack.service.drain(key)
-    [call] = (await stack.store.get("approval", inv)).pending_calls
+    key, inv, call = await stack.paused_on_approval()
     push_answers = stack.queue.push_answers
     tries = 0
 

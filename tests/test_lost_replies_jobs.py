@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,27 +12,13 @@ import pytest
 
 from config import Settings
 from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.connection import connect
 from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.jobs import COUNT_DEATH, PUBLISH, watch_member
 from orchestrator.backends.redis.session_queue import RedisSessionQueue
 from orchestrator.distributed.models import ToolJob
-from tests.support.reply_loss import ReplyLosingProxy
 
 JOB = ToolJob(app_name="a", user_id="u", session_id="s", invocation_id="e-1",
               function_call_id="c1", tool_name="t", agent_name="agent", queue="tools")
-
-
-@pytest.fixture
-async def proxied(redis_url, redis_client) -> AsyncIterator[tuple[ReplyLosingProxy, Any]]:
-    await redis_client.flushdb()
-    proxy = ReplyLosingProxy(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
-    client = connect(await proxy.start())
-    try:
-        yield proxy, client
-    finally:
-        await client.aclose()
-        proxy.close()
 
 
 class _Sent:

@@ -8,36 +8,19 @@ is only NOSCRIPT's and the script runs once).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 from google.genai import types
 
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.artifact_service import RedisArtifactService, SaveVersion
-from orchestrator.backends.redis.connection import connect
 from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.events.event import Event
-from tests.support.reply_loss import ReplyLosingProxy
 from workers.api.watches import LiveItem
 
 SCOPE: dict[str, Any] = {"app_name": "a", "user_id": "u", "session_id": "s"}
-
-
-@pytest.fixture
-async def proxied(redis_url: str, redis_client: aioredis.Redis
-                  ) -> AsyncIterator[tuple[ReplyLosingProxy, aioredis.Redis]]:
-    """The proxy and a project client (retrying, as the services' are) talking through it."""
-    proxy = ReplyLosingProxy(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
-    client = connect(await proxy.start())
-    try:
-        yield proxy, client
-    finally:
-        await client.aclose()
-        proxy.close()
 
 
 async def test_an_artifact_saved_by_a_lost_reply_is_one_version(proxied, redis_client):

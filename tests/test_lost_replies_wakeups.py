@@ -11,31 +11,17 @@ up on (the reclaim after idle time takes that one up, as before).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
-import pytest
 import redis.asyncio as aioredis
 
 from orchestrator.backends.redis import wakeups as wakeups_module
-from orchestrator.backends.redis.connection import connect
 from orchestrator.backends.redis.wakeups import GROUP, RedisWakeups
 from tests.support.reply_loss import ReplyLosingProxy
 
 STREAM = "adk:wake:{lost}"
 KEY = ("chat", "u", "s-1")
 FIELDS = {"app": "chat", "user": "u", "session": "s-1", "inv": "e-1"}
-
-
-@pytest.fixture
-async def proxied(redis_url, redis_client) -> AsyncIterator[tuple[ReplyLosingProxy, aioredis.Redis]]:
-    """A client of the test Redis through a proxy that can lose one reply."""
-    proxy = ReplyLosingProxy(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
-    client = connect(await proxy.start())
-    try:
-        yield proxy, client
-    finally:
-        await client.aclose()
-        proxy.close()
 
 
 async def _until(event: asyncio.Event, what: str, timeout: float) -> None:

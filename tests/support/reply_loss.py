@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import redis.asyncio as aioredis
+
+from orchestrator.backends.redis.connection import connect
 
 
 class ReplyLosingProxy:
@@ -73,3 +77,17 @@ class ReplyLosingProxy:
             for side in (writer, up_writer):
                 with contextlib.suppress(Exception):
                     side.transport.abort()
+
+
+@contextlib.asynccontextmanager
+async def losing_client(redis_url: str) -> AsyncIterator[tuple[ReplyLosingProxy, aioredis.Redis]]:
+    """A proxy in front of the Redis at ``redis_url`` and a project client (retrying, as the
+    services' are) talking through it; both closed on exit."""
+    proxy = ReplyLosingProxy(int(redis_url.rsplit(":", 1)[1].split("/")[0]))
+    client = connect(await proxy.start())
+    try:
+        yield proxy, client
+    finally:
+        await client.aclose()
+        proxy.close()
+

@@ -279,6 +279,6 @@ return false
 record (as ``RedisInvocationStore.save`` does), drop the finished item, then return the next
 item, or release the lease when the queue is empty and return false. Run twice (a lost
 reply resent), it returns the item its first run claimed: items are unique
-(:attr:`WorkItem.item_id`), so the finished one is gone and the claimed one is not. A holder whose lease
-ran out must not write its record over the next holder's (a finished invocation put back to
-"paused"), nor take an item from under it."""
+(:attr:`WorkItem.item_id`), so the finished one is gone and the claimed one is not. A
+holder whose lease ran out must not write its record over the next holder's (a finished
+invocation put back to "paused"), nor take an item from under it."""

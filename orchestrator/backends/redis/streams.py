@@ -8,8 +8,8 @@ In Redis the stream is capped at about ``STREAM_MAXLEN`` entries (approximate tr
 and expires with the invocation record.
 
 A chunk's entry also holds ``pub``, an id of the publish call that readers ignore: run again
-(its reply lost, the client sends it again), :data:`PUBLISH_EVENT` finds it on the stream's
-last entry and adds nothing.
+(its reply lost, the client sends it again), :data:`PUBLISH_EVENT` finds it among the
+stream's last entries and adds nothing.
 """
 
 from __future__ import annotations
