@@ -212,3 +212,24 @@ async def test_an_answer_sent_again_after_the_invocation_went_on_is_taken_once(s
     assert (await stack.store.get("approval", inv)).status is InvocationStatus.COMPLETED
     with pytest.raises(Exception, match="completed"):  # another answer still is refused
         await stack.service.answer("approval", inv, call, {"approved": False})
+
+
+async def test_a_submitted_invocation_whose_reply_is_lost_still_runs(stack):
+    # The reply of the first command that records a new invocation is lost, the command
+    # sent again. Recording and queueing its start were two steps: sent again, the first
+    # found the record and the start was never queued, the invocation 'queued' for ever.
+    session = await stack.sessions.create_session(app_name="chat", user_id="u")
+    key = ("chat", "u", session.id)
+    await stack.start("chat", session.id, "first")  # the scripts a submit runs are loaded
+    assert await stack.service.drain(key)
+    record = InvocationRecord(
+        invocation_id=platform.new_invocation_id(), app_name="chat", user_id="u",
+        session_id=session.id, new_message={"role": "user", "parts": [{"text": "second"}]})
+    stack.proxy.needle = record.invocation_id.encode()
+    await stack.service.submit(record)
+    assert stack.proxy.lost == 1
+
+    assert await stack.service.drain(key)
+    assert (await stack.store.get("chat", record.invocation_id)).status is InvocationStatus.COMPLETED
+    stored = await stack.sessions.get_session(app_name="chat", user_id="u", session_id=session.id)
+    assert [e.content.parts[0].text for e in stored.events[-2:]] == ["second", "reply to second"]

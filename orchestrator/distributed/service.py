@@ -118,10 +118,12 @@ class InvocationService:
     # ---- intake -----------------------------------------------------------------------
 
     async def submit(self, record: InvocationRecord) -> InvocationRecord:
-        """Record a new invocation as queued and queue its start (idempotent per id)."""
-        if await self.store.create(record):
-            await self.queue.push(session_key(record), WorkItem(kind="start",
-                                                                invocation_id=record.invocation_id))
+        """Record a new invocation as queued and queue its start (idempotent per id).
+
+        One step: a record stored without its start item would stay queued for ever.
+        """
+        start = WorkItem(kind="start", invocation_id=record.invocation_id)
+        if await self.queue.create_and_push(session_key(record), record, start):
             return record
         existing = await self.store.get(record.app_name, record.invocation_id)
         assert existing is not None

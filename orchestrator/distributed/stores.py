@@ -95,6 +95,14 @@ class SessionQueue(Protocol):
         """
         ...
 
+    async def create_and_push(self, key: SessionKey, record: InvocationRecord, item: WorkItem) -> bool:
+        """Store a new record and append its first item in one step; False if it existed.
+
+        Never one without the other: a record that exists has its item queued, so a caller
+        that crashed, or whose reply was lost, sends it again and finds it done.
+        """
+        ...
+
     async def push_answers(
         self, key: SessionKey, item: WorkItem, results: Sequence[ToolResult]
     ) -> str | None:

@@ -133,6 +133,15 @@ class InMemorySessionQueue:
         self._queues.setdefault(key, deque()).append(item)
         return True
 
+    async def create_and_push(self, key: SessionKey, record: InvocationRecord, item: WorkItem) -> bool:
+        """Store a new record and append its item (no await in between); False if it existed."""
+        if self._store is None:
+            raise ValueError("This queue has no invocation store to put records in.")
+        if not await self._store.create(record):
+            return False
+        self._queues.setdefault(key, deque()).append(item)
+        return True
+
     async def push_answers(
         self, key: SessionKey, item: WorkItem, results: Sequence[ToolResult]
     ) -> str | None:

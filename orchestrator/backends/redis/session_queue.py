@@ -98,6 +98,15 @@ class RedisSessionQueue:
                 PutResultAndPush(**stored.field_values(), **push)))
         return bool(await self._push(PushItem(**push)))
 
+    async def create_and_push(self, key: SessionKey, record: InvocationRecord, item: WorkItem) -> bool:
+        """Store a new record and push its first item (with its wake-up) in one script.
+
+        False, nothing written, if the record existed (then its item was queued with it).
+        """
+        fields = {**save_record_operands(record, self._record_ttl).field_values(),
+                  **self._push_fields(key, item)}
+        return bool(await self._create_and_push(CreateAndPush(**fields)))
+
     async def push_answers(
         self, key: SessionKey, item: WorkItem, results: Sequence[ToolResult]
     ) -> str | None:
