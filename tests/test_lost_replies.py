@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from orchestrator import platform
+from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.session_queue import RedisSessionQueue
 from orchestrator.backends.redis.session_service import RedisSessionService
@@ -233,3 +234,20 @@ async def test_a_submitted_invocation_whose_reply_is_lost_still_runs(stack):
     assert (await stack.store.get("chat", record.invocation_id)).status is InvocationStatus.COMPLETED
     stored = await stack.sessions.get_session(app_name="chat", user_id="u", session_id=session.id)
     assert [e.content.parts[0].text for e in stored.events[-2:]] == ["second", "reply to second"]
+
+
+async def test_a_drain_whose_last_step_lost_its_reply_ends_as_it_did(stack):
+    # The reply of the step that saves the record and lets the lease go is lost, the step
+    # sent again: it found the lease gone and the drain failed "lost the lease, the record
+    # is not saved" though it was, to be retried.
+    session = await stack.sessions.create_session(app_name="chat", user_id="u")
+    key = ("chat", "u", session.id)
+    await stack.start("chat", session.id, "first")
+    assert await stack.service.drain(key)  # the scripts a drain runs are loaded
+    inv = await stack.start("chat", session.id, "second")
+    stack.proxy.needle = stack.queue._claim_or_release.sha.encode()
+    assert await stack.service.drain(key)
+    assert stack.proxy.lost == 1
+
+    assert (await stack.store.get("chat", inv)).status is InvocationStatus.COMPLETED
+    assert not await stack.queue._redis.exists(keys.session_lease(*key))

@@ -260,7 +260,15 @@ class ClaimOrRelease(Operands):
 
 
 CLAIM_OR_RELEASE = LuaScript(ClaimOrRelease, """
-if redis.call('GET', lease) ~= token then return -1 end
+if redis.call('GET', lease) ~= token then
+  -- This very call run a second time after its first run let the lease go (its reply was
+  -- lost, the client sent it again): the finished item is in neither list any more.
+  if finished ~= '' and not redis.call('LPOS', processing, finished)
+      and not redis.call('LPOS', queue, finished) then
+    return false
+  end
+  return -1
+end
 if record ~= '' then
   save_record(record_key, stream, statuses, record, status, ttl, maxlen, false, shown)
 end
@@ -279,6 +287,7 @@ return false
 record (as ``RedisInvocationStore.save`` does), drop the finished item, then return the next
 item, or release the lease when the queue is empty and return false. Run twice (a lost
 reply resent), it returns the item its first run claimed: items are unique
-(:attr:`WorkItem.item_id`), so the finished one is gone and the claimed one is not. A
+(:attr:`WorkItem.item_id`), so the finished one is gone and the claimed one is not; after a
+first run that let the lease go, false again (the finished item is gone from both lists). A
 holder whose lease ran out must not write its record over the next holder's (a finished
 invocation put back to "paused"), nor take an item from under it."""
