@@ -49,6 +49,14 @@ Printed per run (the target: completed = enqueued, every other count 0, recovery
   invocations had finished before the last fault. Only meaningful when nothing is stuck.
   The target wants it at most ``--recovery-ttls`` (5) lease TTLs.
 
+The poison-job limit: a call whose job died with its worker ``ADK_CELERY_TOOL_MAX_ATTEMPTS``
+times (3 by default) is answered with an error, so that a tool that kills every worker
+running it cannot loop for ever. Nothing tells such a tool from a worker killed from outside,
+and this run kills one of three workers every 2-4 s: at the default, about one run in ten
+had a branch whose three attempts all landed on workers killed under them, and its
+invocation failed as the limit intends. The runs raise the limit (``--max-attempts``) so
+that they measure recovery, and print the most deaths one call saw, to show the margin.
+
 Informational (not in the target): re-runs explained by a killed worker, runs of calls that
 never reached the log on a live worker, enqueue retries (Redis down while enqueueing),
 replacement processes that never got ready, sessions where the allowed interleaving
@@ -64,8 +72,9 @@ each run) ``--seed`` (1; run k uses seed S+k-1) ``--kill-min`` / ``--kill-max`` 
 ``--lease-ttl`` (5 s: ``ADK_CELERY_LEASE_TTL_SECONDS``) ``--lease-retry`` (0.2 s)
 ``--visibility-timeout`` (10 s; kombu's unacked sweep every ``--restore-interval`` s, 1)
 ``--heartbeat`` (1 s) ``--lost-after`` (4 s: the watchdog's timing, scaled like the lease)
-``--enqueue-seconds`` (40) ``--fault-seconds`` (40) ``--redis-at`` (0.5) ``--redis-down``
-(1 s) ``--settle`` (120 s) ``--grace`` (3 s) ``--burst-max`` (3) ``--recovery-ttls`` (5)
+``--max-attempts`` (10: ``ADK_CELERY_TOOL_MAX_ATTEMPTS``, see above) ``--enqueue-seconds``
+(40) ``--fault-seconds`` (40) ``--redis-at`` (0.5) ``--redis-down`` (1 s) ``--settle``
+(120 s) ``--grace`` (3 s) ``--burst-max`` (3) ``--recovery-ttls`` (5)
 ``--no-faults`` ``--setting KEY=VALUE`` (any other ``ADK_CELERY_KEY`` for the processes, repeatable)
 ``--logs DIR`` (write every process's output and Redis's log there) ``--quiet`` (no fault
 lines). Always exits 0: this is a benchmark, its verdict is the "TARGET MET/MISSED" line.
@@ -106,6 +115,7 @@ from bench._chaos_apps import (  # noqa: E402
 )
 from config import Settings  # noqa: E402
 from orchestrator import Event, RedisSessionService  # noqa: E402
+from orchestrator.backends.redis import keys  # noqa: E402
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus  # noqa: E402
 from tests.support.processes import FAST_WORKER_FLAGS, ManagedProcess, stack_env  # noqa: E402
 from tests.support.redis_server import (  # noqa: E402
@@ -487,6 +497,7 @@ class RunResult:
     exited_processes: int = 0
     recovery_seconds: float | None = None
     explained_reruns: int = 0
+    most_deaths: int = 0
     orphan_runs: int = 0
     enqueue_retries: int = 0
     paused_interleavings: int = 0
@@ -560,6 +571,16 @@ def completion_problems(item: Planned, events: list[Event]) -> tuple[list[str], 
         if any(_has_payload(e) for e in events[index + 1:]):
             problems.append("events after the final text")
     return problems, detail
+
+
+def most_worker_deaths(check: redis.Redis, items: list[Planned]) -> int:
+    """The most attempts of one call that died with their worker (the watchdog's count)."""
+    most = 0
+    for item in items:
+        jobs = retrying(lambda i=item: check.hgetall(keys.invocation_jobs(i.app, i.invocation_id)),
+                        "deaths")
+        most = max([most, *(int(v) for k, v in jobs.items() if k.startswith("k:"))])
+    return most
 
 
 def classify_invocations(client: Client, items: list[Planned], result: RunResult
@@ -703,6 +724,7 @@ def process_settings(args: argparse.Namespace) -> dict[str, str]:
         "job_heartbeat_seconds": str(args.heartbeat),
         "job_lost_after_seconds": str(args.lost_after),
         "watchdog_interval_seconds": "0.5",
+        "tool_max_attempts": str(args.max_attempts),
         "broker_transport_options": json.dumps({
             "unacked_restore_interval": args.restore_interval, "unacked_restore_throttle": 1}),
     }
@@ -755,6 +777,7 @@ def run_once(args: argparse.Namespace, run: int, binary: str) -> RunResult:
         result.planned = len(items)
         result.enqueued = sum(i.enqueued for i in items)
         records = classify_invocations(client, [i for i in items if i.enqueued], result)
+        result.most_deaths = most_worker_deaths(check, [i for i in items if i.enqueued])
         logs = check_sessions(url, plan, items, result)
         chaos.halt()
         if chaos.error is not None:
@@ -826,7 +849,9 @@ def print_run(result: RunResult, args: argparse.Namespace, run: int) -> None:
     if result.restore_lock_ttl > 0:
         log(f"  (kombu's unacked_mutex still held at the end, expires in {result.restore_lock_ttl} s: "
             "no worker restores unacked jobs until then)")
-    log(f"  (info: re-runs explained by a killed worker {result.explained_reruns}, runs of calls "
+    log(f"  (info: re-runs explained by a killed worker {result.explained_reruns}, most attempts "
+        f"of one call that died with their worker {result.most_deaths} (limit "
+        f"{args.max_attempts}), runs of calls "
         f"not in the log {result.orphan_runs}, enqueue retries {result.enqueue_retries}, failed "
         f"process starts {result.failed_starts}, sessions "
         f"where an invocation resumed after another one ran in its pause {result.paused_interleavings})")
@@ -880,6 +905,9 @@ def parse_args() -> argparse.Namespace:
                    help="ADK_CELERY_JOB_HEARTBEAT_SECONDS (silent worker: lost after 3 beats)")
     p.add_argument("--lost-after", type=float, default=4.0,
                    help="ADK_CELERY_JOB_LOST_AFTER_SECONDS (a vanished message is sent again)")
+    p.add_argument("--max-attempts", type=int, default=10,
+                   help="ADK_CELERY_TOOL_MAX_ATTEMPTS: deaths of one call's job before it is "
+                        "answered with an error (default 3; see the module doc)")
     p.add_argument("--enqueue-seconds", type=float, default=40.0)
     p.add_argument("--fault-seconds", type=float, default=40.0)
     p.add_argument("--redis-at", type=float, default=0.5)

@@ -125,8 +125,11 @@ class Settings(BaseSettings):
     inside a ParallelAgent branch's job on a worker, from its start (0: none). A tool's
     ``custom_metadata={"adk_celery_timeout": seconds}`` sets its own."""
     tool_max_attempts: int = 3
-    """How many times a remote call whose job was lost (worker died, message lost) is
-    dispatched before it is answered with an error naming the tool and the cause."""
+    """How many attempts of a remote call may die with their worker (it went silent while
+    running the job) before the call is answered with an error naming the tool and the
+    cause: a job that kills every worker running it must not loop for ever. A message lost
+    before any worker started it is sent again without counting. A tool's
+    ``custom_metadata={"adk_celery_max_attempts": n}`` sets its own."""
     api_host: str = "127.0.0.1"
     """Address of ``adk-celery api``."""
     api_port: int = Field(default=8000, ge=0, le=65535)
