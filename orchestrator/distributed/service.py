@@ -5,7 +5,7 @@ the session's lease drains it, so one orchestrator at a time writes a session, i
 A run that ends with open long-running calls leaves the invocation ``paused``: it is then
 only data. Results of remote calls are stored under (invocation, call id); a ``resume``
 item appends them as function responses (one event per calling step, once every call of
-that step is answered; see :mod:`orchestrator.distributed.answer_events`) and continues the
+that step is answered; see :mod:`orchestrator.distributed.item_plans`) and continues the
 invocation in the agent that made the calls.
 """
 
@@ -15,20 +15,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
-
-from google.genai import types
 
 from orchestrator import failpoints, observe, platform
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
-from orchestrator.distributed.answer_events import Plan, plan_resume, run_config_for
 from orchestrator.distributed.cancel_seals import seal
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import (
     Limits,
     check_identifier,
 )
+from orchestrator.distributed.item_plans import Plan, plan_item
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import (
     InvocationRecord,
@@ -37,7 +35,6 @@ from orchestrator.distributed.models import (
     WorkItem,
 )
 from orchestrator.distributed.outside_answers import answered_inside, take_answers
-from orchestrator.distributed.redispatch import redispatch
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.session_cache import SessionCache
 from orchestrator.distributed.stores import (
@@ -271,7 +268,7 @@ class InvocationService:
                 session = await self._read_session(record, earlier)
                 earlier = _stored_copy(session) if session is not None else None
             writer, save_with_commit = self._writer(key, token, record)
-            plan = await self._plan(runner, record, item, results, session, writer)
+            plan = await plan_item(self, runner, record, item, results, session, writer)
             if plan.is_empty:
                 # An answer that leaves the invocation waiting for the other calls of its turn
                 # still gets a status of its own: whoever sent it and waits sees it taken.
@@ -321,65 +318,6 @@ class InvocationService:
             return await self.session_service.reread_session(earlier)
         return await self.session_service.get_session(
             app_name=record.app_name, user_id=record.user_id, session_id=record.session_id)
-
-    async def _plan(
-        self, runner: Runner, record: InvocationRecord, item: WorkItem,
-        results: dict[str, ToolResult], session: Session | None, writer: SessionWriter,
-    ) -> Plan:
-        """What this work item runs: a start, the answers it brings, or a recovery."""
-        if record.status is InvocationStatus.QUEUED:
-            if item.kind != "start":
-                return Plan(CallLedger(record.invocation_id))
-            return Plan(CallLedger(record.invocation_id),
-                        events=await self._start(runner, record, session, writer))
-        if session is None:
-            raise LookupError(f"Session {record.session_id!r} disappeared.")
-        ledger = CallLedger.of(session.events, record.invocation_id)
-        interrupted = _interrupted(record, ledger)
-        if interrupted:
-            # The log went further than the record: the orchestrator that held the session
-            # died after committing events and before saving the record. Jobs of open calls
-            # may never have gone out; then the run goes on from the log.
-            logger.warning("Recovering invocation %r from its log", record.invocation_id)
-            await self._dispatch_open_calls(runner, record, ledger, results, session)
-        plan = await plan_resume(self, runner, record, results, session, ledger, writer)
-        if plan.is_empty and interrupted:
-            plan.events = runner.recover_async(
-                user_id=record.user_id, session_id=record.session_id,
-                invocation_id=record.invocation_id, run_config=run_config_for(record),
-                session=session, session_writer=writer,
-            )
-        return plan
-
-    async def _dispatch_open_calls(
-        self, runner: Runner, record: InvocationRecord, ledger: CallLedger,
-        results: dict[str, ToolResult], session: Session,
-    ) -> None:
-        """Make sure every open remote call of the log has its job out (publish-once)."""
-        if runner.transport is None:
-            return
-        # Calls made inside a branch that ran on a worker were run there: they wait for an
-        # answer from outside, and have no job of their own.
-        from_workers = {wire.get("id") for result in results.values() for wire in result.events}
-        for entry in ledger.open_calls():
-            if entry.id not in results and entry.event.id not in from_workers:
-                await redispatch(runner, session, record.invocation_id, entry,
-                                 ledger.approved(entry.id))
-
-    async def _start(
-        self, runner: Runner, record: InvocationRecord, session: Session | None,
-        writer: SessionWriter,
-    ) -> AsyncGenerator[Event, None]:
-        if record.state_delta is None and record.new_message is None:
-            raise ValueError("An invocation needs a new_message or a state_delta.")
-        message = types.Content.model_validate(record.new_message) if record.new_message else None
-        return runner.run_async(
-            user_id=record.user_id, session_id=record.session_id,
-            invocation_id=record.invocation_id, new_message=message,
-            state_delta=record.state_delta, run_config=run_config_for(record),
-            yield_user_message=True,  # live streams show the message the invocation answers
-            session=session, session_writer=writer,
-        )
 
     async def _drive(
         self, record: InvocationRecord, plan: Plan, save_with_commit: SaveWithNextCommit | None,
@@ -441,11 +379,6 @@ class InvocationService:
 def _stored_copy(session: Session) -> Session:
     """A copy of a session just read, kept as it was stored (the run appends to the original)."""
     return session.model_copy(update={"events": list(session.events)})
-
-
-def _interrupted(record: InvocationRecord, ledger: CallLedger) -> bool:
-    """True if the record lags its log: a run was cut off before the record was saved."""
-    return record.status is InvocationStatus.RUNNING or set(record.pending_calls) != ledger.open
 
 
 def _ended(record: InvocationRecord, status: InvocationStatus) -> InvocationRecord:

@@ -4,8 +4,9 @@
   clients;
 - :mod:`.lua`: how a script declares and receives its operands; :mod:`.lua_functions`: the
   Lua functions several scripts include;
-- sessions: :mod:`.session_service`, its scripts (:mod:`.session_scripts`) and the leased
-  writer (:mod:`.session_writer`); artifacts: :mod:`.artifact_service`;
+- sessions: :mod:`.session_service`, its scripts (:mod:`.session_scripts`), its reads
+  (:mod:`.session_reads`) and the leased writer (:mod:`.session_writer`); artifacts:
+  :mod:`.artifact_service`;
 - behind the interfaces of :mod:`orchestrator.distributed`: :mod:`.invocation_store` (and
   :mod:`.invocation_scripts`, :mod:`.invocation_lists`), :mod:`.session_queue` (and
   :mod:`.session_queue_scripts`), :mod:`.streams`, :mod:`.wakeups`; the job journal

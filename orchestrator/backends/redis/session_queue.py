@@ -40,7 +40,7 @@ from orchestrator.backends.redis.session_queue_scripts import (
     PutResultAndPush,
     TakeSession,
 )
-from orchestrator.backends.redis.session_service import (
+from orchestrator.backends.redis.session_reads import (
     first_unread,
     session_after,
     session_from_replies,

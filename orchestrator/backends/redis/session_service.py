@@ -15,7 +15,8 @@ Storage (key names in :mod:`orchestrator.backends.redis.keys`):
   last update time, which ``list_sessions`` reads oldest first.
 
 The create and append scripts, with their operands, are in
-:mod:`orchestrator.backends.redis.session_scripts`. An orchestrator appends through a
+:mod:`orchestrator.backends.redis.session_scripts`; the reads and their decoding in
+:mod:`orchestrator.backends.redis.session_reads`. An orchestrator appends through a
 :class:`LeasedSessionWriter` (:meth:`RedisSessionService.leased_writer`): its appends are
 fenced by the session's lease and mirrored to the invocation's live stream (see
 :mod:`orchestrator.backends.redis.session_writer`). A fenced append whose lease is no longer held with
@@ -24,7 +25,6 @@ its token writes nothing and raises :class:`~orchestrator.errors.StaleSessionErr
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -35,6 +35,13 @@ from orchestrator import platform
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.codec import decode_hash, loads, pairs_to_dict, text
 from orchestrator.backends.redis.connection import RedisClientOwner
+from orchestrator.backends.redis.session_reads import (
+    first_unread,
+    queue_session_reads,
+    session_after,
+    session_from_replies,
+    session_read_keys,
+)
 from orchestrator.backends.redis.session_scripts import (
     ANSWERED,
     APPEND,
@@ -72,47 +79,6 @@ from orchestrator.sessions.base_session_service import (
 )
 from orchestrator.sessions.session import GetSessionConfig, ListSessionsResponse, Session
 from orchestrator.sessions.state import without_temp
-
-
-def queue_session_reads(
-    pipe: Any, app_name: str, user_id: str, session_id: str, recent: int | None = None
-) -> int:
-    """Add the reads of one session to a pipeline; return how many replies they make."""
-    meta, state, app_state, user_state, events = session_read_keys(app_name, user_id, session_id)
-    for hash_key in (meta, state, app_state, user_state):
-        pipe.hgetall(hash_key)
-    if recent == 0:
-        return 4
-    pipe.lrange(events, -recent if recent else 0, -1)
-    return 5
-
-
-def session_read_keys(app_name: str, user_id: str, session_id: str) -> list[str]:
-    """The keys a session read reads, in reply order (four hashes, then the events list)."""
-    return [keys.session(app_name, user_id, session_id),
-            keys.session_state(app_name, user_id, session_id),
-            keys.app_state(app_name), keys.user_state(app_name, user_id),
-            keys.session_events(app_name, user_id, session_id)]
-
-
-def session_from_replies(
-    app_name: str, user_id: str, session_id: str, replies: list[Any],
-    after_timestamp: float | None = None,
-) -> Session | None:
-    """The session from the replies of :func:`queue_session_reads`; None if it does not exist."""
-    meta_raw, state_raw, app_raw, user_raw = replies[:4]
-    if not meta_raw:
-        return None
-    meta = {text(k): text(v) for k, v in meta_raw.items()}
-    return Session.model_construct(
-        id=session_id,
-        app_name=app_name,
-        user_id=user_id,
-        state=merge_state(decode_hash(state_raw), decode_hash(app_raw), decode_hash(user_raw)),
-        events=_parse_events(replies[4] if len(replies) > 4 else [], after_timestamp),
-        last_update_time=float(meta["last_update_time"]),
-    )
-
 
 
 class RedisSessionService(RedisClientOwner, BaseSessionService):
@@ -397,61 +363,6 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
                 "process may own the session now."
             )
         return exc
-
-
-def first_unread(known: Session | None) -> int:
-    """The index to read a session's events from, given ``known`` (a copy as stored earlier).
-
-    ``known``'s last event (read again to check it is still there), else the first one.
-    """
-    return max(len(known.events) - 1, 0) if known is not None else 0
-
-
-def session_after(
-    known: Session, hashes: list[Any], tail: list[Any]
-) -> tuple[bool, Session | None]:
-    """The session from its hashes and the events read from :func:`first_unread` on.
-
-    Events are only ever appended, so the stored list starts with ``known``'s while the
-    event at its last index still has its id: then ``(True, session)``, with ``known``'s
-    events (not parsed again) followed by the newer ones; None if the session is gone.
-    ``(False, None)`` if the list is not what ``known`` says (the session was deleted and
-    made again): read it whole.
-    """
-    if known.events and (not tail or event_id(tail[0]) != known.events[-1].id):
-        return False, None
-    session = session_from_replies(known.app_name, known.user_id, known.id,
-                                   [*hashes, tail[1:] if known.events else tail])
-    if session is not None:
-        session.events[:0] = known.events
-    return True, session
-
-
-def event_id(raw: Any) -> str | None:
-    """The id of a stored event (its JSON), without building the Event."""
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value.get("id") if isinstance(value, dict) else None
-
-
-def _parse_events(raw: list[Any], after_timestamp: float | None) -> list[Event]:
-    """Parse stored events; with ``after_timestamp`` keep the suffix the in-memory store keeps.
-
-    Walks backwards from the newest event and stops at the first one older than
-    ``after_timestamp``, so only the kept events are parsed.
-    """
-    if after_timestamp is None:
-        return [Event.from_wire(item) for item in raw]
-    kept: list[Event] = []
-    for item in reversed(raw):
-        event = Event.from_wire(item)
-        if event.timestamp < after_timestamp:
-            break
-        kept.append(event)
-    kept.reverse()
-    return kept
 
 
 def _holds(session: Session, event_id: str) -> bool:

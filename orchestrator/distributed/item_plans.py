@@ -1,14 +1,22 @@
-"""Resuming an invocation: stored call results become the events that continue it.
+"""What one work item runs: a start, the answers a resume brings, or a recovery from the log.
 
-Worker results of one step become one event by the calling agent (its state and artifact
-deltas in the actions); answers from outside become a user event. An error the worker's
-tool callbacks did not see (a deadline, a lost job) goes to the on_tool_error callbacks
-(the plugins', then the agent's) here first. A ParallelAgent branch brings its own events,
-which are committed before the answer to its call.
+:class:`~.service.InvocationService` takes a session's items one by one; for each,
+:func:`plan_item` says which events to drive. The committed log decides
+(:class:`~.ledger.CallLedger`): a record that lags its log belongs to a run cut off before
+its record was saved; then the open calls' jobs are made sure of (publish-once) and the run
+goes on from the log.
+
+A resume turns stored call results into the events that continue the invocation. Worker
+results of one step become one event by the calling agent (its state and artifact deltas in
+the actions); answers from outside become a user event. An error the worker's tool
+callbacks did not see (a deadline, a lost job) goes to the on_tool_error callbacks (the
+plugins', then the agent's) here first. A ParallelAgent branch brings its own events, which
+are committed before the answer to its call.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -21,7 +29,8 @@ from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.agents.run_config import RunConfig, StreamingMode
 from orchestrator.distributed.ledger import CallLedger
-from orchestrator.distributed.models import InvocationRecord, ToolResult
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
+from orchestrator.distributed.redispatch import redispatch
 from orchestrator.errors import RemoteToolError
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
@@ -33,6 +42,8 @@ from orchestrator.sessions.session import Session
 
 if TYPE_CHECKING:
     from orchestrator.distributed.service import InvocationService
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -50,6 +61,73 @@ class Plan:
     def is_empty(self) -> bool:
         """True if the item changes nothing."""
         return self.events is None and not self.prelude
+
+
+async def plan_item(
+    service: InvocationService, runner: Runner, record: InvocationRecord, item: WorkItem,
+    results: dict[str, ToolResult], session: Session | None, writer: SessionWriter,
+) -> Plan:
+    """What ``item`` runs on ``record``: a start, the answers it brings, or a recovery."""
+    if record.status is InvocationStatus.QUEUED:
+        if item.kind != "start":
+            return Plan(CallLedger(record.invocation_id))
+        return Plan(CallLedger(record.invocation_id),
+                    events=_start(runner, record, session, writer))
+    if session is None:
+        raise LookupError(f"Session {record.session_id!r} disappeared.")
+    ledger = CallLedger.of(session.events, record.invocation_id)
+    interrupted = lags_its_log(record, ledger)
+    if interrupted:
+        # The log went further than the record: the orchestrator that held the session
+        # died after committing events and before saving the record. Jobs of open calls
+        # may never have gone out; then the run goes on from the log.
+        logger.warning("Recovering invocation %r from its log", record.invocation_id)
+        await _dispatch_open_calls(runner, record, ledger, results, session)
+    plan = await plan_resume(service, runner, record, results, session, ledger, writer)
+    if plan.is_empty and interrupted:
+        plan.events = runner.recover_async(
+            user_id=record.user_id, session_id=record.session_id,
+            invocation_id=record.invocation_id, run_config=run_config_for(record),
+            session=session, session_writer=writer,
+        )
+    return plan
+
+
+def lags_its_log(record: InvocationRecord, ledger: CallLedger) -> bool:
+    """True if the record lags its log: a run was cut off before the record was saved."""
+    return record.status is InvocationStatus.RUNNING or set(record.pending_calls) != ledger.open
+
+
+async def _dispatch_open_calls(
+    runner: Runner, record: InvocationRecord, ledger: CallLedger,
+    results: dict[str, ToolResult], session: Session,
+) -> None:
+    """Make sure every open remote call of the log has its job out (publish-once)."""
+    if runner.transport is None:
+        return
+    # Calls made inside a branch that ran on a worker were run there: they wait for an
+    # answer from outside, and have no job of their own.
+    from_workers = {wire.get("id") for result in results.values() for wire in result.events}
+    for entry in ledger.open_calls():
+        if entry.id not in results and entry.event.id not in from_workers:
+            await redispatch(runner, session, record.invocation_id, entry,
+                             ledger.approved(entry.id))
+
+
+def _start(
+    runner: Runner, record: InvocationRecord, session: Session | None, writer: SessionWriter,
+) -> AsyncGenerator[Event, None]:
+    """The run of a queued invocation: its message (or state change) through the runner."""
+    if record.state_delta is None and record.new_message is None:
+        raise ValueError("An invocation needs a new_message or a state_delta.")
+    message = types.Content.model_validate(record.new_message) if record.new_message else None
+    return runner.run_async(
+        user_id=record.user_id, session_id=record.session_id,
+        invocation_id=record.invocation_id, new_message=message,
+        state_delta=record.state_delta, run_config=run_config_for(record),
+        yield_user_message=True,  # live streams show the message the invocation answers
+        session=session, session_writer=writer,
+    )
 
 
 async def plan_resume(
