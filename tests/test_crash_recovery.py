@@ -330,3 +330,35 @@ def test_an_invoke_message_delivered_again_is_the_same_invocation(redis_url):
         assert [s.id for s in sessions] == [ids["session_id"]]
         assert [r.invocation_id for r in client.invocations(
             "chat", user_id="solo", session_id=ids["session_id"]).records] == [ids["invocation_id"]]
+
+
+def test_an_answer_message_delivered_again_is_taken_once(redis_url):
+    # An answer sent as a Celery task, its orchestrator killed after storing it and before
+    # acknowledging the message: Celery delivers it again to another orchestrator. The
+    # second delivery must report the answer taken (the sender waits for that), and the
+    # call must be answered once.
+    from workers.celery_app import TASK_ANSWER, create_celery_app
+
+    url, env, armed = _stack(
+        redis_url, 8, "answer.stored=kill", visibility_timeout_seconds="2",
+        broker_transport_options='{"unacked_restore_interval": 0.5, "unacked_restore_throttle": 1}')
+    with ExitStack() as stack:
+        doomed, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
+        inv = client.enqueue("approval", "u", "pay")
+        assert client.wait("approval", inv, timeout=20).status is InvocationStatus.PAUSED
+        [call] = client.status("approval", inv).pending_calls
+        sender = create_celery_app(Settings(redis_url=url, apps=APP_SPECS))
+        stack.callback(sender.close)
+        sent = sender.send_task(TASK_ANSWER, queue="adk.invocations", kwargs={
+            "app_name": "approval", "invocation_id": inv, "function_call_id": call,
+            "response": {"approved": True}})
+        _wait_dead(doomed)
+        heir = start_celery_process("orchestrator", "heir", env)
+        stack.callback(heir.stop)
+
+        assert sent.get(timeout=60) == {"invocation_id": inv, "answered": call}
+        record = client.wait("approval", inv, timeout=30, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record
+        events = client.events("approval", inv)
+        assert [(r.id, r.response) for e in events for r in e.get_function_responses()] == [
+            (call, {"approved": True})]

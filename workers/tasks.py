@@ -106,6 +106,7 @@ def answer(
             app_name, invocation_id, function_call_id, response)))
     except (AnswerRejectedError, RequestError) as error:
         return {"error": str(error)}
+    failpoints.hit("answer.stored")
     return {"invocation_id": invocation_id, "answered": function_call_id}
 
 
