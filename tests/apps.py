@@ -372,3 +372,29 @@ from tests.apps_plugins import PLUGIN_APP_SPECS, PLUGIN_APPS  # noqa: E402
 
 ALL_APPS += PLUGIN_APPS
 APP_SPECS += "," + PLUGIN_APP_SPECS
+
+# -- refused: a plain tool sent to workers inside a SequentialAgent of a non-resumable app ----
+
+from orchestrator import SequentialAgent  # noqa: E402
+from orchestrator.apps.app import ResumabilityConfig  # noqa: E402
+
+
+def tally(n: int) -> dict[str, Any]:
+    """A plain tool that runs on workers (its queue metadata)."""
+    return {"n": n}
+
+
+def _steps_root() -> Any:
+    remote_tally = FunctionTool(tally)
+    remote_tally.custom_metadata = {QUEUE_METADATA_KEY: "adk.tools"}
+    counting = LlmAgent(
+        name="counting", model=FunctionLlm(record_requests=False, fn=lambda r: "counted"),
+        tools=[remote_tally])
+    after = LlmAgent(name="after", model=FunctionLlm(record_requests=False, fn=lambda r: "after"))
+    return SequentialAgent(name="steps", sub_agents=[counting, after])
+
+
+remote_step_app = App(name="remote_step", root_agent=_steps_root())
+"""Not in ALL_APPS: orchestrators refuse it at start-up (orchestrator.distributed.app_checks)."""
+resumable_remote_step_app = App(name="remote_step", root_agent=_steps_root(),
+                                resumability_config=ResumabilityConfig(is_resumable=True))

@@ -56,6 +56,13 @@ SETUP_ERRORS = [
     (("orchestrator",), {"ADK_CELERY_APPS": "examples.missing:app"},
      "ADK_CELERY_APPS / --app: App spec 'examples.missing:app': cannot import module "
      "'examples.missing': No module named 'examples.missing'"),
+    (("orchestrator",), {"ADK_CELERY_APPS": "tests.apps:remote_step_app"},
+     "ADK_CELERY_APPS / --app: App 'remote_step': tool 'tally' of agent 'counting' runs on "
+     "workers (queue 'adk.tools') inside SequentialAgent 'steps', and the app is not "
+     "resumable: after the tool's answer only that agent would go on, the steps after it "
+     "would not run. Make the app resumable (App(resumability_config=ResumabilityConfig("
+     "is_resumable=True))), or run the tool in the orchestrator (take it out of "
+     "ADK_CELERY_TOOL_QUEUES and its adk_celery_queue metadata)."),
     (("worker",), {"ADK_CELERY_REDIS_URL": ""},
      "ADK_CELERY_REDIS_URL is not set (e.g. redis://localhost:6379/0)."),
     (("api", "--host", "0.0.0.0", "--port", "0"), {},

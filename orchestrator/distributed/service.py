@@ -20,6 +20,7 @@ from typing import Any
 
 from orchestrator import failpoints, observe, platform
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
+from orchestrator.distributed.app_checks import check_remote_tools
 from orchestrator.distributed.cancel_seals import seal
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import (
@@ -104,6 +105,9 @@ class InvocationService:
         self._lease_renew_seconds = lease_renew_seconds
         self.sessions_read = SessionCache()
         """Each session as last read here: the next lease on it reads only what is newer."""
+        if transport is not None:
+            for app in registry:
+                check_remote_tools(app, transport.route)
         self._runners = {
             app.name: Runner(
                 app=app, session_service=session_service, artifact_service=artifact_service,

@@ -48,6 +48,10 @@ class InvocationCancelledError(AdkCeleryError):
     """An event of a cancelled invocation was not appended: the invocation ends cancelled."""
 
 
+class AppConfigError(AdkCeleryError, ValueError):
+    """An app that cannot be served as configured (said at start-up, naming what to change)."""
+
+
 class UnknownAppError(AdkCeleryError, LookupError):
     """No app of that name is registered."""
 
