@@ -238,9 +238,12 @@ class Runner:
                 if answer.branch is None and own is not None:
                     answer.branch = own.branch  # its own call's, not another answer's
                 apply_run_metadata(answer, run_config)
+            committed = []
             async for answer in commit_answers(ctx, session, writer, answers):
+                committed.append(answer)
                 if yield_answers:  # after the commit, like every event the Runner yields
                     yield answer
+            ctx.hand_answers_in(committed)  # their actions are the calling agent's to act on
             failpoints.hit("runner.answers_committed")
 
         async with contextlib.aclosing(self._run(

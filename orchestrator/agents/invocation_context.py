@@ -63,6 +63,9 @@ class _Counters:
     recovering: bool = False
     """Set when a run continues an invocation whose orchestrator stopped mid-run; the first
     model step reads it (once) to find out where the log stands."""
+    answers_in: list[Any] = field(default_factory=list)
+    """The answers (events) a run that continues an invocation starts from; the flow of the
+    agent that made the calls takes its own (once) and acts on their actions."""
 
 
 @dataclass
@@ -223,6 +226,16 @@ class InvocationContext:
     def start_recovery(self) -> None:
         """Mark this run as continuing, from its log, an invocation interrupted mid-run."""
         self.counters.recovering = True
+
+    def hand_answers_in(self, answers: list[Any]) -> None:
+        """The answers this run continues from, just committed (see ``take_answers_in``)."""
+        self.counters.answers_in = list(answers)
+
+    def take_answers_in(self, author: str, branch: str | None) -> list[Any]:
+        """The answers handed in that ``author`` made in ``branch`` (each taken once)."""
+        mine = [a for a in self.counters.answers_in if a.author == author and a.branch == branch]
+        self.counters.answers_in = [a for a in self.counters.answers_in if a not in mine]
+        return mine
 
     def take_recovery(self) -> bool:
         """True (once) if this run recovers an interrupted invocation."""

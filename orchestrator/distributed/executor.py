@@ -19,6 +19,7 @@ from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.errors import raised_by_service
 from orchestrator.events.event import Event
+from orchestrator.events.event_actions import EventActions
 from orchestrator.flows import tool_callbacks
 from orchestrator.flows.contents import RUN_BRANCH, on_or_below
 from orchestrator.plugins.plugin_manager import PluginManager
@@ -103,8 +104,16 @@ async def execute_tool_job(
         if raised_by_service(error):
             raise  # Redis away under a service the tool called: run it again, do not answer
         return _error(job, f"{type(error).__name__}: {error}", callbacks_ran=True).model_copy(
-            update={"state_delta": dict(tool_context.actions.state_delta)}
+            update={"state_delta": dict(tool_context.actions.state_delta),
+                    "actions": other_actions(tool_context.actions)}
         )
+    if tool_context.actions.requested_tool_confirmations:
+        # Its answer would be provisional, and a job's first stored result is final: the
+        # confirmed run could never answer. A confirmation gate is asked before the job.
+        return _error(job, f"Tool {tool.name!r} asked for a confirmation "
+                           "(tool_context.request_confirmation), which a tool running on workers "
+                           "cannot do; give it require_confirmation instead (the user is then "
+                           "asked before its job is sent).")
     response: dict[str, Any] | None
     if tool.is_long_running and not result:
         response = None
@@ -118,8 +127,15 @@ async def execute_tool_job(
         response=response,
         state_delta=dict(tool_context.actions.state_delta),
         artifact_delta=dict(tool_context.actions.artifact_delta),
+        actions=other_actions(tool_context.actions),
         worker=WORKER_ID,
     )
+
+
+def other_actions(actions: EventActions) -> dict[str, Any]:
+    """The actions a tool set besides its state and artifact deltas, as JSON (only set ones)."""
+    return actions.model_dump(mode="json", exclude_defaults=True, exclude={
+        "state_delta", "artifact_delta", "requested_tool_confirmations"})
 
 
 async def execute_agent_job(

@@ -36,6 +36,7 @@ from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.flows import tool_callbacks
 from orchestrator.flows.contents import RUN_BRANCH
+from orchestrator.flows.functions import deep_merge
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import SessionWriter
 from orchestrator.sessions.session import Session
@@ -231,6 +232,7 @@ async def _answer_events(
 ) -> list[Event]:
     """Worker results as one event by the calling agent; client answers as a user event."""
     by_source: dict[str, tuple[list[types.Part], EventActions]] = {}
+    other: dict[str, dict[str, Any]] = {}
     agent = runner.agent.find_agent(call_event.author)
     for call in call_event.get_function_calls():
         result = ready.get(call.id or "")
@@ -248,8 +250,14 @@ async def _answer_events(
             id=call.id, name=call.name, response=response)))
         actions.state_delta.update(result.state_delta)
         actions.artifact_delta.update(result.artifact_delta)
+        if result.actions:  # the rest, deep-merged in call order as in process
+            deep_merge(other.setdefault(result.source, {}), result.actions)
     events = []
     for source, (parts, actions) in by_source.items():
+        if other.get(source):
+            merged = actions.model_dump(exclude_none=True)
+            deep_merge(merged, other[source])
+            actions = EventActions.model_validate(merged)
         ids = [p.function_response.id or "" for p in parts if p.function_response]
         events.append(Event(
             id=answer_event_id(call_event.invocation_id, ids),

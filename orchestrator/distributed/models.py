@@ -78,6 +78,10 @@ class ToolResult(_Wire):
     """The FunctionResponse payload; None = still pending (a falsy long-running result)."""
     state_delta: dict[str, Any] = Field(default_factory=dict)
     artifact_delta: dict[str, int] = Field(default_factory=dict)
+    actions: dict[str, Any] = Field(default_factory=dict)
+    """The tool's other ``EventActions`` that are set (``skip_summarization``,
+    ``transfer_to_agent``, ``escalate``...), as JSON: the answer event carries them as the
+    tool's answer in process does."""
     error: str | None = None
     """Set when the tool raised: ``"<ExceptionType>: <message>"``."""
     error_callbacks_ran: bool = False

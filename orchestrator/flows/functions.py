@@ -151,7 +151,7 @@ def merge_outcomes(
     if len(outcomes) > 1:
         merged: dict[str, Any] = {}
         for outcome in outcomes:
-            _deep_merge(merged, outcome.actions.model_dump(exclude_none=True))
+            deep_merge(merged, outcome.actions.model_dump(exclude_none=True))
         actions = EventActions.model_validate(merged)
     return Event(
         invocation_id=ctx.invocation_id,
@@ -162,10 +162,11 @@ def merge_outcomes(
     )
 
 
-def _deep_merge(target: dict[str, Any], source: dict[str, Any]) -> None:
+def deep_merge(target: dict[str, Any], source: dict[str, Any]) -> None:
+    """Merge ``source`` into ``target``: nested dicts key by key, other values replaced."""
     for key, value in source.items():
         if isinstance(value, dict) and isinstance(target.get(key), dict):
-            _deep_merge(target[key], value)
+            deep_merge(target[key], value)
         else:
             target[key] = value
 

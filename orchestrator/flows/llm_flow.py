@@ -12,7 +12,7 @@ from orchestrator.agents import callbacks as cb
 from orchestrator.agents.context import CallbackContext, ReadonlyContext, ToolContext
 from orchestrator.agents.run_config import StreamingMode
 from orchestrator.events.event import Event
-from orchestrator.flows import functions, remote_calls, step_resume, transfer
+from orchestrator.flows import answers_in, functions, remote_calls, step_resume, transfer
 from orchestrator.flows.contents import build_contents, request_copy
 from orchestrator.flows.instructions import agent_instructions
 from orchestrator.models.llm_request import LlmRequest
@@ -71,6 +71,13 @@ class LlmFlow:
         def callable_tools() -> dict[str, BaseTool]:
             return _callable_tools(agent, groups)
 
+        # What the answers this run continues from ask for (a transfer, no summary...).
+        asked = answers_in.Outcome()
+        async for event in answers_in.act_on_answers(ctx, agent, asked):
+            yield event
+        if asked.ends_turn:
+            step.stop = True
+            return
         async for event in self._work_owed(ctx, agent, step, callable_tools):
             yield event
         if step.stop or step.before_model:
