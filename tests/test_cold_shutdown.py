@@ -34,7 +34,9 @@ def test_two_ctrl_c_on_a_worker_running_a_tool_exit_cleanly(redis_url):
         worker.proc.send_signal(signal.SIGINT)  # warm shutdown: waits for the tool
         worker.wait_for_line(lambda line: "warm shutdown" in line.lower())
         worker.proc.send_signal(signal.SIGINT)  # cold: kill the running job
-        assert worker.proc.wait(20) is not None
+        # Promptly, not once the tool returns (it holds for 15 s): Python joins the tool
+        # threads at exit, and the process used to wait for them.
+        assert worker.proc.wait(10) is not None
         output = worker.output()
         assert "NotImplementedError" not in output and "does not implement kill_job" not in output
         assert "Traceback" not in output

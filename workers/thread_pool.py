@@ -14,6 +14,8 @@ which then start at most that much later. ``adk-celery worker`` selects this poo
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from typing import Any
 
@@ -39,6 +41,30 @@ class TaskPool(thread.TaskPool):
         """
         logger.warning("Cold shutdown: a running job's thread cannot be killed; it ends with "
                        "this process and its call is run again elsewhere.")
+        _exit_soon()
+
+
+_COLD_EXIT_SECONDS = 3.0
+"""How long a cold shutdown may take to close its connections before the process ends."""
+_exiting = threading.Lock()
+
+
+def _exit_soon() -> None:
+    """End the process shortly, whatever its jobs' threads are doing.
+
+    Python joins the threads of a ``ThreadPoolExecutor`` (where sync tools run) at exit: a
+    cold shutdown would otherwise wait for every running tool to return, which is what a
+    cold shutdown is meant not to do. Once is enough however many jobs are terminated.
+    """
+    if not _exiting.acquire(blocking=False):
+        return
+
+    def end() -> None:
+        time.sleep(_COLD_EXIT_SECONDS)
+        logging.shutdown()
+        os._exit(1)  # Celery's exit status for a cold shutdown (EX_FAILURE)
+
+    threading.Thread(target=end, name="adk-celery-cold-exit", daemon=True).start()
 
     def on_apply(self, *args: Any, **kwargs: Any) -> Any:
         """Hand the job to a pool thread, then wait for it to finish, up to the head start."""
