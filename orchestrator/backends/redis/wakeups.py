@@ -185,7 +185,12 @@ class WakeConsumer:
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop reading; give drains in progress ``timeout`` seconds, then cancel them.
 
-        Entries whose drain did not finish stay pending: another orchestrator claims them.
+        The sessions whose drain did not finish (or that waited between two attempts) are
+        handed over: a new wake-up for each, then their entries acknowledged, so that another
+        orchestrator takes them at once rather than once the entries have been idle for a
+        lease's time to live. (A cancelled drain lets its lease go; its item, still claimed,
+        goes back to the queue's head when the next holder takes the session.) An entry that
+        could not be handed over stays pending and is claimed as a dead holder's would be.
         """
         self._stopping = True  # the loops check it too: a cancel can be swallowed (below)
         for task in self._tasks:
@@ -198,9 +203,26 @@ class WakeConsumer:
         running = list(self._running)
         if running:
             _, late = await asyncio.wait(running, timeout=timeout)
+            unfinished = {key: (followed.hint, [*followed.entries, *filter(None, [followed.parked])])
+                          for key, followed in self._followed.items()}
             for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
+            await self._hand_over(unfinished)
+
+    async def _hand_over(self, sessions: dict[SessionKey, tuple[str | None, list[str]]]) -> None:
+        """Post a new wake-up for each session, then acknowledge its entries (see ``stop``)."""
+        for key, (hint, entry_ids) in sessions.items():
+            try:
+                await self._wakeups.post(key, hint or "")
+                if entry_ids:
+                    async with self._redis.pipeline(transaction=False) as pipe:
+                        pipe.xack(self._wakeups.stream_key, self._wakeups._group, *entry_ids)
+                        pipe.xdel(self._wakeups.stream_key, *entry_ids)
+                        await pipe.execute()
+            except _TRANSIENT as error:
+                logger.warning("Handing session %r over at stop failed (%s); another "
+                               "orchestrator claims it once its wake-up is idle", key, error)
 
     def _room_left(self) -> int:
         """Entries to read now: one per free slot, within the bound on followed sessions."""
