@@ -4,6 +4,7 @@ lease, and a flood of them on one session holds one slot and holds back no other
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from orchestrator.backends.redis.wakeups import GROUP, RedisWakeups
 
@@ -244,7 +245,7 @@ async def test_a_parked_wake_up_outlives_the_orchestrator_that_parked_it(redis_c
     try:
         await _eventually(lambda: _pending_is(wakeups, 2), "the superseded wake-ups' acks")
     finally:
-        await first.stop(timeout=0)  # dies mid-drain: both of its entries stay pending
+        await _die(first)  # mid-drain: both of its entries stay pending
     assert await wakeups.pending() == 2
 
     survivor_sessions = _Sessions()
@@ -255,6 +256,36 @@ async def test_a_parked_wake_up_outlives_the_orchestrator_that_parked_it(redis_c
     try:
         await _until(survivor_sessions.done(FLOODED), "the survivor to drain the session")
         await _eventually(lambda: _pending_is(wakeups, 0), "both entries answered")
+    finally:
+        await survivor.stop()
+
+
+async def _die(consumer: Any) -> None:
+    """Stop a consumer as a killed process would: no hand-over of what it was draining."""
+    tasks = [*consumer._tasks, *consumer._running]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_graceful_stop_hands_an_unfinished_drain_over_at_once(redis_client):
+    wakeups = RedisWakeups(redis_client, STREAM)
+    stuck = _Sessions()  # the first orchestrator's drain never ends before its stop
+    first = wakeups.consumer(stuck.drain, reclaim_idle_seconds=30, name="first")
+    await wakeups.ensure_group()
+    await wakeups.post(FLOODED, "e-1")
+    first.start()
+    await _eventually(lambda: _pending_is(wakeups, 1), "the wake-up read")
+    await first.stop(timeout=0)
+    assert await wakeups.pending() == 0  # its entry acknowledged, a new one posted
+
+    survivor_sessions = _Sessions()
+    survivor_sessions.release.set()
+    survivor = wakeups.consumer(survivor_sessions.drain, reclaim_idle_seconds=30,
+                                name="survivor")
+    survivor.start()
+    try:  # long before the 30 s after which a dead holder's entries are claimed
+        await _until(survivor_sessions.done(FLOODED), "the survivor to drain the session")
     finally:
         await survivor.stop()
 
