@@ -597,3 +597,18 @@ async def test_ids_with_special_characters(service):
     assert reloaded is not None and reloaded.state == {"app:k": 1, "user:k": 2, "v": 1}
     listed = await service.list_sessions(app_name=app)
     assert [(s.user_id, s.id) for s in listed.sessions] == [(user, sid)]
+
+
+async def test_a_deleted_session_leaves_no_key_for_ever(redis_client):
+    # Its fencing counter (made by the first lease taken on it) used to stay without expiry.
+    from orchestrator.backends.redis.session_queue import RedisSessionQueue
+
+    service = RedisSessionService(client=redis_client)
+    session = await service.create_session(app_name="app", user_id="u")
+    key = ("app", "u", session.id)
+    await RedisSessionQueue(redis_client).take(key)
+    await service.delete_session(app_name="app", user_id="u", session_id=session.id)
+    prefix = redis_keys.session(*key)
+    left = [k async for k in redis_client.scan_iter(match=prefix.replace("{", "[{]") + "*")]
+    assert left, "the lease's fencing counter exists"
+    assert all([await redis_client.ttl(k) > 0 for k in left]), left

@@ -80,6 +80,9 @@ from orchestrator.sessions.base_session_service import (
 from orchestrator.sessions.session import GetSessionConfig, ListSessionsResponse, Session
 from orchestrator.sessions.state import without_temp
 
+FENCE_AFTER_DELETE_SECONDS = 24 * 3600
+"""How long a deleted session's fencing counter is kept (see ``delete_session``)."""
+
 
 class RedisSessionService(RedisClientOwner, BaseSessionService):
     """Sessions, user state and app state kept in Redis (distributed mode).
@@ -243,6 +246,10 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
                         keys.session_invocations(app_name, user_id, session_id))
             pipe.zrem(keys.user_sessions(app_name, user_id), session_id)
             pipe.zrem(keys.app_sessions(app_name), app_member(user_id, session_id))
+            # The fencing counter outlives the session by far more than any lease (a session
+            # made again under the same id must not hand out a token a holder still has),
+            # then goes: it was kept for ever.
+            pipe.expire(keys.fence_counter(app_name, user_id, session_id), FENCE_AFTER_DELETE_SECONDS)
             await pipe.execute()
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
