@@ -8,7 +8,8 @@ An invocation's stream holds, in order, three kinds of entries:
   with a ``pub`` field too, the publish call's id: readers ignore it);
 - ``{"kind": "status", "status": <InvocationStatus value>, "record": <record JSON>}``: each
   status change, published by the invocation store when it saves the record, with the
-  record as saved (waiters need no extra read);
+  record as saved (waiters need no extra read), unless it is large (in Redis, over 16 KB:
+  a long message): then without ``record``, and a waiter reads the record;
 - ``{"kind": "progress", "call": ..., "tool": ..., "attempt": ..., "at": ..., "progress": ...}``:
   a remote call's ``report_progress``, added by the worker running it; it never ends a
   follow.

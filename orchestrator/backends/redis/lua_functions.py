@@ -27,6 +27,9 @@ end
 """``wrong_type({{key, type}, ...})``: an error reply naming the first ``key`` that exists with
 another type than its ``type``, else nil."""
 
+STATUS_ENTRY_RECORD_MAX = 16384
+"""Largest record (JSON bytes) a status entry carries; a larger one is read by its watcher."""
+
 STATUSES_MAXLEN = 32
 """Entries kept (at least) in an invocation's status-only stream: a waiter reads only new ones."""
 
@@ -117,11 +120,15 @@ local function save_record(record_key, stream_key, statuses_key, record, status,
   end
   redis.call('HSET', record_key, 'status', status)
   redis.call('EXPIRE', record_key, ttl)
-  redis.call('XADD', stream_key, 'MAXLEN', '~', maxlen, '*',
-    'kind', 'status', 'status', status, 'record', entry)
+  -- A large record (a long message, a big state delta) is left out of the entries: every
+  -- status would keep another copy in each stream; a watcher reads the record instead.
+  local fields = {{'kind', 'status', 'status', status}}
+  if string.len(entry) <= {STATUS_ENTRY_RECORD_MAX} then
+    fields[5], fields[6] = 'record', entry
+  end
+  redis.call('XADD', stream_key, 'MAXLEN', '~', maxlen, '*', unpack(fields))
   redis.call('EXPIRE', stream_key, ttl)
-  redis.call('XADD', statuses_key, 'MAXLEN', '~', {STATUSES_MAXLEN}, '*',
-    'kind', 'status', 'status', status, 'record', entry)
+  redis.call('XADD', statuses_key, 'MAXLEN', '~', {STATUSES_MAXLEN}, '*', unpack(fields))
   redis.call('EXPIRE', statuses_key, ttl)
   -- Both indexes move the record from the status it had (read once, above) to its new one.
   local clock = redis.call('TIME')
@@ -133,8 +140,8 @@ end
 """``save_record(...)``: store an invocation record (``only_if_new``: unless one exists, then
 false and nothing written) and add its status entry (the record as ``shown``, if given) to
 the invocation's live stream and to its status-only stream (``keys.invocation_record_keys``
-names the three keys); file it in the lists of invocations (:data:`LUA_INDEX_RECORD`) in
-the same step."""
+names the three keys; a record over :data:`STATUS_ENTRY_RECORD_MAX` bytes is left out of the
+entries); file it in the lists of invocations (:data:`LUA_INDEX_RECORD`) in the same step."""
 
 LUA_PUT_RESULT = """
 local function result_refused(results, call_id, result)
