@@ -15,10 +15,12 @@ from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
 from orchestrator.backends.redis import keys
+from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationStatus
 from workers.api.adk_routes import _Camel, checked
 from workers.api.backend import Backend, event_json, record_json, sse
 from workers.api.watches import position_of
+from workers.enqueue import prepare_invocation
 
 router = APIRouter(tags=["invocations"])
 
@@ -55,8 +57,23 @@ class AnswerRequest(_Camel):
 
 async def _enqueue(backend: Backend, fields: dict[str, Any], *,
                    session_must_exist: bool = False) -> JSONResponse:
+    _check_intake(backend, fields)
     record = await backend.enqueue(fields, session_must_exist=session_must_exist)
     return JSONResponse(record_json(record), status_code=202)
+
+
+def _check_intake(backend: Backend, fields: dict[str, Any]) -> None:
+    """422 naming the field for a body ``/run`` refuses (a malformed message, state delta...).
+
+    Checked before anything is written: the enqueue itself would store a failed record (and
+    answer 202 with it), and for a new session report a session id that was never made.
+    """
+    try:
+        record, _ = prepare_invocation(fields, backend.runtime.limits)
+    except RequestError as error:
+        raise HTTPException(422, str(error)) from None
+    if record.status is InvocationStatus.FAILED:
+        raise HTTPException(422, record.error or "the request was refused")
 
 
 @router.post("/apps/{app_name}/users/{user_id}/sessions/{session_id}/invocations",
