@@ -74,3 +74,39 @@ async def test_enqueue_routes_refuse_what_run_refuses_and_keep_nothing(http, red
     # The same bodies, well formed, are taken.
     taken = await http.post("/apps/chat/users/u/invocations", json={"newMessage": "hi"})
     assert taken.status_code == 202 and taken.json()["status"] == "queued", taken.text
+
+
+async def test_artifact_versions_past_64_bits_are_not_found_as_in_adk(http):
+    # google-adk's api_server parses any integer and finds no such version: 404. Redis'
+    # list indexes stop at 2**63 - 1 and refused the read (a 500).
+    where = "/apps/chat/users/u/sessions/s/artifacts"
+    saved = await http.post(where, json={"filename": "f", "artifact": {"text": "hello"}})
+    assert saved.status_code == 200, saved.text
+    for huge in (2**63, 2**64, -(2**63) - 1):
+        for path, params, detail in (
+                (f"{where}/f", {"version": str(huge)}, "Artifact not found"),
+                (f"{where}/f/versions/{huge}", None, "Artifact not found"),
+                (f"{where}/f/versions/{huge}/metadata", None, "Artifact version not found")):
+            reply = await http.get(path, params=params)
+            assert (reply.status_code, reply.json()) == (404, {"detail": detail}), (path, params)
+    last = 2**63 - 1  # the largest index Redis takes: looked up, and not there
+    assert (await http.get(f"{where}/f/versions/{last}")).status_code == 404
+    assert (await http.get(f"{where}/f/versions/0")).json() == {"text": "hello"}
+
+
+async def test_artifacts_with_lone_surrogates_are_refused_naming_the_field(http, redis_client):
+    where = "/apps/chat/users/u/sessions/s/artifacts"
+    saved = await http.post(where, json={"filename": "f", "artifact": {"text": "hello"}})
+    assert saved.status_code == 200, saved.text
+    before = await _keys(redis_client)
+    for body, field in (
+            ('{"filename": "f", "artifact": {"text": "\\ud800"}}', "artifact.text"),
+            ('{"filename": "f\\ud800", "artifact": {"text": "ok"}}', "filename"),
+            ('{"filename": "f", "artifact": {"text": "ok"}, "customMetadata": {"k": "\\udfff"}}',
+             "custom_metadata.k")):
+        reply = await http.post(where, content=body, headers={"content-type": "application/json"})
+        assert reply.status_code == 422, (body, reply.text)
+        assert reply.json()["detail"].startswith(f"{field}: "), (body, reply.text)
+    assert await _keys(redis_client) == before
+    assert (await http.get(f"{where}/f/versions")).json() == [0]
+    assert (await http.get(where)).json() == ["f"]
