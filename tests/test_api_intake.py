@@ -110,3 +110,15 @@ async def test_artifacts_with_lone_surrogates_are_refused_naming_the_field(http,
     assert await _keys(redis_client) == before
     assert (await http.get(f"{where}/f/versions")).json() == [0]
     assert (await http.get(where)).json() == ["f"]
+
+
+async def test_run_sse_refuses_an_empty_invocation_id_as_run_does(http, redis_client):
+    session = (await http.post("/apps/chat/users/u/sessions")).json()["id"]
+    before = await _keys(redis_client)
+    body = {"appName": "chat", "userId": "u", "sessionId": session, "invocationId": "",
+            "newMessage": _content({"text": "hi"})}
+    for route in ("/run", "/run_sse"):
+        reply = await http.post(route, json=body)
+        assert (reply.status_code, reply.json()) == (
+            422, {"detail": "invocation_id: must not be empty."}), (route, reply.text)
+    assert await _keys(redis_client) == before

@@ -100,6 +100,8 @@ async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, 
     # the enqueue checks it in its own round trip.
     if (answered := await _answered(backend, body)) is not None:
         return backend, *answered
+    if body.invocation_id is not None:  # as /run: "" is refused, not taken for "a new id"
+        checked(request, body.app_name, ("invocation_id", body.invocation_id))
     return backend, _accepted(await backend.enqueue(_enqueue_fields(body), session_must_exist=True)), None
 
 
