@@ -23,6 +23,7 @@ from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from workers.api import answer_messages, app_info, run_frames
 from workers.api.backend import Backend, session_json, sse
+from workers.api.outages import UNAVAILABLE, is_outage, log_outage
 from workers.api.runs import RunFailedError, enqueued, run_body, run_events
 
 router = APIRouter()
@@ -158,12 +159,19 @@ async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
     backend, record, after = await _start_run(request, body)
 
     async def frames() -> AsyncIterator[str]:
-        async for item in run_events(backend, record, partial=body.streaming, after=after):
-            if isinstance(item, Exception):
-                yield sse(run_frames.error_frame(str(item)))
-            else:
-                for shown in run_frames.frames_of(item, split=not body.function_call_event_id):
-                    yield sse(shown)
+        try:
+            async for item in run_events(backend, record, partial=body.streaming, after=after):
+                if isinstance(item, Exception):
+                    yield sse(run_frames.error_frame(str(item)))
+                else:
+                    for shown in run_frames.frames_of(item, split=not body.function_call_event_id):
+                        yield sse(shown)
+        except Exception as error:
+            if not is_outage(error):
+                raise
+            # The 200 is out: the stream ends with an error frame, not a cut chunked body.
+            log_outage("POST /run_sse", error)
+            yield sse(run_frames.error_frame(f"ServiceUnavailable: {UNAVAILABLE}"))
 
     return StreamingResponse(frames(), media_type="text/event-stream")
 

@@ -19,6 +19,7 @@ from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationStatus
 from workers.api.adk_routes import _Camel, checked
 from workers.api.backend import Backend, event_json, record_json, sse
+from workers.api.outages import UNAVAILABLE, is_outage, log_outage
 from workers.api.watches import position_of
 from workers.enqueue import prepare_invocation
 
@@ -124,7 +125,8 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
     are ``event: event`` (an event, partial chunks included), ``event: status`` and
     ``event: progress`` (a remote call's ``report_progress``: ``functionCallId``, ``tool``,
     ``attempt``, ``at``, ``progress``). Ends at a terminal status, or also at a pause with
-    ``?until=paused``.
+    ``?until=paused``; or with an ``event: error`` frame if Redis cannot be read (follow
+    again with the last id seen).
     """
     backend = checked(request, app_name, ("invocation_id", invocation_id))
     if until not in ("finished", "paused"):
@@ -141,13 +143,20 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
     stop_at = InvocationStatus.FINISHED if until == "finished" else InvocationStatus.SETTLED
 
     async def frames() -> AsyncIterator[str]:
-        async for item in backend.follow(record, after=last_event_id, until=stop_at):
-            if item.event is not None:
-                yield sse(event_json(item.event), event="event", entry_id=item.entry_id)
-            elif item.status is not None:
-                yield sse({"status": item.status.value}, event="status", entry_id=item.entry_id)
-            elif item.progress is not None:
-                yield sse(item.progress.to_json(), event="progress", entry_id=item.entry_id)
+        try:
+            async for item in backend.follow(record, after=last_event_id, until=stop_at):
+                if item.event is not None:
+                    yield sse(event_json(item.event), event="event", entry_id=item.entry_id)
+                elif item.status is not None:
+                    yield sse({"status": item.status.value}, event="status", entry_id=item.entry_id)
+                elif item.progress is not None:
+                    yield sse(item.progress.to_json(), event="progress", entry_id=item.entry_id)
+        except Exception as error:
+            if not is_outage(error):
+                raise
+            # The 200 is out: an error frame (no id: reconnect with the last id seen) ends it.
+            log_outage(f"GET {request.url.path}", error)
+            yield sse({"error": UNAVAILABLE}, event="error")
 
     return StreamingResponse(frames(), media_type="text/event-stream")
 
