@@ -23,6 +23,7 @@ from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from workers.api import answer_messages, app_info, run_frames
 from workers.api.backend import Backend, session_json, sse
+from workers.api.disconnects import unless_gone
 from workers.api.outages import UNAVAILABLE, is_outage, log_outage
 from workers.api.runs import RunFailedError, enqueued, run_body, run_events
 
@@ -128,10 +129,16 @@ def _accepted(record: InvocationRecord) -> InvocationRecord:
     return record
 
 
+_CLIENT_GONE = 499
+"""The status of a ``/run`` whose client went away (nginx's; nobody receives it)."""
+
+
 @router.post("/run", response_model=list[dict[str, Any]])
 async def run(request: Request, body: RunAgentRequest) -> Response:
     """Run to the end (or the pause) and return the events, as ADK's ``/run``."""
-    return await run_response(request, body)
+    # As DirectRun's /run (which answers most runs): the follow ends when the client goes.
+    response = await unless_gone(run_response(request, body), request.receive)
+    return response if response is not None else Response(status_code=_CLIENT_GONE)
 
 
 async def run_response(request: Request, body: RunAgentRequest) -> Response:
