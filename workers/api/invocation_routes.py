@@ -16,7 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from orchestrator.backends.redis import keys
 from orchestrator.distributed.intake import RequestError
-from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from workers.api.adk_routes import _Camel, checked
 from workers.api.backend import Backend, event_json, record_json, sse
 from workers.api.outages import UNAVAILABLE, is_outage, log_outage
@@ -134,8 +134,7 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
     if last_event_id is not None and not _is_entry_id(last_event_id):
         raise HTTPException(422, "Last-Event-ID: not an id this stream sent")
     record = await backend.record(app_name, invocation_id)
-    if last_event_id is not None and record.status.is_finished and await _read_to_end(
-            backend, record, last_event_id):
+    if last_event_id is not None and await _past_the_end(backend, record, last_event_id):
         # A client back after the last frame (EventSource reconnects once a stream ends):
         # nothing more will come, so the follow ends at once rather than waiting for ever.
         return StreamingResponse(iter(()), media_type="text/event-stream")
@@ -161,12 +160,24 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
     return StreamingResponse(frames(), media_type="text/event-stream")
 
 
-async def _read_to_end(backend: Backend, record: Any, last_event_id: str) -> bool:
-    """True if ``last_event_id`` is at or past the last entry of the invocation's stream."""
+async def _past_the_end(backend: Backend, record: InvocationRecord, last_event_id: str) -> bool:
+    """True if the follow after ``last_event_id`` has nothing to show (over, and read to its end).
+
+    That is: the invocation is over and the id is at or past its stream's last entry. 422
+    for an id past the last entry of an invocation still going: the follow would drop every
+    entry up to that id, its end too, and never end.
+    """
     services = await backend.services()
     last = await services.redis.xrevrange(
         keys.invocation_stream(record.app_name, record.invocation_id), count=1)
-    return not last or position_of(last[0][0]) <= position_of(last_event_id)
+    position = position_of(last_event_id)
+    if record.status.is_finished:
+        return not last or position_of(last[0][0]) <= position
+    if not last or position_of(last[0][0]) < position:
+        raise HTTPException(422, f"Last-Event-ID: {last_event_id} is past the end of this "
+                                 f"stream (its last entry: {last[0][0] if last else 'none'}); "
+                                 "follow without it to start from the beginning")
+    return False
 
 
 _ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")
