@@ -23,6 +23,8 @@ from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from workers.api import answer_messages, app_info, run_frames
 from workers.api.backend import Backend, session_json, sse
+from workers.api.disconnects import unless_gone
+from workers.api.outages import UNAVAILABLE, is_outage, log_outage
 from workers.api.runs import RunFailedError, enqueued, run_body, run_events
 
 router = APIRouter()
@@ -100,6 +102,8 @@ async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, 
     # the enqueue checks it in its own round trip.
     if (answered := await _answered(backend, body)) is not None:
         return backend, *answered
+    if body.invocation_id is not None:  # as /run: "" is refused, not taken for "a new id"
+        checked(request, body.app_name, ("invocation_id", body.invocation_id))
     return backend, _accepted(await backend.enqueue(_enqueue_fields(body), session_must_exist=True)), None
 
 
@@ -125,10 +129,16 @@ def _accepted(record: InvocationRecord) -> InvocationRecord:
     return record
 
 
+_CLIENT_GONE = 499
+"""The status of a ``/run`` whose client went away (nginx's; nobody receives it)."""
+
+
 @router.post("/run", response_model=list[dict[str, Any]])
 async def run(request: Request, body: RunAgentRequest) -> Response:
     """Run to the end (or the pause) and return the events, as ADK's ``/run``."""
-    return await run_response(request, body)
+    # As DirectRun's /run (which answers most runs): the follow ends when the client goes.
+    response = await unless_gone(run_response(request, body), request.receive)
+    return response if response is not None else Response(status_code=_CLIENT_GONE)
 
 
 async def run_response(request: Request, body: RunAgentRequest) -> Response:
@@ -156,12 +166,19 @@ async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
     backend, record, after = await _start_run(request, body)
 
     async def frames() -> AsyncIterator[str]:
-        async for item in run_events(backend, record, partial=body.streaming, after=after):
-            if isinstance(item, Exception):
-                yield sse(run_frames.error_frame(str(item)))
-            else:
-                for shown in run_frames.frames_of(item, split=not body.function_call_event_id):
-                    yield sse(shown)
+        try:
+            async for item in run_events(backend, record, partial=body.streaming, after=after):
+                if isinstance(item, Exception):
+                    yield sse(run_frames.error_frame(str(item)))
+                else:
+                    for shown in run_frames.frames_of(item, split=not body.function_call_event_id):
+                        yield sse(shown)
+        except Exception as error:
+            if not is_outage(error):
+                raise
+            # The 200 is out: the stream ends with an error frame, not a cut chunked body.
+            log_outage("POST /run_sse", error)
+            yield sse(run_frames.error_frame(f"ServiceUnavailable: {UNAVAILABLE}"))
 
     return StreamingResponse(frames(), media_type="text/event-stream")
 

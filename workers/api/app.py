@@ -24,6 +24,7 @@ from workers.api.access_log import defer_access_records, log_config
 from workers.api.backend import Backend
 from workers.api.direct_run import DirectRun
 from workers.api.local_guard import LocalOnlyGuard
+from workers.api.outages import OutageAnswer
 from workers.api.security import BodyLimit
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) 
     # First added, so the innermost middleware: the size limit, CORS and the local guard
     # apply to the requests it answers as to any other.
     app.add_middleware(DirectRun)
+    # Around every route, DirectRun's /run included: Redis out of reach is a 503.
+    app.add_middleware(OutageAnswer)
     if dev_ui is not None:
         from workers.api import dev_ui as dev_ui_routes
 

@@ -23,6 +23,8 @@ router = APIRouter(tags=["artifacts"])
 _SESSION = "/apps/{app_name}/users/{user_id}/sessions/{session_id}/artifacts"
 _MAX_FILENAME = 1024
 """Longest artifact file name a request may name."""
+_LAST_VERSION = 2**63 - 1
+"""The highest version there can be: Redis refuses a list index past it (a 500 before)."""
 
 
 class SaveArtifactRequest(_Camel):
@@ -40,6 +42,11 @@ def _checked(request: Request, app_name: str, user_id: str, session_id: str,
                                  or any(ord(c) < 32 or ord(c) == 127 for c in filename)):
         raise HTTPException(422, f"{field}: must be 1 to {_MAX_FILENAME} characters, "
                                  "without control characters")
+    if filename is not None:  # a JSON body's \ud800 escape: no key or URI can be made of it
+        try:
+            check_json(field, filename, backend.runtime.limits)
+        except RequestError as error:
+            raise HTTPException(422, str(error)) from None
     return backend
 
 
@@ -58,6 +65,11 @@ def _version(version_id: str) -> int | None:
         raise HTTPException(422, "Invalid version ID") from None  # ADK's words
 
 
+def _exists(version: int | None) -> bool:
+    """False for a version number no artifact can have (past 64 bits): not found, as in ADK."""
+    return version is None or version <= _LAST_VERSION
+
+
 def _version_json(version: ArtifactVersion) -> dict[str, Any]:
     return version.model_dump(mode="json", by_alias=True, exclude_none=True)
 
@@ -68,6 +80,9 @@ async def save_artifact(request: Request, app_name: str, user_id: str, session_i
     """Save a new version of an artifact; its version's metadata."""
     backend = _checked(request, app_name, user_id, session_id, body.filename, "filename")
     try:
+        # The Part is stored as JSON: one that cannot be written (a lone surrogate, NaN) is
+        # refused here, naming where, rather than failing the save with a 500.
+        check_json("artifact", body.artifact, backend.runtime.limits)
         check_json("custom_metadata", body.custom_metadata, backend.runtime.limits)
     except RequestError as error:
         raise HTTPException(422, str(error)) from None
@@ -120,9 +135,11 @@ async def get_artifact_version_metadata(request: Request, app_name: str, user_id
                                         version_id: str) -> dict[str, Any]:
     """One version's metadata (``latest`` for the newest); 404 if there is none."""
     backend = _checked(request, app_name, user_id, session_id, artifact_name)
+    version = _version(version_id)
     artifacts = (await backend.services()).artifacts
     found = await artifacts.get_artifact_version(
-        **_where(app_name, user_id, session_id, artifact_name), version=_version(version_id))
+        **_where(app_name, user_id, session_id, artifact_name),
+        version=version) if _exists(version) else None
     if found is None:
         raise HTTPException(404, "Artifact version not found")
     return _version_json(found)
@@ -147,7 +164,7 @@ async def _load(request: Request, app_name: str, user_id: str, session_id: str,
     backend = _checked(request, app_name, user_id, session_id, artifact_name)
     artifacts = (await backend.services()).artifacts
     part = await artifacts.load_artifact(**_where(app_name, user_id, session_id, artifact_name),
-                                         version=version)
+                                         version=version) if _exists(version) else None
     if part is None:
         raise HTTPException(404, "Artifact not found")
     return part.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -5,9 +5,9 @@ framework than in its own work: the exception and exit-stack layers, the route m
 through the included routers, the body decoded to Python objects and validated field by field
 through the dependency solver, the endpoint wrapped in exit stacks and an exception wrapper
 of its own. :class:`DirectRun`, the innermost middleware, takes a ``POST /run`` whose body is
-JSON, reads it, validates it with the route's own pydantic model straight from its bytes,
-and hands it to the function the FastAPI route calls
-(:func:`~workers.api.adk_routes.run_response`).
+JSON (``application/json`` or a ``+json`` type, as FastAPI reads them), reads it, validates it
+with the route's own pydantic model straight from its bytes, and hands it to the function the
+FastAPI route calls (:func:`~workers.api.adk_routes.run_response`).
 
 What a client sees is the FastAPI route's, by construction rather than by imitation:
 
@@ -29,18 +29,15 @@ any dependency the route or its router would have: they have none
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Awaitable
 from typing import Any
 
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workers.api.adk_routes import RunAgentRequest, run_response
+from workers.api.disconnects import unless_gone
 
 PATH = "/run"
 
@@ -80,38 +77,11 @@ class DirectRun:
             return
         request = Request(scope, receive, send)
         try:
-            response = await _unless_gone(run_response(request, request_body), receive)
+            response = await unless_gone(run_response(request, request_body), receive)
         except HTTPException as error:
             response = await _handled(request, error)
         if response is not None:
             await response(scope, receive, send)
-
-
-async def _unless_gone(work: Awaitable[Response], receive: Receive) -> Response | None:
-    """``work``'s response, or None once the client has gone away (``work`` is cancelled).
-
-    A ``/run`` follows its invocation until it ends or pauses, which may be long: a client
-    that gave up must not keep it (and the server, which waits for it as it stops) busy. The
-    invocation itself goes on: the orchestrators run it, not this request.
-    """
-    answer = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(_disconnect(receive))
-    try:
-        await asyncio.wait((answer, gone), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-    if answer.done():
-        return answer.result()
-    answer.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await answer
-    return None
-
-
-async def _disconnect(receive: Receive) -> None:
-    """Return when the client has gone away (the body was read whole before)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 class _CutShort(Exception):
@@ -119,10 +89,17 @@ class _CutShort(Exception):
 
 
 def _json_content(scope: Scope) -> bool:
-    """Whether the request says its body is JSON (``application/json``, any parameters)."""
+    """Whether the request says its body is JSON, as FastAPI reads it.
+
+    ``application/json`` or ``application/<anything>+json``, any parameters: a type FastAPI
+    parses that this took for another went to the route (which, before it watched for a
+    client gone, followed its run to the end after the client had left).
+    """
     for name, value in scope["headers"]:
         if name == b"content-type":
-            return bool(value.split(b";", 1)[0].strip().lower() == b"application/json")
+            media = value.split(b";", 1)[0].strip().lower()
+            return media == b"application/json" or (
+                media.startswith(b"application/") and media.endswith(b"+json"))
     return False
 
 

@@ -15,10 +15,13 @@ from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
 from orchestrator.backends.redis import keys
-from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.intake import RequestError
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from workers.api.adk_routes import _Camel, checked
 from workers.api.backend import Backend, event_json, record_json, sse
+from workers.api.outages import UNAVAILABLE, is_outage, log_outage
 from workers.api.watches import position_of
+from workers.enqueue import prepare_invocation
 
 router = APIRouter(tags=["invocations"])
 
@@ -55,8 +58,23 @@ class AnswerRequest(_Camel):
 
 async def _enqueue(backend: Backend, fields: dict[str, Any], *,
                    session_must_exist: bool = False) -> JSONResponse:
+    _check_intake(backend, fields)
     record = await backend.enqueue(fields, session_must_exist=session_must_exist)
     return JSONResponse(record_json(record), status_code=202)
+
+
+def _check_intake(backend: Backend, fields: dict[str, Any]) -> None:
+    """422 naming the field for a body ``/run`` refuses (a malformed message, state delta...).
+
+    Checked before anything is written: the enqueue itself would store a failed record (and
+    answer 202 with it), and for a new session report a session id that was never made.
+    """
+    try:
+        record, _ = prepare_invocation(fields, backend.runtime.limits)
+    except RequestError as error:
+        raise HTTPException(422, str(error)) from None
+    if record.status is InvocationStatus.FAILED:
+        raise HTTPException(422, record.error or "the request was refused")
 
 
 @router.post("/apps/{app_name}/users/{user_id}/sessions/{session_id}/invocations",
@@ -107,7 +125,8 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
     are ``event: event`` (an event, partial chunks included), ``event: status`` and
     ``event: progress`` (a remote call's ``report_progress``: ``functionCallId``, ``tool``,
     ``attempt``, ``at``, ``progress``). Ends at a terminal status, or also at a pause with
-    ``?until=paused``.
+    ``?until=paused``; or with an ``event: error`` frame if Redis cannot be read (follow
+    again with the last id seen).
     """
     backend = checked(request, app_name, ("invocation_id", invocation_id))
     if until not in ("finished", "paused"):
@@ -115,8 +134,7 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
     if last_event_id is not None and not _is_entry_id(last_event_id):
         raise HTTPException(422, "Last-Event-ID: not an id this stream sent")
     record = await backend.record(app_name, invocation_id)
-    if last_event_id is not None and record.status.is_finished and await _read_to_end(
-            backend, record, last_event_id):
+    if last_event_id is not None and await _past_the_end(backend, record, last_event_id):
         # A client back after the last frame (EventSource reconnects once a stream ends):
         # nothing more will come, so the follow ends at once rather than waiting for ever.
         return StreamingResponse(iter(()), media_type="text/event-stream")
@@ -124,23 +142,42 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
     stop_at = InvocationStatus.FINISHED if until == "finished" else InvocationStatus.SETTLED
 
     async def frames() -> AsyncIterator[str]:
-        async for item in backend.follow(record, after=last_event_id, until=stop_at):
-            if item.event is not None:
-                yield sse(event_json(item.event), event="event", entry_id=item.entry_id)
-            elif item.status is not None:
-                yield sse({"status": item.status.value}, event="status", entry_id=item.entry_id)
-            elif item.progress is not None:
-                yield sse(item.progress.to_json(), event="progress", entry_id=item.entry_id)
+        try:
+            async for item in backend.follow(record, after=last_event_id, until=stop_at):
+                if item.event is not None:
+                    yield sse(event_json(item.event), event="event", entry_id=item.entry_id)
+                elif item.status is not None:
+                    yield sse({"status": item.status.value}, event="status", entry_id=item.entry_id)
+                elif item.progress is not None:
+                    yield sse(item.progress.to_json(), event="progress", entry_id=item.entry_id)
+        except Exception as error:
+            if not is_outage(error):
+                raise
+            # The 200 is out: an error frame (no id: reconnect with the last id seen) ends it.
+            log_outage(f"GET {request.url.path}", error)
+            yield sse({"error": UNAVAILABLE}, event="error")
 
     return StreamingResponse(frames(), media_type="text/event-stream")
 
 
-async def _read_to_end(backend: Backend, record: Any, last_event_id: str) -> bool:
-    """True if ``last_event_id`` is at or past the last entry of the invocation's stream."""
+async def _past_the_end(backend: Backend, record: InvocationRecord, last_event_id: str) -> bool:
+    """True if the follow after ``last_event_id`` has nothing to show (over, and read to its end).
+
+    That is: the invocation is over and the id is at or past its stream's last entry. 422
+    for an id past the last entry of an invocation still going: the follow would drop every
+    entry up to that id, its end too, and never end.
+    """
     services = await backend.services()
     last = await services.redis.xrevrange(
         keys.invocation_stream(record.app_name, record.invocation_id), count=1)
-    return not last or position_of(last[0][0]) <= position_of(last_event_id)
+    position = position_of(last_event_id)
+    if record.status.is_finished:
+        return not last or position_of(last[0][0]) <= position
+    if not last or position_of(last[0][0]) < position:
+        raise HTTPException(422, f"Last-Event-ID: {last_event_id} is past the end of this "
+                                 f"stream (its last entry: {last[0][0] if last else 'none'}); "
+                                 "follow without it to start from the beginning")
+    return False
 
 
 _ENTRY_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")

@@ -1,0 +1,104 @@
+"""Redis out of reach under the API: 503 ``Redis unavailable, retry``, never a 500.
+
+The API application runs in process (httpx's ASGI transport) over a redis-server of this
+test's own, which it stops under open requests and streams. No orchestrator runs: the
+invocations stay queued, so their follows are open when Redis goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from config import Settings
+from tests.apps import APP_SPECS
+from tests.support.redis_server import RedisServer
+from workers.api.app import create_app
+
+GUARD = 60.0
+"""Longest wait for one answer (the client retries a command for some 10 s before it gives up)."""
+UNAVAILABLE = {"detail": "Redis unavailable, retry"}
+
+
+class _Guarded(httpx.ASGITransport):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await asyncio.wait_for(super().handle_async_request(request), GUARD)
+
+
+@pytest.fixture
+def server() -> Any:
+    redis = RedisServer()
+    redis.start()
+    yield redis
+    redis.close()
+
+
+@pytest.fixture
+async def http(server: RedisServer) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    app = create_app(Settings(redis_url=server.url, apps=APP_SPECS))
+    async with httpx.AsyncClient(transport=_Guarded(app=app), base_url="http://127.0.0.1") as client:
+        yield app, client
+    backend = app.state.backend
+    await backend.aclose()
+    backend.close()
+
+
+def _data(body: str) -> list[tuple[str | None, Any]]:
+    """(event name, data) of each SSE frame."""
+    frames = []
+    for block in body.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "data" in fields:
+            frames.append((fields.get("event"), json.loads(fields["data"])))
+    return frames
+
+
+async def test_routes_answer_503_and_open_streams_end_with_an_error_frame(
+        http, server, caplog):
+    app, client = http
+    sessions = "/apps/chat/users/u/sessions"
+    session = (await client.post(sessions)).json()["id"]
+    queued = await client.post(f"{sessions}/{session}/invocations", json={"newMessage": "hi"})
+    invocation = queued.json()["invocationId"]
+    run = {"appName": "chat", "userId": "u", "sessionId": session,
+           "newMessage": {"role": "user", "parts": [{"text": "hi"}]}}
+    follow = asyncio.create_task(client.get(f"/apps/chat/invocations/{invocation}/stream"))
+    run_sse = asyncio.create_task(client.post("/run_sse", json=run))
+    hub = app.state.backend._hub
+    while hub is None or len(hub._watches) < 2:  # both streams followed
+        await asyncio.sleep(0.02)
+        hub = app.state.backend._hub
+
+    caplog.set_level(logging.WARNING)
+    server.stop()
+    requests = [
+        client.get(f"{sessions}/{session}"),
+        client.post(sessions),
+        client.get(f"/apps/chat/invocations/{invocation}"),
+        client.post(f"{sessions}/{session}/invocations", json={"newMessage": "hi"}),
+        client.post("/run", json=run),  # DirectRun's
+        client.post("/run", json=run, headers={"content-type": "application/vnd.x+json"}),
+    ]
+    for reply in await asyncio.gather(*requests):
+        assert (reply.status_code, reply.json()) == (503, UNAVAILABLE), reply.request.url
+        assert reply.headers["retry-after"] == "1"
+
+    followed = await follow
+    assert followed.status_code == 200
+    assert _data(followed.text)[-1] == ("error", {"error": "Redis unavailable, retry"})
+    streamed = await run_sse
+    assert streamed.status_code == 200
+    last = _data(streamed.text)[-1][1]
+    assert last["error"] == "ServiceUnavailable: Redis unavailable, retry"
+    assert last["error_details"]["error_type"] == "ServiceUnavailable"
+
+    # One line each, no traceback.
+    assert not [r for r in caplog.records if r.exc_info]
+    assert any(r.getMessage().startswith("GET /apps/chat/invocations/") and
+               "Redis unavailable (ConnectionError" in r.getMessage() for r in caplog.records)
