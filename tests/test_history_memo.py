@@ -415,3 +415,29 @@ async def test_a_request_edited_in_place_changes_neither_the_session_nor_later_r
     stored = await runner.session_service.get_session(app_name="notes", user_id="u",
                                                       session_id=session.id)
     assert [p.text for e in stored.events for p in e.content.parts] == ["first", "ok", "second", "ok"]
+
+
+def test_other_agents_calls_and_answers_are_quoted_in_the_order_they_happened() -> None:
+    # google-adk quotes other agents' turns before it pairs calls with answers: two branches'
+    # calls, then their answers, stay in that order. Pairing first moved each answer after
+    # its own call ([a] called, [a] returned, [b] called, [b] returned).
+    def ev(author: str, part: types.Part) -> Event:
+        return Event(invocation_id="e-1", author=author, branch=f"fan.{author}",
+                     content=types.Content(role="model" if part.function_call else "user",
+                                           parts=[part]))
+
+    def called(author: str) -> Event:
+        return ev(author, types.Part(function_call=types.FunctionCall(
+            id=f"c-{author}", name="tool", args={})))
+
+    def returned(author: str) -> Event:
+        return ev(author, types.Part(function_response=types.FunctionResponse(
+            id=f"c-{author}", name="tool", response={"by": author})))
+
+    log = [Event(invocation_id="e-1", author="user",
+                 content=types.Content(role="user", parts=[types.Part(text="go")])),
+           called("a"), called("b"), returned("a"), returned("b")]
+    shown = [part.text for content in build_contents(log, agent_name="after", branch=None)
+             for part in content.parts if part.text and part.text.startswith("[")]
+    assert [text.split(" ", 2)[:2] for text in shown] == [
+        ["[a]", "called"], ["[b]", "called"], ["[a]", "`tool`"], ["[b]", "`tool`"]]

@@ -11,6 +11,7 @@ between two updates of one call are dropped); orphaned calls and responses are d
 from __future__ import annotations
 
 import bisect
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from google.genai import types
@@ -142,8 +143,11 @@ def _build(
     visible = [e for e in rewound if _is_visible(e, branch)]
     if include_contents == "none":
         visible = visible[_current_turn_start(visible, agent_name):]
-    arranged = _rearrange_latest_function_response(visible)
-    paired = _rearrange_async_function_responses(arranged, agent_name)
+    # Other agents' calls and answers are quoted as they happened (google-adk quotes them
+    # before it pairs calls with answers): only this agent's own are paired.
+    quoted = _quoted(visible, agent_name, call_authors)
+    arranged = _rearrange_latest_function_response(visible, quoted)
+    paired = _rearrange_async_function_responses(arranged, agent_name, quoted)
     contents = _convert(_drop_orphans(paired), agent_name, call_authors, include_thoughts)
     if include_contents == "none" or rewound is not events or arranged is not visible:
         return contents, None
@@ -198,7 +202,8 @@ def _extended(
             entry.call_authors[call.id or ""] = event.author
     # With every answer right after its call, arranging the new events alone gives what
     # arranging the whole log gives them; no earlier call is answered among them.
-    kept = _drop_orphans(_rearrange_async_function_responses(visible, agent_name))
+    quoted = _quoted(visible, agent_name, entry.call_authors)
+    kept = _drop_orphans(_rearrange_async_function_responses(visible, agent_name, quoted))
     entry.contents.extend(_convert(kept, agent_name, entry.call_authors, include_thoughts))
     entry.response_ids |= answered
     entry.count, entry.last_id = len(events), events[-1].id
@@ -256,11 +261,11 @@ def _foreign_author(event: Event, agent_name: str, call_authors: dict[str, str])
     """The other agent whose turn this event is, or None if it is ours or the user's."""
     if event.author not in ("user", agent_name):
         return event.author
-    if event.author == "user":
-        for response in event.get_function_responses():
-            owner = call_authors.get(response.id or "")
-            if owner and owner != agent_name:
-                return owner
+    # An answer to another agent's call is that agent's turn, whoever sent it (google-adk).
+    for response in event.get_function_responses():
+        owner = call_authors.get(response.id or "")
+        if owner and owner not in (agent_name, "user"):
+            return owner
     return None
 
 
@@ -301,8 +306,15 @@ def _merge_responses(events: list[Event]) -> Event:
     )
 
 
-def _rearrange_latest_function_response(events: list[Event]) -> list[Event]:
-    if len(events) < 2:
+def _quoted(events: list[Event], agent_name: str, call_authors: dict[str, str]) -> set[int]:
+    """Which of ``events`` (by ``id()``) are other agents' turns, shown quoted as context."""
+    return {id(e) for e in events if _foreign_author(e, agent_name, call_authors)}
+
+
+def _rearrange_latest_function_response(
+    events: list[Event], quoted: AbstractSet[int] = frozenset()
+) -> list[Event]:
+    if len(events) < 2 or id(events[-1]) in quoted:
         return events
     ids = _response_ids(events[-1])
     if not ids:
@@ -311,7 +323,7 @@ def _rearrange_latest_function_response(events: list[Event]) -> list[Event]:
         return events
     call_index = next(
         (i for i in range(len(events) - 2, -1, -1)
-         if ids & {c.id for c in events[i].get_function_calls()}),
+         if id(events[i]) not in quoted and ids & {c.id for c in events[i].get_function_calls()}),
         None,
     )
     if call_index is None:
@@ -321,8 +333,13 @@ def _rearrange_latest_function_response(events: list[Event]) -> list[Event]:
     return events[:call_index + 1] + [_merge_responses(responses)]
 
 
-def _rearrange_async_function_responses(events: list[Event], agent_name: str) -> list[Event]:
+def _rearrange_async_function_responses(
+    events: list[Event], agent_name: str,
+    quoted: AbstractSet[int] = frozenset(),
+) -> list[Event]:
     """Put after each call the last response event of each of its calls, merged.
+
+    Events in ``quoted`` (other agents' turns, by ``id()``) stay where they are.
 
     A response belongs to the newest call before it with its id (ids can repeat in a
     session), so a later response to a long-running call replaces the earlier (pending) one.
@@ -331,11 +348,13 @@ def _rearrange_async_function_responses(events: list[Event], agent_name: str) ->
     """
     call_indices: dict[str, list[int]] = {}
     for i, event in enumerate(events):
-        if not event.get_function_responses():
+        if not event.get_function_responses() and id(event) not in quoted:
             for call in event.get_function_calls():
                 call_indices.setdefault(call.id or "", []).append(i)
     responses_by_call: dict[tuple[str, int], list[int]] = {}
     for i, event in enumerate(events):
+        if id(event) in quoted:
+            continue
         for rid in _response_ids(event):
             indices = call_indices.get(rid)
             if indices:
@@ -348,7 +367,7 @@ def _rearrange_async_function_responses(events: list[Event], agent_name: str) ->
     for i, event in enumerate(events):
         if i in stale:
             continue
-        if event.get_function_responses():
+        if event.get_function_responses() and id(event) not in quoted:
             if any(r.id is None for r in event.get_function_responses()):
                 result.append(event)  # id-less responses stay where they are
             continue
