@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from celery.concurrency import thread
+from celery.worker import state as worker_state
 
 logger = logging.getLogger(__name__)
 
@@ -37,34 +38,13 @@ class TaskPool(thread.TaskPool):
         Celery asks the pool to kill running jobs when a second Ctrl-C (or SIGQUIT) turns
         a warm shutdown cold; its base pool raises NotImplementedError there. The job's
         message was never acknowledged, so it is delivered again (or the watchdog dispatches
-        its call again once the worker's heartbeats stop).
+        its call again once the worker's heartbeats stop). Asked for one job alone (a revoke
+        with ``terminate``), the job runs on to its end: the process, with its other jobs,
+        is not ended for it.
         """
-        logger.warning("Cold shutdown: a running job's thread cannot be killed; it ends with "
-                       "this process and its call is run again elsewhere.")
-        _exit_soon()
-
-
-_COLD_EXIT_SECONDS = 3.0
-"""How long a cold shutdown may take to close its connections before the process ends."""
-_exiting = threading.Lock()
-
-
-def _exit_soon() -> None:
-    """End the process shortly, whatever its jobs' threads are doing.
-
-    Python joins the threads of a ``ThreadPoolExecutor`` (where sync tools run) at exit: a
-    cold shutdown would otherwise wait for every running tool to return, which is what a
-    cold shutdown is meant not to do. Once is enough however many jobs are terminated.
-    """
-    if not _exiting.acquire(blocking=False):
-        return
-
-    def end() -> None:
-        time.sleep(_COLD_EXIT_SECONDS)
-        logging.shutdown()
-        os._exit(1)  # Celery's exit status for a cold shutdown (EX_FAILURE)
-
-    threading.Thread(target=end, name="adk-celery-cold-exit", daemon=True).start()
+        logger.warning("A running job's thread cannot be killed: on a cold shutdown it ends "
+                       "with this process and its call is run again elsewhere; else it runs on.")
+        _exit_if_cold_shutdown()
 
     def on_apply(self, *args: Any, **kwargs: Any) -> Any:
         """Hand the job to a pool thread, then wait for it to finish, up to the head start."""
@@ -74,3 +54,40 @@ def _exit_soon() -> None:
         else:
             time.sleep(0)  # at least let the woken pool thread take the GIL first
         return result
+
+
+_COLD_EXIT_SECONDS = 3.0
+"""How long a cold shutdown may take to close its connections before the process ends."""
+_COLD_SIGN_SECONDS = 2.0
+"""How long after a job is terminated a cold shutdown has to show (see below)."""
+_exiting = threading.Lock()
+
+
+def _exit_if_cold_shutdown() -> None:
+    """End the process shortly if a cold shutdown is what terminates jobs.
+
+    Python joins the threads of a ``ThreadPoolExecutor`` (where sync tools run) at exit: a
+    cold shutdown would otherwise wait for every running tool to return, which is what a
+    cold shutdown is meant not to do. Celery terminates the jobs first and marks the cold
+    shutdown (``should_terminate``) right after; a revoke of one job never marks it. Once is
+    enough however many jobs are terminated.
+    """
+    if not _exiting.acquire(blocking=False):
+        return
+
+    def watch() -> None:
+        deadline = time.monotonic() + _COLD_SIGN_SECONDS
+        while time.monotonic() < deadline:
+            if worker_state.should_terminate not in (None, False):
+                time.sleep(_COLD_EXIT_SECONDS)
+                _end_process()
+                return
+            time.sleep(0.05)
+        _exiting.release()  # a revoke: the next termination looks again
+
+    threading.Thread(target=watch, name="adk-celery-cold-exit", daemon=True).start()
+
+
+def _end_process() -> None:
+    logging.shutdown()
+    os._exit(1)  # Celery's exit status for a cold shutdown (EX_FAILURE)
