@@ -414,3 +414,40 @@ def test_a_temp_value_sent_with_an_enqueue_is_used_and_then_kept_nowhere(celery_
             found += [key for v in values if b"s3cr3t-value" in v]
     assert found == []
     assert client.status("temp_key", inv).state_delta == {"note": "kept"}
+
+
+def test_a_second_message_waits_for_the_first_while_its_plain_tool_runs(celery_stack):
+    # In process a plain tool's call blocks its invocation; on a worker it pauses it, and the
+    # session's second message used to run in that pause: the first invocation's model then
+    # answered with the second message and its call in its history.
+    import time
+
+    import redis
+
+    from orchestrator.backends.redis import keys
+    from tests.apps import APP_SPECS, PARKED_QUEUE
+    from tests.support.processes import stack_env, start_celery_process
+
+    client, url = celery_stack["client"], celery_stack["url"]
+    first = client.enqueue("parked_plain", "u", "first")
+    assert client.wait("parked_plain", first, timeout=30).status is InvocationStatus.PAUSED
+    session_id = client.status("parked_plain", first).session_id
+    second = client.enqueue("parked_plain", "u", "second", session_id=session_id)
+    held = keys.session_held("parked_plain", "u", session_id)
+    redis_client = redis.Redis.from_url(url)
+    deadline = time.monotonic() + 30
+    while not redis_client.llen(held):  # the orchestrator took the second message: held
+        assert time.monotonic() < deadline, client.status("parked_plain", second)
+        assert client.status("parked_plain", second).status is InvocationStatus.QUEUED
+        time.sleep(0.05)
+    worker = start_celery_process("worker", "parked-busy", stack_env(url, APP_SPECS),
+                                  "-Q", PARKED_QUEUE)
+    try:
+        for inv in (first, second):
+            record = client.wait("parked_plain", inv, timeout=30, until=InvocationStatus.FINISHED)
+            assert record.status is InvocationStatus.COMPLETED, record.error
+    finally:
+        worker.stop()
+    ran_first, ran_second = (client.events("parked_plain", inv) for inv in (first, second))
+    assert simplify_all(ran_first)[-1] == ("agent", "ran first")
+    assert ran_first[-1].timestamp < ran_second[0].timestamp  # one after the other

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery
-from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
 from orchestrator.errors import AnswerRejectedError as AnswerRejectedError  # its former home
 from orchestrator.sessions.session import Session
 
@@ -84,6 +84,16 @@ class Taken(NamedTuple):
     """The item's invocation, when the queue could read it in the same step."""
 
 
+def in_flight(record: InvocationRecord) -> bool:
+    """True if ``record`` is paused on calls only its workers answer (none from outside).
+
+    Such an invocation is still answering its message, as it would be in process: a new
+    message to its session waits until it is done (:meth:`SessionQueue.claim_or_release`).
+    """
+    return (record.status is InvocationStatus.PAUSED and bool(record.pending_calls)
+            and set(record.pending_calls) <= set(record.inside_calls))
+
+
 class SessionQueue(Protocol):
     """Per-session FIFO of work items plus the lease that makes one orchestrator its writer."""
 
@@ -140,7 +150,10 @@ class SessionQueue(Protocol):
         """Save ``save``, drop ``finished``, return the next item or release the lease.
 
         ``save`` is saved as the store saves records; saving in the same step means the
-        record is stored before the lease can pass on.
+        record is stored before the lease can pass on. While an invocation of the session is
+        :func:`in_flight` (``save`` makes it so, or no longer so), new messages (``start``
+        items of other invocations) are held, not returned; they come back, in order, once
+        it is not. ``take`` holds them the same way.
         Releasing in the same step as finding the queue empty means an item pushed later
         always finds the lease free, so its sender can drain it. StaleSessionError, with
         nothing written, if the lease is no longer held with ``token``.

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from orchestrator import platform
 from orchestrator.distributed.invocation_lists import InvocationPage, InvocationQuery, Position, page_of
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
-from orchestrator.distributed.stores import InvocationStore, Loaded, SessionKey, Taken
+from orchestrator.distributed.stores import InvocationStore, Loaded, SessionKey, Taken, in_flight
 from orchestrator.errors import StaleSessionError
 from orchestrator.sessions.session import Session
 
@@ -122,6 +122,10 @@ class InMemorySessionQueue:
         self._in_progress: dict[SessionKey, list[WorkItem]] = {}
         self._leases: dict[SessionKey, str] = {}
         self._tokens = itertools.count(1)
+        self._busy: dict[SessionKey, str] = {}
+        """The session's invocation that is :func:`in_flight` (see ``claim_or_release``)."""
+        self._held: dict[SessionKey, list[WorkItem]] = {}
+        """New messages held while it is, in order."""
 
     async def push(self, key: SessionKey, item: WorkItem, result: ToolResult | None = None) -> bool:
         """Append an item (after storing ``result``, if it is the first final one)."""
@@ -200,19 +204,35 @@ class InMemorySessionQueue:
             if self._store is None:
                 raise RuntimeError("This queue was built without a store to save records in.")
             await self._store.save(save)
+            self._mark_busy(key, save)
         item = self._claim(key, finished)
         if item is None:
             await self.release(key, token)
         return item
 
+    def _mark_busy(self, key: SessionKey, saved: InvocationRecord) -> None:
+        """Busy with ``saved`` if it is in flight; else, if it was, its held messages back."""
+        if in_flight(saved):
+            self._busy[key] = saved.invocation_id
+        elif self._busy.get(key) == saved.invocation_id:
+            del self._busy[key]
+            self._queues.setdefault(key, deque()).extendleft(reversed(self._held.pop(key, [])))
+
     def _claim(self, key: SessionKey, finished: WorkItem | None) -> WorkItem | None:
-        """Forget ``finished``; pop the oldest item into the in-progress list."""
+        """Forget ``finished``; pop the oldest item into the in-progress list.
+
+        New messages met while the session is busy are held instead (as on Redis).
+        """
         if finished is not None:
             with contextlib.suppress(ValueError):
                 self._in_progress.get(key, []).remove(finished)
         queue = self._queues.get(key)
-        if not queue:
-            return None
-        item = queue.popleft()
-        self._in_progress.setdefault(key, []).append(item)
-        return item
+        busy = self._busy.get(key)
+        while queue:
+            item = queue.popleft()
+            if busy is not None and item.kind == "start" and item.invocation_id != busy:
+                self._held.setdefault(key, []).append(item)
+                continue
+            self._in_progress.setdefault(key, []).append(item)
+            return item
+        return None

@@ -18,6 +18,8 @@ Layout (``A``, ``U``, ``S``, ``I``, ``F`` = escaped app, user, session, invocati
     adk:session:{A:U:S}:fence           string counter issuing fencing tokens
     adk:session:{A:U:S}:queue           list   messages waiting for the session
     adk:session:{A:U:S}:processing      list   message being worked on
+    adk:session:{A:U:S}:busy            string invocation that waits for its workers only
+    adk:session:{A:U:S}:held            list   new messages held until that one is done
     adk:session:{A:U:S}:invocations     zset   the session's invocation ids -> created_at
     adk:user:{A:U}:sessions             zset   session id -> last update time
     adk:user:{A:U}:state                hash   ``user:`` state (prefix stripped) -> JSON
@@ -153,6 +155,16 @@ def session_queue(app: str, user: str, session_id: str) -> str:
 def session_processing(app: str, user: str, session_id: str) -> str:
     """List holding the message the session's owner is working on (reliable-queue pattern)."""
     return f"{session(app, user, session_id)}:processing"
+
+
+def session_busy(app: str, user: str, session_id: str) -> str:
+    """String: the invocation of the session paused on calls only its workers answer."""
+    return f"{session(app, user, session_id)}:busy"
+
+
+def session_held(app: str, user: str, session_id: str) -> str:
+    """List of the session's new messages held while an invocation is busy, in order."""
+    return f"{session(app, user, session_id)}:held"
 
 
 def fence_counter(app: str, user: str, session_id: str) -> str:

@@ -48,7 +48,7 @@ from orchestrator.backends.redis.session_reads import (
 )
 from orchestrator.backends.redis.wakeups import RedisWakeups
 from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
-from orchestrator.distributed.stores import SessionKey, Taken
+from orchestrator.distributed.stores import SessionKey, Taken, in_flight
 from orchestrator.errors import StaleSessionError
 from orchestrator.sessions.session import Session
 
@@ -178,6 +178,7 @@ class RedisSessionQueue:
         reply = await self._take(TakeSession(
             lease=keys.session_lease(*key), fence=keys.fence_counter(*key),
             processing=keys.session_processing(*key), queue=keys.session_queue(*key), **hinted,
+            held=keys.session_held(*key), busy=keys.session_busy(*key),
             taker=keys.session_lease_taker(*key), taker_id=uuid.uuid4().hex,
             ttl_ms=self._ttl_ms, hint=hint or "", first_event=first_unread(known)))
         if not reply:
@@ -218,10 +219,14 @@ class RedisSessionQueue:
 
         StaleSessionError (nothing written) if the lease was lost.
         """
-        saved = save_record_operands(save, self._record_ttl).field_values() if save is not None else {}
+        saved: dict[str, Any] = {}
+        if save is not None:
+            saved = {**save_record_operands(save, self._record_ttl).field_values(),
+                     "invocation": save.invocation_id, "in_flight": "1" if in_flight(save) else ""}
         raw = await self._claim_or_release(ClaimOrRelease(
             processing=keys.session_processing(*key), queue=keys.session_queue(*key),
-            lease=keys.session_lease(*key), **saved,
+            lease=keys.session_lease(*key), held=keys.session_held(*key),
+            busy=keys.session_busy(*key), **saved,
             finished=finished.stored_json() if finished is not None else "", token=token))
         if raw == -1:
             raise StaleSessionError(f"Lost the lease of session {key!r}: its record is not saved.")

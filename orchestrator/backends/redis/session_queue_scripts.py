@@ -21,6 +21,46 @@ from orchestrator.backends.redis.lua import (
 )
 from orchestrator.backends.redis.lua_functions import LUA_PUT_RESULT, LUA_SAVE_RECORD
 
+_LUA_CLAIM_NEXT = """
+local function claim_next(queue, processing, held, busy)
+  local busy_id = redis.call('GET', busy)
+  while true do
+    local item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
+    if not item or not busy_id then return item end
+    local ok, decoded = pcall(cjson.decode, item)
+    if not (ok and type(decoded) == 'table' and decoded['kind'] == 'start'
+            and decoded['invocation_id'] ~= busy_id) then
+      return item
+    end
+    redis.call('LREM', processing, -1, item)  -- a new message: held while busy
+    redis.call('RPUSH', held, item)
+  end
+end
+local function mark_busy(busy, held, queue, invocation, in_flight, ttl)
+  if in_flight == '1' then
+    redis.call('SET', busy, invocation, 'EX', ttl)
+  elseif redis.call('GET', busy) == invocation then
+    redis.call('DEL', busy)
+    while true do  -- the held messages go back to the queue's head, in their order
+      local item = redis.call('RPOP', held)
+      if not item then break end
+      redis.call('LPUSH', queue, item)
+    end
+  end
+end
+"""
+"""``claim_next(queue, processing, held, busy)``: move the queue's first item to
+``processing`` and return it; while ``busy`` names an invocation, the new messages (``start``
+items of other invocations) met on the way go to ``held`` instead. ``mark_busy(...)``: after
+saving ``invocation``'s record, mark the session busy with it (``in_flight`` '1'), or, if it
+was the busy one, not any more, its held messages back at the queue's head.
+
+Why: an invocation paused on calls only its workers answer (plain tools, parallel branches)
+is still answering its message, as it would be in process; a new message to its session
+waits for it, or the model would answer the one with the other half done. A pause on a
+call answered from outside (a long-running tool) lets the next message run, as in
+google-adk."""
+
 _LUA_PUSH_ITEM = """
 local function push_item(queue, wake, item, app, user, session, invocation)
   redis.call('RPUSH', queue, item)
@@ -154,6 +194,9 @@ class TakeSession(Operands):
     """The counter issuing fencing tokens."""
     processing: str = key_field()
     queue: str = key_field()
+    held: str = key_field()
+    busy: str = key_field()
+    """The session's held messages and busy invocation (see :data:`_LUA_CLAIM_NEXT`)."""
     taker: str | None = optional_key_field()
     """With ``taker_id``: names the call that took the lease (``keys.session_lease_taker``)."""
     record_key: str | None = optional_key_field()
@@ -188,7 +231,7 @@ else
   while redis.call('LMOVE', processing, queue, 'RIGHT', 'LEFT') do left = left + 1 end
   if left > 0 then redis.call('HINCRBY', '{keys.stats()}', 'takeovers', 1) end
   token = redis.call('INCR', fence)
-  item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
+  item = claim_next(queue, processing, held, busy)
   if not item then return {{token}} end
   redis.call('SET', lease, token, 'PX', ttl_ms)
   if taker_id ~= '' then redis.call('SET', taker, taker_id, 'PX', ttl_ms) end
@@ -201,7 +244,7 @@ return {{token, item, redis.call('HGET', record_key, 'record'), redis.call('EXIS
   redis.call('HGETALL', results), redis.call('HGETALL', meta), redis.call('HGETALL', state),
   redis.call('HGETALL', app_state), redis.call('HGETALL', user_state),
   redis.call('LRANGE', events, tonumber(first_event), -1)}}
-""")
+""", functions=[_LUA_CLAIM_NEXT])
 """Take a session: false while its lease is held. Else the next fencing token, after a
 previous holder's in-progress items went back to the head of the queue (which counts as a
 takeover in ``keys.stats``, for metrics); then ``{token}`` (nothing queued: the lease is not
@@ -243,6 +286,9 @@ class ClaimOrRelease(Operands):
     processing: str = key_field()
     queue: str = key_field()
     lease: str = key_field()
+    held: str = key_field()
+    busy: str = key_field()
+    """The session's held messages and busy invocation (see :data:`_LUA_CLAIM_NEXT`)."""
     record_key: str | None = optional_key_field()
     """With ``record``: its keys (``keys.invocation_record_keys``)."""
     stream: str | None = optional_key_field()
@@ -257,6 +303,10 @@ class ClaimOrRelease(Operands):
     maxlen: int = 0
     shown: str = ""
     """The record's JSON for its status entries, when it differs ('': ``record``)."""
+    invocation: str = ""
+    """With ``record``: its invocation id..."""
+    in_flight: str = ""
+    """... and '1' if it is paused on calls only its workers answer (the session is busy)."""
 
 
 CLAIM_OR_RELEASE = LuaScript(ClaimOrRelease, """
@@ -271,6 +321,7 @@ if redis.call('GET', lease) ~= token then
 end
 if record ~= '' then
   save_record(record_key, stream, statuses, record, status, ttl, maxlen, false, shown)
+  mark_busy(busy, held, queue, invocation, in_flight, ttl)
 end
 if finished ~= '' and redis.call('LREM', processing, 1, finished) == 0 then
   -- This very call run a second time (its reply was lost and the client sent it again):
@@ -278,11 +329,11 @@ if finished ~= '' and redis.call('LREM', processing, 1, finished) == 0 then
   local claimed = redis.call('LINDEX', processing, 0)
   if claimed then return claimed end
 end
-local item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
+local item = claim_next(queue, processing, held, busy)
 if item then return item end
 redis.call('DEL', lease)  -- held with the token: checked first
 return false
-""", functions=[LUA_SAVE_RECORD])
+""", functions=[LUA_SAVE_RECORD, _LUA_CLAIM_NEXT])
 """Unless the lease is still held with ``token`` (-1: lost, nothing written): save the
 record (as ``RedisInvocationStore.save`` does), drop the finished item, then return the next
 item, or release the lease when the queue is empty and return false. Run twice (a lost

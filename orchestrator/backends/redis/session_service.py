@@ -243,7 +243,9 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.delete(*keys.session_storage_keys(app_name, user_id, session_id),
                         keys.session_answered(app_name, user_id, session_id),
-                        keys.session_invocations(app_name, user_id, session_id))
+                        keys.session_invocations(app_name, user_id, session_id),
+                        keys.session_busy(app_name, user_id, session_id),
+                        keys.session_held(app_name, user_id, session_id))
             pipe.zrem(keys.user_sessions(app_name, user_id), session_id)
             pipe.zrem(keys.app_sessions(app_name), app_member(user_id, session_id))
             # The fencing counter outlives the session by far more than any lease (a session
