@@ -141,6 +141,10 @@ class Settings(BaseSettings):
     """Origins browsers may call ``adk-celery api`` from (CORS), JSON list; empty: none."""
     api_max_body_bytes: int = 2_097_152
     """Largest HTTP request body ``adk-celery api`` reads."""
+    api_max_header_bytes: int = Field(default=65536, ge=0)
+    """Largest request line and headers ``adk-celery api`` reads before answering 431 and
+    closing the connection (before any token is checked); 0: no limit (see
+    :mod:`workers.api.header_limit`)."""
     api_shutdown_seconds: float = Field(default=10.0, gt=0)
     """How long a stopping ``adk-celery api`` lets open requests finish (a ``/run`` or an SSE
     follow waiting on its invocation) before it closes them; the invocations go on."""

@@ -2,8 +2,8 @@
 
 Each trick (README: "Tricks on library internals") lives in one module and has a setting that
 switches it off; the contract suite runs with all of them off too (the ``celery-plain``
-backend). These tests fail loudly on a kombu, Celery or redis-py whose internals changed:
-then check the trick against the new release, or switch it off for good.
+backend). These tests fail loudly on a kombu, Celery, redis-py or uvicorn whose internals
+changed: then check the trick against the new release, or switch it off for good.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from celery.concurrency import thread as celery_threads
 from kombu.transport import redis as kombu_redis
 
 from workers import publish_commands
+from workers.api import header_limit
 from workers.broker import PlainClientTransport, Transport, transport_path
 from workers.celery_app import create_celery_app
 
@@ -71,6 +72,26 @@ def test_celerys_thread_pool_hands_back_a_result_to_wait_on():
     on_apply = celery_threads.TaskPool.on_apply
     assert "target" in inspect.signature(on_apply).parameters, _versions()
     assert callable(getattr(celery_threads.ApplyResult, "wait", None)), _versions()
+
+
+def test_uvicorns_httptools_protocol_is_what_the_header_limit_subclasses():
+    import uvicorn
+
+    assert header_limit.internals_present(), (
+        f"uvicorn {uvicorn.__version__}'s HttpToolsProtocol changed ({header_limit.UVICORN_INTERNALS}, "
+        "data_received feeding the parser): adk-celery api serves without its header limit; "
+        "check workers/api/header_limit.py")
+
+
+def test_without_those_internals_the_api_serves_with_uvicorns_protocol(monkeypatch, caplog):
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    capped = header_limit.protocol_class(4096)
+    assert issubclass(capped, HttpToolsProtocol) and capped.max_header_bytes == 4096
+    assert header_limit.protocol_class(0) == "auto"  # switched off: uvicorn's own choice
+    monkeypatch.setattr(header_limit, "internals_present", lambda: False)
+    assert header_limit.protocol_class(4096) == "auto"
+    assert "not limited (ADK_CELERY_API_MAX_HEADER_BYTES)" in caplog.text
 
 
 def _settings(**overrides):

@@ -23,6 +23,7 @@ from workers.api import (
 from workers.api.access_log import defer_access_records, log_config
 from workers.api.backend import Backend
 from workers.api.direct_run import DirectRun
+from workers.api.header_limit import protocol_class
 from workers.api.local_guard import LocalOnlyGuard
 from workers.api.outages import OutageAnswer
 from workers.api.security import BodyLimit
@@ -119,7 +120,10 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
     defer_access_records()
     uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info",
                 log_config=log_config(), timeout_graceful_shutdown=settings.api_shutdown_seconds,
-                access_log=settings.api_access_log if access_log is None else access_log)
+                access_log=settings.api_access_log if access_log is None else access_log,
+                http=protocol_class(settings.api_max_header_bytes),
+                # uvicorn's own cap, used if it serves with h11 (httptools missing)
+                h11_max_incomplete_event_size=settings.api_max_header_bytes or None)
 
 
 def _freeze_start_up_objects() -> None:
