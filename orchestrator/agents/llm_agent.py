@@ -241,7 +241,8 @@ class LlmAgent(BaseAgent):
             return None
         last = events[-1]
         owner: str | None = None
-        if last.author == "user" and (responses := last.get_function_responses()):
+        if responses := last.get_function_responses():
+            # A user's answer, or a worker's (committed in the calling agent's name).
             owner = call_author(events, responses[0].id)
         elif last.author == self.name and last.actions.transfer_to_agent:
             owner = last.actions.transfer_to_agent

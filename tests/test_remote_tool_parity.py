@@ -1,0 +1,155 @@
+"""One app, its tool in process or on a worker: the same events are committed.
+
+The embedded runtime runs a remote call through the job and resume code of workers and
+orchestrators. A worker's answer is committed in the calling agent's name; in a resumable
+app, the answer to a sub-agent's call (after a transfer) was continued by the root agent,
+which answered again ('ROOT AGAIN') instead of the sub-agent.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from orchestrator import (
+    App,
+    FunctionTool,
+    LlmAgent,
+    ParallelAgent,
+    ResumabilityConfig,
+    SequentialAgent,
+    ToolContext,
+)
+from orchestrator.distributed.embedded import EmbeddedRuntime
+from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.transport import QUEUE_METADATA_KEY
+from orchestrator.models.fake import ScriptedLlm
+from tests.support.events import call, simplify_all
+
+
+def skip_tool(tool_context: ToolContext) -> dict[str, Any]:
+    tool_context.actions.skip_summarization = True
+    return {"raw": 1}
+
+
+def to_helper(tool_context: ToolContext) -> dict[str, Any]:
+    tool_context.actions.transfer_to_agent = "helper"
+    return {"routed": True}
+
+
+def to_root(tool_context: ToolContext) -> dict[str, Any]:
+    tool_context.actions.transfer_to_agent = "root"
+    return {"routed": True}
+
+
+def _tool(func: Any, remote: bool) -> FunctionTool:
+    tool = FunctionTool(func)
+    if remote:
+        tool.custom_metadata = {QUEUE_METADATA_KEY: "adk.tools"}
+    return tool
+
+
+def transfer_then_child_skips(remote: bool, resumable: bool) -> App:
+    child = LlmAgent(name="child", model=ScriptedLlm(responses=[call("skip_tool"), "CHILD SUMMARY"]),
+                     tools=[_tool(skip_tool, remote)])
+    root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("transfer_to_agent", agent_name="child"), "ROOT AGAIN"]),
+                    sub_agents=[child])
+    return App(name="a", root_agent=root,
+               resumability_config=ResumabilityConfig(is_resumable=True) if resumable else None)
+
+
+def child_transfers_to_peer(remote: bool, resumable: bool) -> App:
+    helper = LlmAgent(name="helper", model=ScriptedLlm(responses=["helper here"]))
+    child = LlmAgent(name="child", model=ScriptedLlm(responses=[call("to_helper"), "CHILD AGAIN"]),
+                     tools=[_tool(to_helper, remote)])
+    root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("transfer_to_agent", agent_name="child"), "ROOT AGAIN"]),
+                    sub_agents=[child, helper])
+    return App(name="a", root_agent=root,
+               resumability_config=ResumabilityConfig(is_resumable=True) if resumable else None)
+
+
+def child_transfers_to_parent(remote: bool, resumable: bool) -> App:
+    child = LlmAgent(name="child", model=ScriptedLlm(responses=[call("to_root"), "CHILD AGAIN"]),
+                     tools=[_tool(to_root, remote)])
+    root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("transfer_to_agent", agent_name="child"), "root back"]),
+                    sub_agents=[child])
+    return App(name="a", root_agent=root,
+               resumability_config=ResumabilityConfig(is_resumable=True) if resumable else None)
+
+
+def sequence_skip(remote: bool, resumable: bool) -> App:
+    first = LlmAgent(name="first", model=ScriptedLlm(responses=[call("skip_tool"), "FIRST SUMMARY"]),
+                     tools=[_tool(skip_tool, remote)])
+    second = LlmAgent(name="second", model=ScriptedLlm(responses=["second"]))
+    return App(name="a", root_agent=SequentialAgent(name="seq", sub_agents=[first, second]),
+               resumability_config=ResumabilityConfig(is_resumable=True))
+
+
+def parallel_skip(remote: bool, resumable: bool) -> App:
+    left = LlmAgent(name="left", model=ScriptedLlm(responses=[call("skip_tool"), "LEFT SUMMARY"]),
+                    tools=[_tool(skip_tool, remote)])
+    right = LlmAgent(name="right", model=ScriptedLlm(responses=["right"]))
+    after = LlmAgent(name="after", model=ScriptedLlm(responses=["after"]))
+    return App(name="a", root_agent=SequentialAgent(name="seq", sub_agents=[
+        ParallelAgent(name="par", sub_agents=[left, right]), after]),
+        resumability_config=ResumabilityConfig(is_resumable=True))
+
+
+def seq_transfer_in_step(remote: bool, resumable: bool) -> App:
+    # A step's LlmAgent whose remote tool transfers to its own sub-agent
+    helper = LlmAgent(name="helper", model=ScriptedLlm(responses=["helper here"]))
+    first = LlmAgent(name="first", model=ScriptedLlm(responses=[call("to_helper"), "FIRST AGAIN"]),
+                     tools=[_tool(to_helper, remote)], sub_agents=[helper])
+    second = LlmAgent(name="second", model=ScriptedLlm(responses=["second"]))
+    return App(name="a", root_agent=SequentialAgent(name="seq", sub_agents=[first, second]),
+               resumability_config=ResumabilityConfig(is_resumable=True))
+
+
+def _strip(events):
+    return [e for e in simplify_all(events) if e[1][0] != "actions"]
+
+
+async def _events(app: App, agents_queue: str | None) -> tuple[Any, list]:
+    rt = EmbeddedRuntime(AppRegistry([app]), agents_queue=agents_queue)
+    inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
+    return (rec.status, rec.error), _strip(await rt.events(app.name, inv))
+
+
+@pytest.mark.parametrize("build", [transfer_then_child_skips, child_transfers_to_peer,
+                                   child_transfers_to_parent])
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_llm_tree(build: Callable, resumable: bool):
+    local = await _events(build(False, resumable), "agents")
+    remote = await _events(build(True, resumable), "agents")
+    assert remote == local
+
+
+@pytest.mark.parametrize("build", [sequence_skip, parallel_skip, seq_transfer_in_step])
+@pytest.mark.parametrize("agents_queue", [None, "agents"])
+async def test_workflows(build: Callable, agents_queue):
+    local = await _events(build(False, True), agents_queue)
+    remote = await _events(build(True, True), agents_queue)
+    assert remote == local
+
+
+def plain(tool_context: ToolContext) -> dict[str, Any]:
+    return {"plain": 1}
+
+
+def transfer_then_child_plain(remote: bool, resumable: bool) -> App:
+    child = LlmAgent(name="child", model=ScriptedLlm(responses=[call("plain"), "CHILD SUMMARY"]),
+                     tools=[_tool(plain, remote)])
+    root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("transfer_to_agent", agent_name="child"), "ROOT AGAIN"]),
+                    sub_agents=[child])
+    return App(name="a", root_agent=root,
+               resumability_config=ResumabilityConfig(is_resumable=True) if resumable else None)
+
+
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_plain_in_child(resumable):
+    local = await _events(transfer_then_child_plain(False, resumable), "agents")
+    remote = await _events(transfer_then_child_plain(True, resumable), "agents")
+    assert remote == local
