@@ -281,6 +281,9 @@ class Runner:
         ctx = self._new_context(session, invocation_id, None, run_config, None)
         ctx.user_content = original_user_content(session, invocation_id)
         ctx.start_recovery()
+        # Answers committed last, by a run that stopped before acting on them (a transfer,
+        # no summary: see orchestrator.flows.answers_in), are acted on now.
+        ctx.hand_answers_in(last_answers(session, invocation_id))
         if not self._is_resumable and not isinstance(find_agent_to_run(session, self.agent), LlmAgent):
             raise RuntimeError(
                 f"Invocation {invocation_id!r} stopped mid-run inside a workflow agent and app "
@@ -519,3 +522,15 @@ def _toolsets(agent: BaseAgent) -> list[BaseToolset]:
     for sub in agent.sub_agents:
         found.extend(_toolsets(sub))
     return found
+
+
+def last_answers(session: Session, invocation_id: str) -> list[Event]:
+    """The answer events the invocation's log ends with (none if it goes on after them)."""
+    answers: list[Event] = []
+    for event in reversed(session.events):
+        if event.invocation_id != invocation_id or event.partial:
+            continue
+        if not event.get_function_responses() or event.get_function_calls():
+            break
+        answers.append(event)
+    return answers[::-1]
