@@ -525,12 +525,17 @@ def _toolsets(agent: BaseAgent) -> list[BaseToolset]:
 
 
 def last_answers(session: Session, invocation_id: str) -> list[Event]:
-    """The answer events the invocation's log ends with (none if it goes on after them)."""
+    """The answer events the invocation's log ends with (none if it goes on after them).
+
+    An answer that asks the user something (a confirmation gate's) is not one: what it
+    owes is rebuilt by the recovery itself (``step_resume.requests_owed``).
+    """
     answers: list[Event] = []
     for event in reversed(session.events):
         if event.invocation_id != invocation_id or event.partial:
             continue
-        if not event.get_function_responses() or event.get_function_calls():
+        if not event.get_function_responses() or event.get_function_calls() or \
+                event.actions.requested_tool_confirmations or event.actions.requested_auth_configs:
             break
         answers.append(event)
     return answers[::-1]
