@@ -79,3 +79,47 @@ async def test_a_cancel_is_not_held(queue):
     await queue.push(KEY, cancel_b)
     taken = await queue.take(KEY)
     assert taken is not None and _same(taken.item, cancel_b)
+
+
+async def _step(queue: SessionQueue, item: WorkItem, saved: InvocationRecord) -> WorkItem | None:
+    """Push ``item``, take the session, finish the item saving ``saved``: what comes next."""
+    await queue.push(KEY, item)
+    taken = await queue.take(KEY)
+    assert taken is not None and _same(taken.item, item), taken
+    return await queue.claim_or_release(KEY, taken.token, finished=item, save=saved)
+
+
+async def test_two_invocations_waiting_for_their_workers_both_hold_new_messages(queue):
+    # A waits for a human; B starts and waits for its worker; C is held. A's answer comes,
+    # A goes to its worker and finishes: C used to come back though B still waited.
+    S = InvocationStatus
+    await queue.push(KEY, WorkItem(kind="start", invocation_id="e-a"))
+    taken = await queue.take(KEY)
+    await queue.push(KEY, WorkItem(kind="start", invocation_id="e-b"))
+    after = await queue.claim_or_release(KEY, taken.token, finished=taken.item,
+                                         save=_record("e-a", S.PAUSED, inside=False))
+    assert after is not None and after.invocation_id == "e-b"
+    assert await queue.claim_or_release(KEY, taken.token, finished=after,
+                                        save=_record("e-b", S.PAUSED, inside=True)) is None
+    await queue.push(KEY, WorkItem(kind="start", invocation_id="e-c"))
+    assert (await queue.take(KEY)).item is None  # held
+    assert await _step(queue, WorkItem(kind="resume", invocation_id="e-a"),
+                       _record("e-a", S.PAUSED, inside=True)) is None
+    assert await _step(queue, WorkItem(kind="resume", invocation_id="e-a"),
+                       _record("e-a", S.COMPLETED, inside=True)) is None  # B still waits
+    after = await _step(queue, WorkItem(kind="resume", invocation_id="e-b"),
+                        _record("e-b", S.COMPLETED, inside=True))
+    assert after is not None and (after.kind, after.invocation_id) == ("start", "e-c")
+
+
+async def test_held_messages_come_back_once_nobody_is_busy_any_more(redis_client):
+    # The busy mark expires with its invocation's record (or a save never came): the held
+    # messages used to stay held for ever, and a newer message ran ahead of them.
+    from orchestrator.backends.redis import keys
+
+    queue = RedisSessionQueue(redis_client)
+    assert await _pause_first(queue, inside=True) is None  # B held
+    await redis_client.delete(keys.session_busy(*KEY))
+    await queue.push(KEY, WorkItem(kind="start", invocation_id="e-d"))
+    taken = await queue.take(KEY)
+    assert taken is not None and (taken.item.kind, taken.item.invocation_id) == ("start", "e-b")

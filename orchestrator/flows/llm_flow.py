@@ -71,13 +71,13 @@ class LlmFlow:
         def callable_tools() -> dict[str, BaseTool]:
             return _callable_tools(agent, groups)
 
-        # What the answers this run continues from ask for (a transfer, no summary...).
-        asked = answers_in.Outcome()
-        async for event in answers_in.act_on_answers(ctx, agent, asked):
-            yield event
-        if asked.ends_turn:
-            step.stop = True
-            return
+        if ctx.counters.answers_in:  # what the answers this run continues from ask for
+            asked = answers_in.Outcome()
+            async for event in answers_in.act_on_answers(ctx, agent, asked):
+                yield event
+            if asked.ends_turn:
+                step.stop = True
+                return
         async for event in self._work_owed(ctx, agent, step, callable_tools):
             yield event
         if step.stop or step.before_model:

@@ -122,8 +122,8 @@ class InMemorySessionQueue:
         self._in_progress: dict[SessionKey, list[WorkItem]] = {}
         self._leases: dict[SessionKey, str] = {}
         self._tokens = itertools.count(1)
-        self._busy: dict[SessionKey, str] = {}
-        """The session's invocation that is :func:`in_flight` (see ``claim_or_release``)."""
+        self._busy: dict[SessionKey, set[str]] = {}
+        """The session's invocations that are :func:`in_flight` (see ``claim_or_release``)."""
         self._held: dict[SessionKey, list[WorkItem]] = {}
         """New messages held while it is, in order."""
 
@@ -211,12 +211,11 @@ class InMemorySessionQueue:
         return item
 
     def _mark_busy(self, key: SessionKey, saved: InvocationRecord) -> None:
-        """Busy with ``saved`` if it is in flight; else, if it was, its held messages back."""
+        """Count ``saved`` busy if it is in flight, else not (any more)."""
         if in_flight(saved):
-            self._busy[key] = saved.invocation_id
-        elif self._busy.get(key) == saved.invocation_id:
-            del self._busy[key]
-            self._queues.setdefault(key, deque()).extendleft(reversed(self._held.pop(key, [])))
+            self._busy.setdefault(key, set()).add(saved.invocation_id)
+        else:
+            self._busy.get(key, set()).discard(saved.invocation_id)
 
     def _claim(self, key: SessionKey, finished: WorkItem | None) -> WorkItem | None:
         """Forget ``finished``; pop the oldest item into the in-progress list.
@@ -226,11 +225,13 @@ class InMemorySessionQueue:
         if finished is not None:
             with contextlib.suppress(ValueError):
                 self._in_progress.get(key, []).remove(finished)
-        queue = self._queues.get(key)
         busy = self._busy.get(key)
+        if not busy and self._held.get(key):  # nobody busy: held messages back first, in order
+            self._queues.setdefault(key, deque()).extendleft(reversed(self._held.pop(key)))
+        queue = self._queues.get(key)
         while queue:
             item = queue.popleft()
-            if busy is not None and item.kind == "start" and item.invocation_id != busy:
+            if busy and item.kind == "start" and item.invocation_id not in busy:
                 self._held.setdefault(key, []).append(item)
                 continue
             self._in_progress.setdefault(key, []).append(item)

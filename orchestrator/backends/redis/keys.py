@@ -18,8 +18,8 @@ Layout (``A``, ``U``, ``S``, ``I``, ``F`` = escaped app, user, session, invocati
     adk:session:{A:U:S}:fence           string counter issuing fencing tokens
     adk:session:{A:U:S}:queue           list   messages waiting for the session
     adk:session:{A:U:S}:processing      list   message being worked on
-    adk:session:{A:U:S}:busy            string invocation that waits for its workers only
-    adk:session:{A:U:S}:held            list   new messages held until that one is done
+    adk:session:{A:U:S}:busy            set    invocations that wait for their workers only
+    adk:session:{A:U:S}:held            list   new messages held until none does
     adk:session:{A:U:S}:invocations     zset   the session's invocation ids -> created_at
     adk:user:{A:U}:sessions             zset   session id -> last update time
     adk:user:{A:U}:state                hash   ``user:`` state (prefix stripped) -> JSON
@@ -158,12 +158,12 @@ def session_processing(app: str, user: str, session_id: str) -> str:
 
 
 def session_busy(app: str, user: str, session_id: str) -> str:
-    """String: the invocation of the session paused on calls only its workers answer."""
+    """Set: the session's invocations paused on calls only their workers answer."""
     return f"{session(app, user, session_id)}:busy"
 
 
 def session_held(app: str, user: str, session_id: str) -> str:
-    """List of the session's new messages held while an invocation is busy, in order."""
+    """List of the session's new messages held while any invocation is busy, in order."""
     return f"{session(app, user, session_id)}:held"
 
 

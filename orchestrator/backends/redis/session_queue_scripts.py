@@ -23,37 +23,42 @@ from orchestrator.backends.redis.lua_functions import LUA_PUT_RESULT, LUA_SAVE_R
 
 _LUA_CLAIM_NEXT = """
 local function claim_next(queue, processing, held, busy)
-  local busy_id = redis.call('GET', busy)
-  while true do
-    local item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
-    if not item or not busy_id then return item end
-    local ok, decoded = pcall(cjson.decode, item)
-    if not (ok and type(decoded) == 'table' and decoded['kind'] == 'start'
-            and decoded['invocation_id'] ~= busy_id) then
-      return item
-    end
-    redis.call('LREM', processing, -1, item)  -- a new message: held while busy
-    redis.call('RPUSH', held, item)
-  end
-end
-local function mark_busy(busy, held, queue, invocation, in_flight, ttl)
-  if in_flight == '1' then
-    redis.call('SET', busy, invocation, 'EX', ttl)
-  elseif redis.call('GET', busy) == invocation then
-    redis.call('DEL', busy)
-    while true do  -- the held messages go back to the queue's head, in their order
+  if redis.call('SCARD', busy) == 0 then
+    while true do  -- nobody busy (any more): held messages back at the queue's head, in order
       local item = redis.call('RPOP', held)
       if not item then break end
       redis.call('LPUSH', queue, item)
     end
   end
+  while true do
+    local item = redis.call('LMOVE', queue, processing, 'LEFT', 'RIGHT')
+    if not item or redis.call('SCARD', busy) == 0 then return item end
+    local ok, decoded = pcall(cjson.decode, item)
+    if not (ok and type(decoded) == 'table' and decoded['kind'] == 'start'
+            and redis.call('SISMEMBER', busy, tostring(decoded['invocation_id'])) == 0) then
+      return item
+    end
+    redis.call('LREM', processing, -1, item)  -- a new message: held while any is busy
+    redis.call('RPUSH', held, item)
+  end
+end
+local function mark_busy(busy, invocation, in_flight, ttl)
+  if in_flight == '1' then
+    redis.call('SADD', busy, invocation)
+    redis.call('EXPIRE', busy, ttl)
+  else
+    redis.call('SREM', busy, invocation)
+  end
 end
 """
 """``claim_next(queue, processing, held, busy)``: move the queue's first item to
-``processing`` and return it; while ``busy`` names an invocation, the new messages (``start``
-items of other invocations) met on the way go to ``held`` instead. ``mark_busy(...)``: after
-saving ``invocation``'s record, mark the session busy with it (``in_flight`` '1'), or, if it
-was the busy one, not any more, its held messages back at the queue's head.
+``processing`` and return it; while ``busy`` (a set) names invocations, the new messages
+(``start`` items of other invocations) met on the way go to ``held`` instead, and once it
+is empty (its invocations done, or the set expired with their records) the held messages
+go back to the queue's head first, in their order. ``mark_busy(...)``: after saving
+``invocation``'s record, count it busy (``in_flight`` '1') or not any more. Several can be
+busy at once: one resumed from an outside answer goes to its workers while another waits
+for its own.
 
 Why: an invocation paused on calls only its workers answer (plain tools, parallel branches)
 is still answering its message, as it would be in process; a new message to its session
@@ -196,7 +201,7 @@ class TakeSession(Operands):
     queue: str = key_field()
     held: str = key_field()
     busy: str = key_field()
-    """The session's held messages and busy invocation (see :data:`_LUA_CLAIM_NEXT`)."""
+    """The session's held messages and busy invocations (see :data:`_LUA_CLAIM_NEXT`)."""
     taker: str | None = optional_key_field()
     """With ``taker_id``: names the call that took the lease (``keys.session_lease_taker``)."""
     record_key: str | None = optional_key_field()
@@ -288,7 +293,7 @@ class ClaimOrRelease(Operands):
     lease: str = key_field()
     held: str = key_field()
     busy: str = key_field()
-    """The session's held messages and busy invocation (see :data:`_LUA_CLAIM_NEXT`)."""
+    """The session's held messages and busy invocations (see :data:`_LUA_CLAIM_NEXT`)."""
     record_key: str | None = optional_key_field()
     """With ``record``: its keys (``keys.invocation_record_keys``)."""
     stream: str | None = optional_key_field()
@@ -321,7 +326,7 @@ if redis.call('GET', lease) ~= token then
 end
 if record ~= '' then
   save_record(record_key, stream, statuses, record, status, ttl, maxlen, false, shown)
-  mark_busy(busy, held, queue, invocation, in_flight, ttl)
+  mark_busy(busy, invocation, in_flight, ttl)
 end
 if finished ~= '' and redis.call('LREM', processing, 1, finished) == 0 then
   -- This very call run a second time (its reply was lost and the client sent it again):
