@@ -233,8 +233,11 @@ class InvocationContext:
 
     def take_answers_in(self, author: str, branch: str | None) -> list[Any]:
         """The answers handed in that ``author`` made in ``branch`` (each taken once)."""
-        mine = [a for a in self.counters.answers_in if a.author == author and a.branch == branch]
-        self.counters.answers_in = [a for a in self.counters.answers_in if a not in mine]
+        mine: list[Any] = []
+        rest: list[Any] = []
+        for answer in self.counters.answers_in:
+            (mine if answer.author == author and answer.branch == branch else rest).append(answer)
+        self.counters.answers_in = rest
         return mine
 
     def take_recovery(self) -> bool:

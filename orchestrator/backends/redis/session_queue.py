@@ -103,9 +103,7 @@ class RedisSessionQueue:
 
         False, nothing written, if the record existed (then its item was queued with it).
         """
-        fields = {**save_record_operands(record, self._record_ttl).field_values(),
-                  **self._push_fields(key, item)}
-        return bool(await self._create_and_push(CreateAndPush(**fields)))
+        return bool(await self._create_and_push(CreateAndPush(**self._create_fields(key, record, item))))
 
     async def push_answers(
         self, key: SessionKey, item: WorkItem, results: Sequence[ToolResult]
@@ -135,8 +133,7 @@ class RedisSessionQueue:
         after Redis forgot them.
         """
         key = (record.app_name, record.user_id, record.session_id)
-        fields = {**save_record_operands(record, self._record_ttl).field_values(),
-                  **self._push_fields(key, item)}
+        fields = self._create_fields(key, record, item)
         if session_must_exist:
             self._create_and_push_if_session.queue(
                 pipe, CreateAndPushIfSession(**fields, session_meta=keys.session(*key)))
@@ -147,6 +144,11 @@ class RedisSessionQueue:
     def create_and_push_script_sources(self) -> list[str]:
         """The Lua sources :meth:`queue_create_and_push` calls by sha (to ``SCRIPT LOAD``)."""
         return [CREATE_AND_PUSH.source, CREATE_AND_PUSH_IF_SESSION.source]
+
+    def _create_fields(self, key: SessionKey, record: InvocationRecord, item: WorkItem) -> dict[str, Any]:
+        """The :class:`CreateAndPush` fields: ``record`` saved if new, ``item`` pushed with it."""
+        return {**save_record_operands(record, self._record_ttl).field_values(),
+                **self._push_fields(key, item)}
 
     def _push_fields(self, key: SessionKey, item: WorkItem) -> dict[str, Any]:
         """The :class:`PushItem` fields pushing ``item`` on ``key``'s queue, with its wake-up."""

@@ -216,10 +216,7 @@ class WakeConsumer:
             try:
                 await self._wakeups.post(key, hint or "")
                 if entry_ids:
-                    async with self._redis.pipeline(transaction=False) as pipe:
-                        pipe.xack(self._wakeups.stream_key, self._wakeups._group, *entry_ids)
-                        pipe.xdel(self._wakeups.stream_key, *entry_ids)
-                        await pipe.execute()
+                    await self._ack_once(entry_ids)
             except _TRANSIENT as error:
                 logger.warning("Handing session %r over at stop failed (%s); another "
                                "orchestrator claims it once its wake-up is idle", key, error)
@@ -405,15 +402,19 @@ class WakeConsumer:
             self._resting -= 1
             self._update_room()
 
+    async def _ack_once(self, entry_ids: list[str]) -> None:
+        """Acknowledge and delete entries in one round trip (Redis errors are raised)."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.xack(self._wakeups.stream_key, self._wakeups._group, *entry_ids)
+            pipe.xdel(self._wakeups.stream_key, *entry_ids)
+            await pipe.execute()
+
     async def _acknowledge(self, entry_ids: list[str]) -> None:
         """Acknowledge and delete handled entries, waiting out a Redis that is away."""
         delay = self._retry
         while True:
             try:
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    pipe.xack(self._wakeups.stream_key, self._wakeups._group, *entry_ids)
-                    pipe.xdel(self._wakeups.stream_key, *entry_ids)
-                    await pipe.execute()
+                await self._ack_once(entry_ids)
                 return
             except _TRANSIENT as error:
                 logger.warning("Acknowledging %d wake-up(s) failed (%s); retrying",
