@@ -39,6 +39,13 @@ def _stack(
     return url, env, {**env, "ADK_CELERY_FAILPOINTS": failpoints}
 
 
+def _redelivering_stack(redis_url: str, failpoints: str) -> tuple[str, dict[str, str], dict[str, str]]:
+    """:func:`_stack` whose unacknowledged task messages are delivered again within ~2.5 s."""
+    return _stack(
+        redis_url, 8, failpoints, visibility_timeout_seconds="2",
+        broker_transport_options='{"unacked_restore_interval": 0.5, "unacked_restore_throttle": 1}')
+
+
 def _orchestrator_worker_client(
     stack: ExitStack, url: str, env: dict[str, str], name: str
 ) -> tuple[ManagedProcess, Any]:
@@ -309,9 +316,7 @@ def test_an_invoke_message_delivered_again_is_the_same_invocation(redis_url):
     # to get fresh ids, one message running twice in two sessions.
     from workers.celery_app import TASK_INVOKE, create_celery_app
 
-    url, env, armed = _stack(
-        redis_url, 8, "invoke.queued=kill", visibility_timeout_seconds="2",
-        broker_transport_options='{"unacked_restore_interval": 0.5, "unacked_restore_throttle": 1}')
+    url, env, armed = _redelivering_stack(redis_url, "invoke.queued=kill")
     with ExitStack() as stack:
         doomed, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
         sender = create_celery_app(Settings(redis_url=url, apps=APP_SPECS))
@@ -339,9 +344,7 @@ def test_an_answer_message_delivered_again_is_taken_once(redis_url):
     # call must be answered once.
     from workers.celery_app import TASK_ANSWER, create_celery_app
 
-    url, env, armed = _stack(
-        redis_url, 8, "answer.stored=kill", visibility_timeout_seconds="2",
-        broker_transport_options='{"unacked_restore_interval": 0.5, "unacked_restore_throttle": 1}')
+    url, env, armed = _redelivering_stack(redis_url, "answer.stored=kill")
     with ExitStack() as stack:
         doomed, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
         inv = client.enqueue("approval", "u", "pay")

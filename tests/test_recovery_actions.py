@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator import App, FunctionTool, LlmAgent, failpoints, platform
+from orchestrator import App, LlmAgent, failpoints, platform
 from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.session_queue import RedisSessionQueue
 from orchestrator.backends.redis.session_service import RedisSessionService
@@ -22,6 +22,7 @@ from orchestrator.distributed.service import InvocationService
 from orchestrator.distributed.transport import QUEUE_METADATA_KEY
 from orchestrator.errors import FailpointError
 from orchestrator.models.fake import ScriptedLlm
+from tests.support.action_tools import remote, skip_tool, to_helper
 from tests.support.events import call, simplify_all
 from workers.runtime import _leased_writer
 
@@ -46,15 +47,6 @@ class _Parked:
 
     async def submit_agent(self, job: Any) -> None:
         self.jobs.append(job)
-
-
-def _remote(name: str) -> FunctionTool:
-    def tool() -> dict[str, Any]:
-        return {}
-    tool.__name__ = name
-    remote = FunctionTool(tool)
-    remote.custom_metadata = {QUEUE_METADATA_KEY: "adk.tools"}
-    return remote
 
 
 async def _recovered(redis_client, app: App, actions: dict[str, Any]) -> list[Any]:
@@ -91,7 +83,7 @@ async def _recovered(redis_client, app: App, actions: dict[str, Any]) -> list[An
 
 async def test_a_recovered_run_does_not_summarise_an_answer_that_skips_it(redis_client):
     root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("skip_tool"), "SUMMARY"]),
-                    tools=[_remote("skip_tool")])
+                    tools=[remote(skip_tool)])
     shown = await _recovered(redis_client, App(name="skip", root_agent=root),
                              {"skip_summarization": True})
     assert shown[-1] == ("root", ("response", "skip_tool", {"raw": 1}))
@@ -99,8 +91,8 @@ async def test_a_recovered_run_does_not_summarise_an_answer_that_skips_it(redis_
 
 async def test_a_recovered_run_makes_the_transfer_an_answer_asked_for(redis_client):
     helper = LlmAgent(name="helper", model=ScriptedLlm(responses=["helper here"]))
-    root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("route_tool"), "root again"]),
-                    tools=[_remote("route_tool")], sub_agents=[helper])
+    root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("to_helper"), "root again"]),
+                    tools=[remote(to_helper)], sub_agents=[helper])
     shown = await _recovered(redis_client, App(name="transfer", root_agent=root),
                              {"transfer_to_agent": "helper"})
     assert shown[-1] == ("helper", "helper here")

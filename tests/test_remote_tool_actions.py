@@ -11,34 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator import App, FunctionTool, LlmAgent, LoopAgent, ResumabilityConfig, ToolContext
+from orchestrator import App, LlmAgent, LoopAgent, ResumabilityConfig, ToolContext
 from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.distributed.transport import QUEUE_METADATA_KEY
 from orchestrator.models.fake import ScriptedLlm
+from tests.support.action_tools import remote, skip_tool, stop_tool, to_helper
 from tests.support.events import call, simplify_all
-
-
-def _remote(func: Any) -> FunctionTool:
-    tool = FunctionTool(func)
-    tool.custom_metadata = {QUEUE_METADATA_KEY: "adk.tools"}
-    return tool
-
-
-def skip_tool(tool_context: ToolContext) -> dict[str, Any]:
-    tool_context.actions.skip_summarization = True
-    return {"raw": 1}
-
-
-def route_tool(tool_context: ToolContext) -> dict[str, Any]:
-    tool_context.actions.transfer_to_agent = "helper"
-    return {"routed": True}
-
-
-def stop_tool(tool_context: ToolContext) -> dict[str, Any]:
-    tool_context.actions.escalate = True
-    return {"stopped": True}
 
 
 def pay_tool(amount: int, tool_context: ToolContext) -> dict[str, Any]:
@@ -58,7 +37,7 @@ async def _run(app: App, text: str = "go") -> tuple[EmbeddedRuntime, str]:
 async def test_skip_summarization_from_a_remote_tool_ends_the_turn_on_its_answer():
     model = ScriptedLlm(responses=[call("skip_tool"), "SUMMARY"])
     app = App(name="skip", root_agent=LlmAgent(name="root", model=model,
-                                               tools=[_remote(skip_tool)]))
+                                               tools=[remote(skip_tool)]))
     rt, inv = await _run(app)
     assert (await rt.status("skip", inv)).status is InvocationStatus.COMPLETED
     events = await rt.events("skip", inv)
@@ -68,17 +47,17 @@ async def test_skip_summarization_from_a_remote_tool_ends_the_turn_on_its_answer
 
 async def test_transfer_from_a_remote_tool_hands_the_turn_to_its_target():
     helper = LlmAgent(name="helper", model=ScriptedLlm(responses=["helper here"]))
-    root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("route_tool"), "root again"]),
-                    tools=[_remote(route_tool)], sub_agents=[helper])
+    root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("to_helper"), "root again"]),
+                    tools=[remote(to_helper)], sub_agents=[helper])
     rt, inv = await _run(App(name="transfer", root_agent=root))
     assert simplify_all(await rt.events("transfer", inv))[-2:] == [
-        ("root", ("response", "route_tool", {"routed": True})), ("helper", "helper here")]
+        ("root", ("response", "to_helper", {"routed": True})), ("helper", "helper here")]
 
 
 async def test_escalate_from_a_remote_tool_ends_a_resumable_loop():
     worker = LlmAgent(name="worker", model=ScriptedLlm(responses=[
         call("stop_tool"), "iteration done", call("stop_tool"), "iteration done"]),
-        tools=[_remote(stop_tool)])
+        tools=[remote(stop_tool)])
     app = App(name="loop", root_agent=LoopAgent(name="loop", sub_agents=[worker], max_iterations=2),
               resumability_config=ResumabilityConfig(is_resumable=True))
     rt, inv = await _run(app)
@@ -93,7 +72,7 @@ async def test_a_confirmation_asked_from_inside_a_remote_tool_is_an_error_naming
     # could never answer. The model reads why, rather than the tool's provisional answer.
     model = ScriptedLlm(responses=[call("pay_tool", amount=5), "could not pay"])
     app = App(name="confirm", root_agent=LlmAgent(name="root", model=model,
-                                                  tools=[_remote(pay_tool)]))
+                                                  tools=[remote(pay_tool)]))
     rt, inv = await _run(app)
     assert (await rt.status("confirm", inv)).status is InvocationStatus.COMPLETED
     [answer] = [r.response for e in await rt.events("confirm", inv)

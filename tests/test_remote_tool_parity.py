@@ -24,19 +24,9 @@ from orchestrator import (
 from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.distributed.transport import QUEUE_METADATA_KEY
 from orchestrator.models.fake import ScriptedLlm
+from tests.support.action_tools import remote, skip_tool, to_helper
 from tests.support.events import call, simplify_all
-
-
-def skip_tool(tool_context: ToolContext) -> dict[str, Any]:
-    tool_context.actions.skip_summarization = True
-    return {"raw": 1}
-
-
-def to_helper(tool_context: ToolContext) -> dict[str, Any]:
-    tool_context.actions.transfer_to_agent = "helper"
-    return {"routed": True}
 
 
 def to_root(tool_context: ToolContext) -> dict[str, Any]:
@@ -44,52 +34,51 @@ def to_root(tool_context: ToolContext) -> dict[str, Any]:
     return {"routed": True}
 
 
-def _tool(func: Any, remote: bool) -> FunctionTool:
-    tool = FunctionTool(func)
-    if remote:
-        tool.custom_metadata = {QUEUE_METADATA_KEY: "adk.tools"}
-    return tool
+def _tool(func: Any, on_workers: bool) -> FunctionTool:
+    return remote(func) if on_workers else FunctionTool(func)
 
 
-def transfer_then_child_skips(remote: bool, resumable: bool) -> App:
-    child = LlmAgent(name="child", model=ScriptedLlm(responses=[call("skip_tool"), "CHILD SUMMARY"]),
-                     tools=[_tool(skip_tool, remote)])
-    root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("transfer_to_agent", agent_name="child"), "ROOT AGAIN"]),
-                    sub_agents=[child])
+def _app(root: Any, resumable: bool) -> App:
     return App(name="a", root_agent=root,
                resumability_config=ResumabilityConfig(is_resumable=True) if resumable else None)
 
 
-def child_transfers_to_peer(remote: bool, resumable: bool) -> App:
+def transfer_then_child_skips(on_workers: bool, resumable: bool) -> App:
+    child = LlmAgent(name="child", model=ScriptedLlm(responses=[call("skip_tool"), "CHILD SUMMARY"]),
+                     tools=[_tool(skip_tool, on_workers)])
+    root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("transfer_to_agent", agent_name="child"), "ROOT AGAIN"]),
+                    sub_agents=[child])
+    return _app(root, resumable)
+
+
+def child_transfers_to_peer(on_workers: bool, resumable: bool) -> App:
     helper = LlmAgent(name="helper", model=ScriptedLlm(responses=["helper here"]))
     child = LlmAgent(name="child", model=ScriptedLlm(responses=[call("to_helper"), "CHILD AGAIN"]),
-                     tools=[_tool(to_helper, remote)])
+                     tools=[_tool(to_helper, on_workers)])
     root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("transfer_to_agent", agent_name="child"), "ROOT AGAIN"]),
                     sub_agents=[child, helper])
-    return App(name="a", root_agent=root,
-               resumability_config=ResumabilityConfig(is_resumable=True) if resumable else None)
+    return _app(root, resumable)
 
 
-def child_transfers_to_parent(remote: bool, resumable: bool) -> App:
+def child_transfers_to_parent(on_workers: bool, resumable: bool) -> App:
     child = LlmAgent(name="child", model=ScriptedLlm(responses=[call("to_root"), "CHILD AGAIN"]),
-                     tools=[_tool(to_root, remote)])
+                     tools=[_tool(to_root, on_workers)])
     root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("transfer_to_agent", agent_name="child"), "root back"]),
                     sub_agents=[child])
-    return App(name="a", root_agent=root,
-               resumability_config=ResumabilityConfig(is_resumable=True) if resumable else None)
+    return _app(root, resumable)
 
 
-def sequence_skip(remote: bool, resumable: bool) -> App:
+def sequence_skip(on_workers: bool, resumable: bool) -> App:
     first = LlmAgent(name="first", model=ScriptedLlm(responses=[call("skip_tool"), "FIRST SUMMARY"]),
-                     tools=[_tool(skip_tool, remote)])
+                     tools=[_tool(skip_tool, on_workers)])
     second = LlmAgent(name="second", model=ScriptedLlm(responses=["second"]))
     return App(name="a", root_agent=SequentialAgent(name="seq", sub_agents=[first, second]),
                resumability_config=ResumabilityConfig(is_resumable=True))
 
 
-def parallel_skip(remote: bool, resumable: bool) -> App:
+def parallel_skip(on_workers: bool, resumable: bool) -> App:
     left = LlmAgent(name="left", model=ScriptedLlm(responses=[call("skip_tool"), "LEFT SUMMARY"]),
-                    tools=[_tool(skip_tool, remote)])
+                    tools=[_tool(skip_tool, on_workers)])
     right = LlmAgent(name="right", model=ScriptedLlm(responses=["right"]))
     after = LlmAgent(name="after", model=ScriptedLlm(responses=["after"]))
     return App(name="a", root_agent=SequentialAgent(name="seq", sub_agents=[
@@ -97,11 +86,11 @@ def parallel_skip(remote: bool, resumable: bool) -> App:
         resumability_config=ResumabilityConfig(is_resumable=True))
 
 
-def seq_transfer_in_step(remote: bool, resumable: bool) -> App:
+def seq_transfer_in_step(on_workers: bool, resumable: bool) -> App:
     # A step's LlmAgent whose remote tool transfers to its own sub-agent
     helper = LlmAgent(name="helper", model=ScriptedLlm(responses=["helper here"]))
     first = LlmAgent(name="first", model=ScriptedLlm(responses=[call("to_helper"), "FIRST AGAIN"]),
-                     tools=[_tool(to_helper, remote)], sub_agents=[helper])
+                     tools=[_tool(to_helper, on_workers)], sub_agents=[helper])
     second = LlmAgent(name="second", model=ScriptedLlm(responses=["second"]))
     return App(name="a", root_agent=SequentialAgent(name="seq", sub_agents=[first, second]),
                resumability_config=ResumabilityConfig(is_resumable=True))
@@ -122,34 +111,33 @@ async def _events(app: App, agents_queue: str | None) -> tuple[Any, list]:
                                    child_transfers_to_parent])
 @pytest.mark.parametrize("resumable", [False, True])
 async def test_llm_tree(build: Callable, resumable: bool):
-    local = await _events(build(False, resumable), "agents")
-    remote = await _events(build(True, resumable), "agents")
-    assert remote == local
+    in_process = await _events(build(False, resumable), "agents")
+    on_workers = await _events(build(True, resumable), "agents")
+    assert on_workers == in_process
 
 
 @pytest.mark.parametrize("build", [sequence_skip, parallel_skip, seq_transfer_in_step])
 @pytest.mark.parametrize("agents_queue", [None, "agents"])
 async def test_workflows(build: Callable, agents_queue):
-    local = await _events(build(False, True), agents_queue)
-    remote = await _events(build(True, True), agents_queue)
-    assert remote == local
+    in_process = await _events(build(False, True), agents_queue)
+    on_workers = await _events(build(True, True), agents_queue)
+    assert on_workers == in_process
 
 
 def plain(tool_context: ToolContext) -> dict[str, Any]:
     return {"plain": 1}
 
 
-def transfer_then_child_plain(remote: bool, resumable: bool) -> App:
+def transfer_then_child_plain(on_workers: bool, resumable: bool) -> App:
     child = LlmAgent(name="child", model=ScriptedLlm(responses=[call("plain"), "CHILD SUMMARY"]),
-                     tools=[_tool(plain, remote)])
+                     tools=[_tool(plain, on_workers)])
     root = LlmAgent(name="root", model=ScriptedLlm(responses=[call("transfer_to_agent", agent_name="child"), "ROOT AGAIN"]),
                     sub_agents=[child])
-    return App(name="a", root_agent=root,
-               resumability_config=ResumabilityConfig(is_resumable=True) if resumable else None)
+    return _app(root, resumable)
 
 
 @pytest.mark.parametrize("resumable", [False, True])
 async def test_plain_in_child(resumable):
-    local = await _events(transfer_then_child_plain(False, resumable), "agents")
-    remote = await _events(transfer_then_child_plain(True, resumable), "agents")
-    assert remote == local
+    in_process = await _events(transfer_then_child_plain(False, resumable), "agents")
+    on_workers = await _events(transfer_then_child_plain(True, resumable), "agents")
+    assert on_workers == in_process
