@@ -61,16 +61,15 @@ def _celery_worker(
         cli_ops.fail("ADK_CELERY_REDIS_URL is not set (e.g. redis://localhost:6379/0).")
     from orchestrator.distributed.app_checks import check_remote_tools
     from orchestrator.distributed.registry import AppRegistry
-    from orchestrator.distributed.transport import default_route
     from workers import app
     from workers.celery_app import use_settings
+    from workers.transport import tool_route
 
     use_settings(settings)
 
     try:  # fail at start-up, not at the first task, when an app cannot be loaded or served
         registry = AppRegistry.from_specs(settings.app_specs())
-        route = functools.partial(default_route, default_queue=settings.tools_queue,
-                                  tool_queues=settings.tool_queues)
+        route = functools.partial(tool_route, settings=settings)
         for served in registry:
             check_remote_tools(served, route)
     except (ValueError, TypeError) as error:

@@ -30,6 +30,11 @@ from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL, kwargs_repr
 from workers.publish_commands import CommandProducer, RedisCommand, collects_publishes
 
 
+def tool_route(tool: BaseTool, settings: Settings) -> str | None:
+    """The queue ``tool``'s calls go to with ``settings`` (None: run in the orchestrator)."""
+    return default_route(tool, default_queue=settings.tools_queue, tool_queues=settings.tool_queues)
+
+
 class CeleryTransport:
     """Sends tool jobs to workers; Flower shows them as ``adk_celery.run_tool:<tool>``.
 
@@ -57,9 +62,7 @@ class CeleryTransport:
 
     def route(self, tool: BaseTool) -> str | None:
         """Long-running tools and tools listed in ``tool_queues`` run on workers."""
-        return default_route(
-            tool, default_queue=self._settings.tools_queue, tool_queues=self._settings.tool_queues
-        )
+        return tool_route(tool, self._settings)
 
     def route_agent(self, agent: BaseAgent) -> str | None:
         """The queue for ``agent``'s branch jobs: its own (``agent_queues``) or the agents queue."""
