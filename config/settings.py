@@ -70,8 +70,9 @@ class Settings(BaseSettings):
     broker_transport_options: dict[str, Any] = Field(default_factory=dict)
     """More kombu Redis transport options, JSON (e.g. ``{"unacked_restore_interval": 1}``);
     they override the ones set from other settings."""
-    record_ttl_seconds: int = 7 * 24 * 3600
-    """How long invocation records and results are kept in Redis."""
+    record_ttl_seconds: int = Field(default=7 * 24 * 3600, ge=1)
+    """How long an invocation's record, results and streams are kept in Redis after its last
+    change; a paused one is kept while it waits (orchestrators renew it)."""
     max_payload_bytes: int = 1_048_576
     """Largest message, tool argument set or tool result accepted (JSON bytes)."""
     max_identifier_length: int = 128

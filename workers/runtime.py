@@ -45,6 +45,7 @@ from workers.enqueue import (
     was_queued,
 )
 from workers.heartbeat import Heartbeats
+from workers.keep_alive import PausedKeeper
 from workers.loop import LoopThread
 from workers.transport import CeleryTransport
 from workers.watchdog import JobWatchdog
@@ -86,6 +87,8 @@ class Services:
     """Where the service's remote jobs go."""
     watchdog: JobWatchdog | None = None
     """This process's job watchdog, once :meth:`Runtime.start_orchestrating` ran."""
+    keeper: PausedKeeper | None = None
+    """This process's keeper of paused invocations, once :meth:`Runtime.start_orchestrating` ran."""
 
     @cached_property
     def service(self) -> InvocationService:
@@ -267,6 +270,8 @@ class Runtime:
         if services.transport is not None:
             services.watchdog = JobWatchdog(services, services.transport, settings)
             services.watchdog.start()
+        services.keeper = PausedKeeper(services.redis, settings.record_ttl_seconds)
+        services.keeper.start()
 
     def stop_orchestrating(self, timeout: float = 10.0) -> None:
         """Stop reading wake-ups; drains in progress get ``timeout`` seconds to finish."""
@@ -276,6 +281,9 @@ class Runtime:
         watchdog, self._services.watchdog = self._services.watchdog, None
         if watchdog is not None:
             self.run(watchdog.stop(), timeout=5)
+        keeper, self._services.keeper = self._services.keeper, None
+        if keeper is not None:
+            self.run(keeper.stop(), timeout=5)
         self.run(consumer.stop(timeout), timeout=timeout + 5)
 
     async def submit_invocation(
