@@ -152,6 +152,27 @@ def test_a_job_lost_between_the_broker_and_a_worker_is_dispatched_again(redis_ur
         assert check.hget(keys.invocation_jobs("parked", inv), f"a:{answer.id}") == "2"
 
 
+def test_an_answered_call_keeps_no_copy_of_its_message_and_a_late_copy_is_skipped(redis_url):
+    with _stack(redis_url, 11, worker=False) as s:
+        check, client = s.check, s.client
+        inv = client.enqueue("parked", "u", "answered-once")
+        assert client.wait("parked", inv, timeout=10).status is InvocationStatus.PAUSED
+        message = _wait_for(lambda: check.lindex(PARKED_QUEUE, 0), what="the job in its queue")
+        worker = s.start_worker("parked-worker", "-Q", PARKED_QUEUE)
+        record = client.wait("parked", inv, timeout=20, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record.error, s.orchestrator.output())
+        [answer] = _responses(client, "parked", inv)
+
+        # The journal kept the whole broker message to find or resend the job: not needed
+        # once the call is answered (it was most of the invocation's keys in Redis).
+        jobs = keys.invocation_jobs("parked", inv)
+        assert check.hget(jobs, f"c:{answer.id}") is None
+        assert check.memory_usage(jobs) < 1024
+        check.lpush(PARKED_QUEUE, message)  # a copy delivered again, late
+        worker.wait_for_line(lambda line: "already answered" in line)
+        assert [r.id for r in _responses(client, "parked", inv)] == [answer.id]
+
+
 def test_a_call_whose_worker_died_running_it_too_often_is_answered_with_an_error(redis_url):
     with _stack(redis_url, 12, worker=False, tool_max_attempts="1") as s:
         check, client = s.check, s.client

@@ -84,16 +84,21 @@ class PutResult(Operands):
     """The invocation's results hash."""
     watch: str = key_field()
     """The job watch index the call leaves."""
+    jobs: str = key_field()
+    """The invocation's jobs hash (``keys.invocation_jobs``)."""
     call_id: str
     result: str
     """The result's JSON."""
     ttl: int
     member: str
     """The call's member of the watch index (:func:`~.jobs.watch_member`)."""
+    final: str
+    """'1' if the result answers the call (not a pending placeholder, not a paused branch's
+    turn), else '0'."""
 
 
 PUT_RESULT = LuaScript(PutResult, """
-if not put_result(results, watch, call_id, result, ttl, member) then return 0 end
+if not put_result(results, watch, jobs, call_id, result, ttl, member, final) then return 0 end
 return 1
 """, functions=[LUA_PUT_RESULT])
 """Store a call's result: 1, or 0 (nothing written) if a final one is there already."""
@@ -113,7 +118,7 @@ class PutPending(PutResult):
 
 
 PUT_PENDING = LuaScript(PutPending, f"""
-if not put_result(results, watch, call_id, result, ttl, member) then return 0 end
+if not put_result(results, watch, jobs, call_id, result, ttl, member, final) then return 0 end
 -- The call now waits for an answer from outside, and nothing else would say so: a follower
 -- paused on it (a /run, a /run_sse) learns it from this entry, written with the placeholder
 -- (never one without the other). Streams that are gone (expired) are not made again.
@@ -146,5 +151,7 @@ def put_result_operands(
 ) -> PutResult:
     """The operands storing ``result`` (taking its call out of the watch index ``watch``)."""
     return PutResult(results=keys.invocation_results(app_name, invocation_id), watch=watch,
+                     jobs=keys.invocation_jobs(app_name, invocation_id),
                      call_id=result.function_call_id, result=result.model_dump_json(), ttl=ttl,
-                     member=watch_member(app_name, invocation_id, result.function_call_id))
+                     member=watch_member(app_name, invocation_id, result.function_call_id),
+                     final="0" if result.response is None else "1")

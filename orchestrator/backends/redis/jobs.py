@@ -5,7 +5,8 @@ Each invocation has a jobs hash (``keys.invocation_jobs``) with these fields per
 - ``a:<call id>``: the attempt now out (1 at the first dispatch);
 - ``c:<call id>``: the dispatch, JSON: its queue and its broker message (the exact list
   element kombu pushed, to find it in the queue; the job is read back from it), or the job
-  itself when the message was sent by other means;
+  itself when the message was sent by other means; dropped once the call is answered
+  (``put_result``), as only a call still waiting is ever found or sent again;
 - ``d:<call id>``: its deadline (epoch seconds), if it has one;
 - ``h:<call id>``: the digest of the attempt now out (:func:`job_digest` of its keyword
   arguments): a worker runs a job only if its own digest of what it received is this one;

@@ -158,16 +158,23 @@ local function result_refused(results, call_id, result)
   end
   return false
 end
-local function put_result(results, watch, call_id, result, ttl, member)
+local function put_result(results, watch, jobs, call_id, result, ttl, member, final)
   if result_refused(results, call_id, result) then return false end
   redis.call('HSET', results, call_id, result)
   redis.call('EXPIRE', results, ttl)
   redis.call('ZREM', watch, member)
+  if final == '1' then
+    -- The job's dispatch (its whole broker message) serves only to find or send the job
+    -- again, which an answered call never needs: most of an invocation's jobs hash.
+    redis.call('HDEL', jobs, 'c:' .. call_id)
+  end
   return true
 end
 """
 """``result_refused(results, call_id, result)``: true if ``put_result`` would not store it.
-``put_result(results, watch, call_id, result, ttl, member)``: store a call's result in the
-invocation's results hash unless a final one is there, or a paused branch's and this one
-is not final (then false, nothing written; a pending placeholder may be replaced), and end
-the watchdog's watch over the call (its ``member`` of the job watch index ``watch``)."""
+``put_result(results, watch, jobs, call_id, result, ttl, member, final)``: store a call's
+result in the invocation's results hash unless a final one is there, or a paused branch's
+and this one is not final (then false, nothing written; a pending placeholder may be
+replaced), and end the watchdog's watch over the call (its ``member`` of the job watch index
+``watch``); a ``final`` ('1') result also drops the call's dispatch from the jobs hash
+``jobs`` (field ``c:<call id>``, see :mod:`.jobs`)."""

@@ -117,7 +117,8 @@ class RedisSessionQueue:
         app_name, invocation_id = key[0], item.invocation_id
         refused = await self._put_answers_and_push(PutAnswersAndPush(
             **self._push_fields(key, item), results=keys.invocation_results(app_name, invocation_id),
-            watch=self._job_watch_key, ttl=self._record_ttl,
+            watch=self._job_watch_key, jobs=keys.invocation_jobs(app_name, invocation_id),
+            ttl=self._record_ttl,
             call_ids=[r.function_call_id for r in results],
             answers=[r.model_dump_json() for r in results],
             members=[watch_member(app_name, invocation_id, r.function_call_id) for r in results]))

@@ -108,7 +108,7 @@ class PutResultAndPush(PushItem, PutResult):
 
 
 PUT_RESULT_AND_PUSH = LuaScript(PutResultAndPush, """
-if not put_result(results, watch, call_id, result, ttl, member) then return 0 end
+if not put_result(results, watch, jobs, call_id, result, ttl, member, final) then return 0 end
 return push_item(queue, wake, item, app, user, session, invocation)
 """, functions=[LUA_PUT_RESULT, _LUA_PUSH_ITEM])
 """Store a call's result (as :data:`~.invocation_store.PUT_RESULT`) and, if it was stored,
@@ -123,6 +123,8 @@ class PutAnswersAndPush(PushItem):
     """The invocation's results hash."""
     watch: str = key_field()
     """The job watch index the calls leave."""
+    jobs: str = key_field()
+    """The invocation's jobs hash (an answered call's dispatch leaves it)."""
     ttl: int
     call_ids: list[str] = many_field()
     answers: list[str] = many_field()
@@ -143,8 +145,8 @@ end
 -- Every answer is in exactly so already: this request sent again (its reply was lost).
 if #fresh == 0 then return '' end
 for _, i in ipairs(fresh) do
-  put_result(results, watch, ARGV[call_ids_first + i], ARGV[answers_first + i], ttl,
-    ARGV[members_first + i])
+  put_result(results, watch, jobs, ARGV[call_ids_first + i], ARGV[answers_first + i], ttl,
+    ARGV[members_first + i], '1')
 end
 push_item(queue, wake, item, app, user, session, invocation)
 return ''
