@@ -45,3 +45,16 @@ async def test_a_small_record_rides_with_its_status(redis_client):
     await store.create(record)
     [(_, fields)] = await redis_client.xrange(keys.invocation_statuses("chat", record.invocation_id))
     assert InvocationRecord.model_validate_json(fields["record"]) == record
+
+
+async def test_the_live_stream_keeps_statuses_alone(redis_client):
+    # Its followers show statuses; a copy of the record per status was about a quarter of
+    # what a finished one-tool invocation kept in Redis.
+    store = RedisInvocationStore(redis_client)
+    record = _record("hello")
+    await store.create(record)
+    record.status = InvocationStatus.COMPLETED
+    await store.save(record)
+    live = await redis_client.xrange(keys.invocation_stream("chat", record.invocation_id))
+    assert [fields for _, fields in live] == [{"kind": "status", "status": "queued"},
+                                              {"kind": "status", "status": "completed"}]

@@ -6,10 +6,10 @@ An invocation's stream holds, in order, three kinds of entries:
   invocation (its user message first), streaming chunks (``partial``) included. Committed
   events are added by the session append that stores them, chunks by ``publish`` (in Redis
   with a ``pub`` field too, the publish call's id: readers ignore it);
-- ``{"kind": "status", "status": <InvocationStatus value>, "record": <record JSON>}``: each
-  status change, published by the invocation store when it saves the record, with the
-  record as saved (waiters need no extra read), unless it is large (in Redis, over 16 KB:
-  a long message): then without ``record``, and a waiter reads the record;
+- ``{"kind": "status", "status": <InvocationStatus value>}``: each status change,
+  published by the invocation store when it saves the record (in Redis the record itself
+  rides only in the status-only stream's entries, for waiters; a follower that needs it
+  reads it);
 - ``{"kind": "progress", "call": ..., "tool": ..., "attempt": ..., "at": ..., "progress": ...}``:
   a remote call's ``report_progress``, added by the worker running it; it never ends a
   follow.

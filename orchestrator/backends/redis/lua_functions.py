@@ -120,14 +120,16 @@ local function save_record(record_key, stream_key, statuses_key, record, status,
   end
   redis.call('HSET', record_key, 'status', status)
   redis.call('EXPIRE', record_key, ttl)
-  -- A large record (a long message, a big state delta) is left out of the entries: every
-  -- status would keep another copy in each stream; a watcher reads the record instead.
+  -- The live stream's entry is the status alone: its followers show statuses, and the few
+  -- that need the record read it (a copy per status was a quarter of an invocation's keys).
+  -- The status-only stream's entry carries the record, for waiters (no read), unless it is
+  -- large (a long message, a big state delta): a waiter reads the record then.
+  redis.call('XADD', stream_key, 'MAXLEN', '~', maxlen, '*', 'kind', 'status', 'status', status)
+  redis.call('EXPIRE', stream_key, ttl)
   local fields = {{'kind', 'status', 'status', status}}
   if string.len(entry) <= {STATUS_ENTRY_RECORD_MAX} then
     fields[5], fields[6] = 'record', entry
   end
-  redis.call('XADD', stream_key, 'MAXLEN', '~', maxlen, '*', unpack(fields))
-  redis.call('EXPIRE', stream_key, ttl)
   redis.call('XADD', statuses_key, 'MAXLEN', '~', {STATUSES_MAXLEN}, '*', unpack(fields))
   redis.call('EXPIRE', statuses_key, ttl)
   -- Both indexes move the record from the status it had (read once, above) to its new one.
@@ -138,10 +140,10 @@ local function save_record(record_key, stream_key, statuses_key, record, status,
 end
 """
 """``save_record(...)``: store an invocation record (``only_if_new``: unless one exists, then
-false and nothing written) and add its status entry (the record as ``shown``, if given) to
-the invocation's live stream and to its status-only stream (``keys.invocation_record_keys``
-names the three keys; a record over :data:`STATUS_ENTRY_RECORD_MAX` bytes is left out of the
-entries); file it in the lists of invocations (:data:`LUA_INDEX_RECORD`) in the same step."""
+false and nothing written) and add its status entry to the invocation's live stream (the
+status alone) and to its status-only stream (with the record as ``shown``, if given, unless
+over :data:`STATUS_ENTRY_RECORD_MAX` bytes; ``keys.invocation_record_keys`` names the three
+keys); file it in the lists of invocations (:data:`LUA_INDEX_RECORD`) in the same step."""
 
 LUA_PUT_RESULT = """
 local function result_refused(results, call_id, result)
