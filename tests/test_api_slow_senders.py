@@ -2,7 +2,8 @@
 not all arrived ``ADK_CELERY_API_HEADER_TIMEOUT_SECONDS`` after it opened (or after the
 previous response on it) is closed, 408 if part of a request came; a body not all in
 ``ADK_CELERY_API_BODY_TIMEOUT_SECONDS`` after its headers is a 408; a response is never cut,
-however long it streams; 0 turns each off.
+however long it streams; 0 turns each off; ``ADK_CELERY_API_MAX_CONNECTIONS`` caps the
+connections served at once (503 past it).
 
 Real ``adk-celery api`` processes (uvicorn with httptools) and an orchestrator over a real
 redis-server, called on raw sockets: an HTTP client would not send a request this slowly.
@@ -56,9 +57,9 @@ def timed(redis_url) -> Iterator[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def untimed(redis_url) -> Iterator[str]:
-    """An api with both deadlines off: its address."""
+    """An api with both deadlines off and at most 2 connections served: its address."""
     api, base = start_api(stack_env(redis_url, APP_SPECS, api_header_timeout_seconds="0",
-                                    api_body_timeout_seconds="0"))
+                                    api_body_timeout_seconds="0", api_max_connections="2"))
     yield base.removeprefix("http://")
     api.stop()
 
@@ -232,12 +233,40 @@ def test_zero_turns_both_timeouts_off(untimed):
         assert _response(head)[0] == 200 and _response(body)[0] == 200
 
 
+def _served(address: str) -> socket.socket:
+    """A kept-alive connection whose GET was answered 200, once the server counts no
+    connection closed before (it sees a close soon after, not at once): 503s are retried."""
+    deadline = time.monotonic() + GUARD
+    while True:
+        sock = _connect(address)
+        sock.sendall(GET)
+        if _response(sock)[0] == 200:
+            return sock
+        sock.close()
+        assert time.monotonic() < deadline, "still 503s"
+
+
+def test_a_request_past_the_connection_cap_is_a_503(untimed):
+    with _served(untimed) as first, _connect(untimed) as second:
+        second.sendall(GET)  # two connections open: the cap, served
+        assert _response(second)[0] == 200
+        with _connect(untimed) as third:
+            third.sendall(GET)
+            status, head, _ = _response(third)
+            assert status == 503 and b"\r\nconnection: close" in head
+            assert _until_closed(third) == b""
+        first.sendall(GET)  # the two served still are
+        assert _response(first)[0] == 200
+    _served(untimed).close()  # and once they are closed, others are
+
+
 def test_malformed_values_are_refused_naming_their_variable():
     with pytest.raises(ValueError) as raised:
         Settings(redis_url="redis://127.0.0.1:1/0", api_header_timeout_seconds=-1,
-                 api_body_timeout_seconds="soon")
+                 api_body_timeout_seconds="soon", api_max_connections=-5)
     described = describe_settings_error(raised.value).split("; ")
     assert described == [
         "ADK_CELERY_API_HEADER_TIMEOUT_SECONDS: Input should be greater than or equal to 0",
         "ADK_CELERY_API_BODY_TIMEOUT_SECONDS: Input should be a valid number, unable to parse "
-        "string as a number"]
+        "string as a number",
+        "ADK_CELERY_API_MAX_CONNECTIONS: Input should be greater than or equal to 0"]
