@@ -259,10 +259,7 @@ class _RequestLimits:
             return
         if answer is not None:
             transport.write(answer)
-        if transport.get_write_buffer_size():  # a client that reads nothing: no waiting on it
-            transport.abort()
-        else:
-            transport.close()
+        transport.close()  # after what is written: the end of a response the client still reads
 
 
 @cache
