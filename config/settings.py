@@ -146,6 +146,19 @@ class Settings(BaseSettings):
     """Largest request line and headers ``adk-celery api`` reads before answering 431 and
     closing the connection (before any token is checked); 0: no limit (see
     :mod:`workers.api.header_limit`)."""
+    api_header_timeout_seconds: float = Field(default=10.0, ge=0)
+    """How long ``adk-celery api`` waits for a request's line and headers, from the opening
+    of its connection or the end of the previous response on it, before closing the
+    connection (408 if part of a request came); 0: no limit (see
+    :mod:`workers.api.header_limit`)."""
+    api_body_timeout_seconds: float = Field(default=30.0, ge=0)
+    """How long ``adk-celery api`` waits for a request's body once its headers are in before
+    answering 408 and closing the connection; 0: no limit. Neither timeout counts the time a
+    response takes."""
+    api_max_connections: int = Field(default=1000, ge=0)
+    """Most connections ``adk-celery api`` serves at once (each open SSE follow or ``/run``
+    holds one): a request arriving on one more is answered 503 and its connection closed
+    (uvicorn's ``limit_concurrency``); 0: no limit."""
     api_shutdown_seconds: float = Field(default=10.0, gt=0)
     """How long a stopping ``adk-celery api`` lets open requests finish (a ``/run`` or an SSE
     follow waiting on its invocation) before it closes them; the invocations go on."""

@@ -121,9 +121,15 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
     uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info",
                 log_config=log_config(), timeout_graceful_shutdown=settings.api_shutdown_seconds,
                 access_log=settings.api_access_log if access_log is None else access_log,
-                http=protocol_class(settings.api_max_header_bytes),
+                http=protocol_class(settings.api_max_header_bytes,
+                                    header_timeout=settings.api_header_timeout_seconds,
+                                    body_timeout=settings.api_body_timeout_seconds),
                 # uvicorn's own cap, used if it serves with h11 (httptools missing)
-                h11_max_incomplete_event_size=settings.api_max_header_bytes or None)
+                h11_max_incomplete_event_size=settings.api_max_header_bytes or None,
+                # uvicorn answers 503 to a request when as many connections as its limit are
+                # open, this one included: + 1 serves up to api_max_connections at once
+                limit_concurrency=settings.api_max_connections + 1 if settings.api_max_connections
+                else None)
 
 
 def _freeze_start_up_objects() -> None:
