@@ -65,6 +65,12 @@ class Settings(BaseSettings):
     holds (doubling up to half the lease TTL)."""
     orchestrator_concurrency: int = 64
     """Sessions one orchestrator process drains at once (Runner loops on its event loop)."""
+    session_cache_max_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
+    """Approximate memory an orchestrator spends on the sessions it read before, kept so
+    that its next lease on one reads only the newer events: each counts the bytes it was
+    read as (its events' JSON and its state) plus 4 KiB per event (a parsed event's own
+    cost). A session larger than this is not kept (its next lease reads it whole); 0 keeps
+    none."""
     visibility_timeout_seconds: int = 3600
     """Redis broker visibility timeout: keep it above your longest tool call."""
     broker_transport_options: dict[str, Any] = Field(default_factory=dict)

@@ -240,6 +240,7 @@ class Runtime:
                 writer_for=lambda key, token, record: _leased_writer(
                     sessions, events, key, token, record),
                 limits=self.limits,
+                session_cache_max_bytes=settings.session_cache_max_bytes,
             )
         return Services(client, sessions, artifacts, store, queue, registry, service,
                         events=events, wakeups=wakeups, transport=transport)

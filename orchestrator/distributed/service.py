@@ -37,7 +37,7 @@ from orchestrator.distributed.models import (
 )
 from orchestrator.distributed.outside_answers import answered_inside, take_answers
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.distributed.session_cache import SessionCache
+from orchestrator.distributed.session_cache import DEFAULT_MAX_BYTES, SessionCache
 from orchestrator.distributed.stores import (
     InvocationStore,
     Loaded,
@@ -89,6 +89,7 @@ class InvocationService:
         event_sink: EventSink | None = None,
         writer_for: WriterFactory | None = None,
         limits: Limits | None = None,
+        session_cache_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.registry = registry
         self.limits = limits or Limits()
@@ -103,8 +104,9 @@ class InvocationService:
         self.queue = queue
         self.artifact_service = artifact_service
         self._lease_renew_seconds = lease_renew_seconds
-        self.sessions_read = SessionCache()
-        """Each session as last read here: the next lease on it reads only what is newer."""
+        self.sessions_read = SessionCache(max_bytes=session_cache_max_bytes)
+        """Each session as last read here: the next lease on it reads only what is newer
+        (about ``session_cache_max_bytes`` of them at most, see :class:`SessionCache`)."""
         if transport is not None:
             for app in registry:
                 check_remote_tools(app, transport.route)

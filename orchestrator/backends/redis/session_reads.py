@@ -4,7 +4,9 @@ A whole read (:func:`queue_session_reads`, :func:`session_from_replies`), or a r
 came after a copy the caller holds (:func:`first_unread`, :func:`session_after`): events are
 only ever appended, so a reader that holds a session as stored reads its newer events only.
 The session service reads this way, and so does taking a session's lease with its first work
-item (``session_queue``), in the same round trip.
+item (``session_queue``), in the same round trip. Each session read notes the byte length of
+what it was built from (:func:`~orchestrator.distributed.session_cache.note_stored_size`),
+the size an orchestrator's session cache counts it as.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.codec import decode_hash, text
+from orchestrator.distributed.session_cache import note_stored_size, stored_size
 from orchestrator.events.event import Event
 from orchestrator.sessions.base_session_service import merge_state
 from orchestrator.sessions.session import Session
@@ -44,19 +47,39 @@ def session_from_replies(
     app_name: str, user_id: str, session_id: str, replies: list[Any],
     after_timestamp: float | None = None,
 ) -> Session | None:
-    """The session from the replies of :func:`queue_session_reads`; None if it does not exist."""
+    """The session from the replies of :func:`queue_session_reads`; None if it does not exist.
+
+    The session carries the byte length of its events and state as read (see
+    :func:`~orchestrator.distributed.session_cache.stored_size`).
+    """
+    built = _session(app_name, user_id, session_id, replies, after_timestamp)
+    if built is None:
+        return None
+    session, events_bytes, state_bytes = built
+    return note_stored_size(session, events_bytes, state_bytes)
+
+
+def _session(
+    app_name: str, user_id: str, session_id: str, replies: list[Any],
+    after_timestamp: float | None = None,
+) -> tuple[Session, int, int] | None:
+    """The session, the byte length of its events as read and that of its state."""
     meta_raw, state_raw, app_raw, user_raw = replies[:4]
     if not meta_raw:
         return None
     meta = {text(k): text(v) for k, v in meta_raw.items()}
-    return Session.model_construct(
+    events, events_bytes = _parse_events(replies[4] if len(replies) > 4 else [], after_timestamp)
+    session = Session.model_construct(
         id=session_id,
         app_name=app_name,
         user_id=user_id,
         state=merge_state(decode_hash(state_raw), decode_hash(app_raw), decode_hash(user_raw)),
-        events=_parse_events(replies[4] if len(replies) > 4 else [], after_timestamp),
+        events=events,
         last_update_time=float(meta["last_update_time"]),
     )
+    state_bytes = sum(len(k) + len(v) for raw_hash in (state_raw, app_raw, user_raw)
+                      for k, v in raw_hash.items())
+    return session, events_bytes, state_bytes
 
 
 def first_unread(known: Session | None) -> int:
@@ -77,13 +100,21 @@ def session_after(
     events (not parsed again) followed by the newer ones; None if the session is gone.
     ``(False, None)`` if the list is not what ``known`` says (the session was deleted and
     made again): read it whole.
+
+    The session's noted size is ``known``'s events' and the newer ones', and the state just
+    read; none if ``known`` has none.
     """
     if known.events and (not tail or event_id(tail[0]) != known.events[-1].id):
         return False, None
-    session = session_from_replies(known.app_name, known.user_id, known.id,
-                                   [*hashes, tail[1:] if known.events else tail])
-    if session is not None:
-        session.events[:0] = known.events
+    built = _session(known.app_name, known.user_id, known.id,
+                     [*hashes, tail[1:] if known.events else tail])
+    if built is None:
+        return True, None
+    session, events_bytes, state_bytes = built
+    session.events[:0] = known.events
+    earlier = stored_size(known)
+    if earlier is not None:
+        note_stored_size(session, earlier.events + events_bytes, state_bytes)
     return True, session
 
 
@@ -96,19 +127,22 @@ def event_id(raw: Any) -> str | None:
     return value.get("id") if isinstance(value, dict) else None
 
 
-def _parse_events(raw: list[Any], after_timestamp: float | None) -> list[Event]:
+def _parse_events(raw: list[Any], after_timestamp: float | None) -> tuple[list[Event], int]:
     """Parse stored events; with ``after_timestamp`` keep the suffix the in-memory store keeps.
 
     Walks backwards from the newest event and stops at the first one older than
-    ``after_timestamp``, so only the kept events are parsed.
+    ``after_timestamp``, so only the kept events are parsed. Also returns the byte length
+    of the kept events as stored.
     """
     if after_timestamp is None:
-        return [Event.from_wire(item) for item in raw]
+        return [Event.from_wire(item) for item in raw], sum(map(len, raw))
     kept: list[Event] = []
+    kept_bytes = 0
     for item in reversed(raw):
         event = Event.from_wire(item)
         if event.timestamp < after_timestamp:
             break
         kept.append(event)
+        kept_bytes += len(item)
     kept.reverse()
-    return kept
+    return kept, kept_bytes
