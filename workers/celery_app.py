@@ -13,6 +13,7 @@ JSON keyword arguments; see the README):
 
 from __future__ import annotations
 
+import logging
 import socket
 import sys
 from functools import cached_property
@@ -23,6 +24,8 @@ from celery import Celery, signals
 from config import Settings, get_settings
 from config.settings import describe_settings_error
 from workers.broker import transport_path
+
+logger = logging.getLogger(__name__)
 
 TASK_INVOKE = "adk_celery.invoke"
 TASK_DRAIN = "adk_celery.drain"
@@ -168,6 +171,15 @@ def _malformed_settings(**_: Any) -> None:
     """Stop a worker whose settings are malformed, saying which (no broker is configured)."""
     if _settings_error is not None:
         sys.exit(f"adk-celery: error: {describe_settings_error(_settings_error)}")
+
+
+@signals.worker_init.connect
+def _read_only_control(**_: Any) -> None:
+    """Keep only the remote-control commands that read (see :mod:`workers.control_lockdown`)."""
+    from workers.control_lockdown import lock_down
+
+    dropped = lock_down(app_settings().flower_allow_control)
+    logger.debug("Remote control: commands refused here: %s", ", ".join(dropped))
 
 
 def use_settings(settings: Settings) -> None:
