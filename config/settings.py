@@ -18,7 +18,9 @@ class Settings(BaseSettings):
 
     # populate_by_name: Settings(max_llm_calls=...) sets the field even where an alias (a
     # google-adk variable name) is accepted from the environment.
-    model_config = SettingsConfigDict(env_prefix="ADK_CELERY_", extra="ignore", populate_by_name=True)
+    # hide_input_in_errors: a validation error never quotes a value (a URL's password, a token).
+    model_config = SettingsConfigDict(env_prefix="ADK_CELERY_", extra="ignore", populate_by_name=True,
+                                      hide_input_in_errors=True)
 
     redis_url: str | None = None
     """Redis URL for broker, results and state; unset = embedded in-process mode."""

@@ -133,3 +133,14 @@ def test_a_refused_option_is_a_usage_error(env, argv, said):
     done = cli(env, *argv, timeout=30)
     assert done.returncode == 2 and done.stderr.startswith(f"usage: adk-celery {argv[0]}")
     assert done.stderr.splitlines()[-1] == f"adk-celery {argv[0]}: error: {said}"
+
+
+def test_a_malformed_setting_read_by_a_library_user_never_shows_its_value(env):
+    # Client() and the API's app factory read the settings themselves: their error is
+    # pydantic's, which quoted each value it refused (a Redis URL with its password).
+    code = "from workers.client import Client\nClient()"
+    result = run({**env, "ADK_CELERY_REDIS_URL": f"redis://:{SECRET}@127.0.0.1:99999/0"},
+                 sys.executable, "-c", code)
+    assert result.returncode != 0
+    assert "ADK_CELERY_REDIS_URL" in result.stderr or "redis_url" in result.stderr
+    assert SECRET not in result.stdout + result.stderr
