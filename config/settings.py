@@ -83,6 +83,11 @@ class Settings(BaseSettings):
     change; a paused one is kept while it waits (orchestrators renew it)."""
     max_payload_bytes: int = 1_048_576
     """Largest message, tool argument set or tool result accepted (JSON bytes)."""
+    max_task_message_bytes: int = Field(default=32 * 1_048_576, ge=0)
+    """Largest Celery task message an orchestrator or worker decodes (its body as sent, in
+    bytes): a larger one is refused before its JSON is parsed, which would take many times
+    its size in memory; 0: no limit. Well above what the payload limits let through (a tool
+    job carries the session's state too)."""
     max_identifier_length: int = 128
     """Longest app name, user, session, invocation or call id a client may send."""
     identifier_pattern: str = r"[A-Za-z0-9_][A-Za-z0-9_.:@+=-]*"

@@ -326,3 +326,25 @@ def test_undecodable_messages_are_answered_and_their_body_is_not_logged(celery_s
     with pytest.raises(CeleryTimeoutError):
         sender.AsyncResult(f"never-{task_id}").get(timeout=0.1)
     assert "invocation_id" in send(sender, TASK_INVOKE, **_request())
+
+
+def _peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        line = next(text for text in status if text.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+
+def test_a_task_message_too_large_to_decode_safely_is_refused_before_it_is(celery_stack, sender):
+    # Its JSON, then the checks of its payload, took many times its size: a 150 MB message
+    # took an orchestrator from 106 MB to 1.7 GB (killed by the system with a little more).
+    orchestrator = celery_stack["orchestrator"]
+    before, peak_before = all_keys(celery_stack["url"]), _peak_rss_mb(orchestrator.pid)
+    result = sender.send_task(TASK_INVOKE, queue="adk.invocations", kwargs={
+        **_request(), "new_message": "SECRET-BODY " + "x" * 40_000_000})
+    with pytest.raises(ValueError, match="Message refused: its body is .* over the limit of "
+                                         r"33554432 \(ADK_CELERY_MAX_TASK_MESSAGE_BYTES\)"):
+        result.get(timeout=60)
+    assert all_keys(celery_stack["url"]) == before
+    assert not any("SECRET-BODY" in text for text in orchestrator.lines)
+    print(f"orchestrator peak RSS {peak_before:.0f} -> {_peak_rss_mb(orchestrator.pid):.0f} MB")
+    assert "invocation_id" in send(sender, TASK_INVOKE, **_request())  # it goes on serving
