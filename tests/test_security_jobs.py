@@ -266,3 +266,15 @@ def test_an_orchestrator_never_runs_a_tool_even_a_genuine_job(stack: Stack):
     record = s.client.wait("parked", inv, timeout=20, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
     assert s.check.get("test:parked:sent-to-orchestrator") == str(parked.pid)
+
+
+def test_a_malformed_job_is_refused_and_logged_without_its_values(stack: Stack):
+    s = stack
+    secret = "PERSONALDATA-patient-has-a-condition"
+    s.attacker.send_task(TASK_RUN_TOOL, queue="adk.tools", kwargs={
+        "app_name": "vault", "user_id": "victim", "session_id": "s", "invocation_id": "e-x",
+        "function_call_id": "adk-malformed-1", "tool_name": "grant_everything",
+        "agent_name": "agent", "args": secret, "state": [secret], "attempt": secret})
+    line = s.worker.wait_for_line(lambda text: "Malformed tool job rejected" in text)
+    assert "args" in line and "state" in line
+    assert not any(secret in text for text in s.worker.lines)

@@ -140,7 +140,7 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     try:
         job = ToolJob.model_validate(kwargs)
     except ValidationError as error:
-        logger.error("Malformed tool job rejected: %s", error)
+        logger.error("Malformed tool job rejected: %s", invalid_fields(error))
         return {"error": f"malformed tool job: {error.error_count()} invalid field(s)"}
     runtime = get_runtime()
     # Celery's request context is thread-local: read it here, not on the loop thread.
@@ -205,6 +205,20 @@ def _progress_publisher() -> ProgressPublisher:
         if not _publisher:
             _publisher.append(ProgressPublisher(get_runtime().settings))
         return _publisher[0]
+
+
+def invalid_fields(error: ValidationError, most: int = 5) -> str:
+    """Which fields of a refused job are wrong, and how: never their values (a job is user data).
+
+    pydantic's own text quotes each value it refused (a message, a state snapshot).
+    """
+    def place(loc: tuple[Any, ...]) -> str:
+        return ".".join(part if isinstance(part, str) and len(part) <= 40 and part.isidentifier()
+                        else "[...]" if isinstance(part, str) else str(part) for part in loc)
+
+    problems = [f"{place(e['loc']) or 'job'}: {e['type']}" for e in error.errors(include_input=False)]
+    more = f"; and {len(problems) - most} more" if len(problems) > most else ""
+    return "; ".join(problems[:most]) + more
 
 
 _RETRY_FOR_SECONDS = 600.0
@@ -376,7 +390,7 @@ def run_agent(self: Task, **kwargs: Any) -> dict[str, Any]:
     try:
         job = AgentJob.model_validate(kwargs)
     except ValidationError as error:
-        logger.error("Malformed branch job rejected: %s", error)
+        logger.error("Malformed branch job rejected: %s", invalid_fields(error))
         return {"error": f"malformed branch job: {error.error_count()} invalid field(s)"}
     return get_runtime().run(_run_agent(job, digest))
 
