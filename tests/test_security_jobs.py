@@ -278,3 +278,13 @@ def test_a_malformed_job_is_refused_and_logged_without_its_values(stack: Stack):
     line = s.worker.wait_for_line(lambda text: "Malformed tool job rejected" in text)
     assert "args" in line and "state" in line
     assert not any(secret in text for text in s.worker.lines)
+
+
+def test_a_worker_never_takes_an_invocations_own_task(stack: Stack):
+    s = stack
+    sent = s.attacker.send_task("adk_celery.invoke", queue="adk.tools", kwargs={
+        "app_name": "vault", "user_id": "on-a-worker", "new_message": "hi"})
+    refusal = sent.get(timeout=15)
+    assert "only orchestrators take an invocation's own tasks" in refusal["error"]
+    assert not [r for r in s.client.invocations("vault").records if r.user_id == "on-a-worker"]
+    s.worker.wait_for_line(lambda line: "Refused adk_celery.invoke delivered to a worker" in line)

@@ -60,6 +60,24 @@ def refused_here(
     return {"status": REFUSED_HERE}
 
 
+NOT_AN_ORCHESTRATOR = ("refused: only orchestrators take an invocation's own tasks (invoke, "
+                       "answer, cancel, drain); send it to the invocations queue")
+
+
+def refused_off_orchestrators(task_name: str, delivery_info: dict[str, Any] | None) -> dict[str, str] | None:
+    """The refusal of an orchestrator's task delivered to a worker (its queue), else None.
+
+    Workers run tools: an invocation's task there would take a slot a tool needs and build
+    the whole service (a Runner per app) a worker never builds. The message is acknowledged
+    with the refusal as its result, so its sender hears why.
+    """
+    if is_orchestrator():
+        return None
+    logger.warning("Refused %s delivered to a worker (routing key %.100r): %s", task_name,
+                   (delivery_info or {}).get("routing_key"), NOT_AN_ORCHESTRATOR)
+    return {"error": NOT_AN_ORCHESTRATOR}
+
+
 def load_apps_or_exit(settings: Settings) -> None:
     """Import the configured apps now: a worker that cannot serve them fails at start-up.
 

@@ -38,7 +38,7 @@ from workers.celery_app import (
 )
 from workers.celery_app import app as celery_app
 from workers.enqueue import check_size, with_message_ids
-from workers.lifecycle import refused_here
+from workers.lifecycle import refused_here, refused_off_orchestrators
 from workers.progress import ProgressPublisher
 from workers.runtime import Services, get_runtime
 
@@ -57,6 +57,8 @@ def invoke(self: Task, **kwargs: Any) -> dict[str, Any]:
     Without ``invocation_id``, its ids are derived from the message's: a message delivered
     again is the same invocation.
     """
+    if (refusal := refused_off_orchestrators(TASK_INVOKE, self.request.delivery_info)) is not None:
+        return refusal
     return get_runtime().run(_invoke(with_message_ids(kwargs, self.request.id)))
 
 
@@ -74,6 +76,8 @@ async def _invoke(kwargs: dict[str, Any]) -> dict[str, Any]:
 @celery_app.task(name=TASK_DRAIN, bind=True, ignore_result=True)
 def drain(self: Task, app_name: str, user_id: str, session_id: str) -> None:
     """Ask the orchestrators to process the work queued for one session (a wake-up)."""
+    if refused_off_orchestrators(TASK_DRAIN, self.request.delivery_info) is not None:
+        return
     limits = get_runtime().limits
     try:
         key = tuple(check_identifier(field, value, limits) for field, value in (
@@ -99,6 +103,8 @@ def answer(
     Returns ``{"error": ...}`` (and stores nothing) for malformed input or a call the
     invocation does not wait for.
     """
+    if (refusal := refused_off_orchestrators(TASK_ANSWER, self.request.delivery_info)) is not None:
+        return refusal
     runtime = get_runtime()
     services = runtime.run(runtime.services())
     try:
@@ -113,6 +119,8 @@ def answer(
 @celery_app.task(name=TASK_CANCEL, bind=True)
 def cancel(self: Task, app_name: str, invocation_id: str) -> dict[str, Any]:
     """Cancel an invocation (queued, running or paused)."""
+    if (refusal := refused_off_orchestrators(TASK_CANCEL, self.request.delivery_info)) is not None:
+        return refusal
     runtime = get_runtime()
     services = runtime.run(runtime.services())
     try:
