@@ -50,6 +50,11 @@ def kwargs_repr(fields: dict[str, Any], limit: int = REPR_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def celery_url(redis_url: str) -> str:
+    """``redis_url`` as Celery and kombu name it: a ``unix://`` socket is ``redis+socket://``."""
+    return "redis+socket:" + redis_url.removeprefix("unix:") if redis_url.startswith("unix:") else redis_url
+
+
 def _keepalive_options() -> dict[int, int]:
     """TCP keepalive for broker connections: probe after 30 s idle, every 5 s, 3 times.
 
@@ -77,21 +82,21 @@ class _Celery(Celery):  # type: ignore[misc]
 def create_celery_app(settings: Settings | None = None) -> Celery:
     """Build the Celery app from settings (broker and result backend: the Redis URL)."""
     settings = settings or get_settings()
-    url = settings.redis_url or "memory://"
+    url = celery_url(settings.redis_url) if settings.redis_url else "memory://"
     app = _Celery("adk_celery", broker=url, backend=url if settings.redis_url else None)
     app.adk_settings = settings
     if url.startswith("redis://"):  # TLS, sockets and Sentinel keep kombu's own transport
         app.conf.broker_transport = transport_path(settings.broker_client_reuse)
-    transport_options = {
+    transport_options: dict[str, Any] = {
         # Reconnecting after a lost connection is Celery's (it retries until Redis is back,
         # see broker_connection_max_retries); these make a dead connection show up as an
         # error rather than a hang: a bounded connect, and keepalive probes on idle sockets.
         "socket_connect_timeout": 5,
-        "socket_keepalive": True,
-        "socket_keepalive_options": _keepalive_options(),
         "visibility_timeout": settings.visibility_timeout_seconds,
-        **settings.broker_transport_options,
     }
+    if not url.startswith("redis+socket:"):  # a local socket's connection takes no TCP options
+        transport_options.update(socket_keepalive=True, socket_keepalive_options=_keepalive_options())
+    transport_options.update(settings.broker_transport_options)
     routes = {name: {"queue": settings.invocations_queue} for name in ORCHESTRATOR_TASKS}
     routes[TASK_RUN_TOOL] = {"queue": settings.tools_queue}
     routes[TASK_RUN_AGENT] = {"queue": settings.agents_queue or settings.tools_queue}
@@ -132,7 +137,7 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
         # exponential backoff (from 0.2 s doubling to 1 s, full jitter: about 4 s in all, at
         # most 8.4 s) of an operation that meets a connection error, instead of failing the
         # job's bookkeeping.
-        redis_socket_keepalive=True,
+        redis_socket_keepalive=not url.startswith("redis+socket:"),
         redis_socket_connect_timeout=5,
         redis_backend_health_check_interval=10,
         result_backend_always_retry=True,

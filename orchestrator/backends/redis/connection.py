@@ -77,23 +77,31 @@ HEALTH_CHECK_SECONDS = 10
 """A pooled connection idle for longer is checked with PING before it is used again."""
 
 
-def client_options(*, asynchronous: bool = True) -> dict[str, Any]:
+def is_unix_socket(url: str) -> bool:
+    """True for a ``unix://`` URL (a local socket: no TCP options apply)."""
+    return url.startswith("unix:")
+
+
+def client_options(*, asynchronous: bool = True, url: str = "") -> dict[str, Any]:
     """The reconnect and retry options of the project's Redis clients (see the comment above).
 
     Keyword arguments for ``Redis.from_url`` (``redis.asyncio`` or, with ``asynchronous=False``,
     synchronous ``redis``): a fresh ``Retry`` and error list each call, since redis-py copies
-    them into every connection.
+    them into every connection. TCP keepalive for a TCP ``url`` (a socket's connection class
+    refuses the option).
     """
     retry_class = AsyncRetry if asynchronous else Retry
-    return {
+    options: dict[str, Any] = {
         "retry": retry_class(EqualJitterBackoff(cap=RETRY_CAP_SECONDS, base=RETRY_BASE_SECONDS),
                              RETRY_ATTEMPTS),
         # The errors ``retry`` supports by default, listed again: older redis-py releases
         # retry a pipeline only for the errors named here.
         "retry_on_error": [RedisConnectionError, RedisTimeoutError],
         "health_check_interval": HEALTH_CHECK_SECONDS,
-        "socket_keepalive": True,
     }
+    if not is_unix_socket(url):
+        options["socket_keepalive"] = True
+    return options
 
 
 def connect(url: str) -> aioredis.Redis:
@@ -102,7 +110,7 @@ def connect(url: str) -> aioredis.Redis:
     It reconnects and retries a command after a connection error, with bounded exponential
     backoff (see :func:`client_options`), so a Redis restart is ridden out.
     """
-    return aioredis.Redis.from_url(url, decode_responses=True, **client_options())
+    return aioredis.Redis.from_url(url, decode_responses=True, **client_options(url=url))
 
 
 def connect_sync(url: str, **options: Any) -> redis.Redis:
@@ -112,7 +120,7 @@ def connect_sync(url: str, **options: Any) -> redis.Redis:
     reads, for example).
     """
     return redis.Redis.from_url(url, decode_responses=True,
-                                **{**client_options(asynchronous=False), **options})
+                                **{**client_options(asynchronous=False, url=url), **options})
 
 
 class RedisClientOwner:
