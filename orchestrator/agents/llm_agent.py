@@ -249,8 +249,8 @@ class LlmAgent(BaseAgent):
         if not owner or owner == self.name:
             return None
         agent = self.root_agent.find_agent(owner)
-        if agent is None:
-            return None
+        if agent is None or not _is_below(agent, self):
+            return None  # e.g. the transfer that started this agent: not its to continue
         # Resume the outermost checkpointed workflow agent on the way down, so it continues
         # with its remaining sub-agents after this one.
         while (
@@ -288,6 +288,16 @@ class LlmAgent(BaseAgent):
         so_far += text
         event.actions.state_delta[self.output_key] = so_far
         return so_far
+
+
+def _is_below(agent: BaseAgent, ancestor: BaseAgent) -> bool:
+    """True if ``ancestor`` is a parent of ``agent``, or a parent's parent, and so on."""
+    parent = agent.parent_agent
+    while parent is not None:
+        if parent is ancestor:
+            return True
+        parent = parent.parent_agent
+    return False
 
 
 def _said(event: Event) -> str:
