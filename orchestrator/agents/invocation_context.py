@@ -53,6 +53,33 @@ _MODEL_CALLS: LogScan[Counter[str]] = LogScan(Counter, _count_model_call)
 """Model calls per invocation of each session."""
 
 
+def invocation_agent_states(
+    events: list[Event], invocation_id: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]:
+    """The agents' checkpoints and end flags an invocation's events leave (resumable apps).
+
+    ``(states, ends)``: ``states`` holds each agent under way (its last checkpoint, ``{}``
+    for an agent that said something and keeps none), ``ends`` is True for each agent
+    that ended; as google-adk rebuilds them when it resumes an invocation.
+    """
+    states: dict[str, dict[str, Any]] = {}
+    ends: dict[str, bool] = {}
+    for event in events:
+        if event.invocation_id != invocation_id or event.author == "user":
+            continue
+        if event.actions.end_of_agent:
+            ends[event.author] = True
+            states.pop(event.author, None)
+        elif event.actions.agent_state is not None:
+            states[event.author] = dict(event.actions.agent_state)
+            ends[event.author] = False
+        elif event.content is not None and event.author not in states:
+            if not ends.get(event.author):
+                states[event.author] = {}
+                ends[event.author] = False
+    return states, ends
+
+
 @dataclass
 class _Counters:
     """Mutable per-invocation counters shared by every copy of a context."""
@@ -252,16 +279,12 @@ class InvocationContext:
         """
         if not self.is_resumable:
             return
-        for event in self.session.events:
-            if event.invocation_id != self.invocation_id or event.author == "user":
-                continue
-            if event.actions.end_of_agent:
-                self.set_agent_state(event.author, end_of_agent=True)
-            elif event.actions.agent_state is not None:
-                self.set_agent_state(event.author, agent_state=event.actions.agent_state)
-            elif event.content is not None and event.author not in self.agent_states:
-                if not self.end_of_agents.get(event.author):
-                    self.set_agent_state(event.author, agent_state={})
+        states, ends = invocation_agent_states(self.session.events, self.invocation_id)
+        for name, ended in ends.items():
+            if ended:
+                self.set_agent_state(name, end_of_agent=True)
+        for name, state in states.items():
+            self.set_agent_state(name, agent_state=state)
 
     @property
     def is_aborted(self) -> bool:
