@@ -20,6 +20,7 @@ from orchestrator.flows.contents import on_or_below
 from orchestrator.plugins.plugin_manager import PluginManager
 
 if TYPE_CHECKING:
+    from orchestrator.agents.agent_runs import RunsGoingOn
     from orchestrator.agents.base_agent import BaseAgent, BaseAgentState
     from orchestrator.apps.app import ResumabilityConfig
     from orchestrator.artifacts.base_artifact_service import BaseArtifactService
@@ -93,6 +94,14 @@ class _Counters:
     answers_in: list[Any] = field(default_factory=list)
     """The answers (events) a run that continues an invocation starts from; the flow of the
     agent that made the calls takes its own (once) and acts on their actions."""
+    resumed: set[str] = field(default_factory=set)
+    """Agents whose run, under way before the pause, this run takes up: each is re-entered
+    once without its before-callbacks (see ``orchestrator.agents.agent_runs``)."""
+    unfinished: list[str] = field(default_factory=list)
+    """Agents under way before the pause that this run does not re-enter (outermost first):
+    their after-callbacks run when it ends."""
+    waiting_for_workers: tuple[int, list[str]] | None = None
+    """The agents waiting for workers only, and the length of the log they were read from."""
 
 
 @dataclass
@@ -266,6 +275,43 @@ class InvocationContext:
             (mine if answer.author == author and answer.branch == branch else rest).append(answer)
         self.counters.answers_in = rest
         return mine
+
+    def take_up_runs(self, runs: RunsGoingOn) -> None:
+        """Mark this run as taking up the runs of agents under way (see ``take_resumed``)."""
+        self.counters.resumed = set(runs.resumed)
+        self.counters.unfinished = list(runs.unfinished)
+
+    def take_resumed(self, agent_name: str) -> bool:
+        """True (once) if ``agent_name``'s run goes on here: it started before the pause.
+
+        Its before-callbacks ran then; a later run of it in this run is a new one.
+        """
+        if agent_name not in self.counters.resumed:
+            return False
+        self.counters.resumed.discard(agent_name)
+        return True
+
+    def takes_up(self, agent_name: str) -> bool:
+        """True if this run takes up ``agent_name``'s run and has not re-entered it yet."""
+        return agent_name in self.counters.resumed
+
+    def waits_for_workers(self, agent_name: str) -> bool:
+        """True if ``agent_name`` stopped waiting for workers only: its run is not over.
+
+        Only work sent to workers waits so (see ``orchestrator.agents.agent_runs``): the
+        run of an agent that waits for an answer from outside ends at the pause.
+        """
+        if self.transport is None or not self.counters.paused_agents:
+            return False
+        events = self.session.events
+        memo = self.counters.waiting_for_workers
+        if memo is None or memo[0] != len(events):
+            from orchestrator.agents.agent_runs import waiting_for_workers
+
+            memo = (len(events), waiting_for_workers(
+                self.agent.root_agent, events, self.invocation_id, self.is_resumable))
+            self.counters.waiting_for_workers = memo
+        return agent_name in memo[1]
 
     def take_recovery(self) -> bool:
         """True (once) if this run recovers an interrupted invocation."""

@@ -224,7 +224,7 @@ class LlmAgent(BaseAgent):
                     error_message=str(error),
                 )
             raise
-        if paused or ctx.is_paused(self.name):
+        if paused or ctx.is_paused(self.name) or (resumed is not None and ctx.is_paused(resumed.name)):
             ctx.mark_paused(self.name)
         elif ctx.is_resumable:
             ctx.set_agent_state(self.name, end_of_agent=True)
@@ -246,6 +246,8 @@ class LlmAgent(BaseAgent):
             owner = call_author(events, responses[0].id)
         elif last.author == self.name and last.actions.transfer_to_agent:
             owner = last.actions.transfer_to_agent
+        elif last.author != "user" and ctx.takes_up(last.author):
+            owner = last.author  # recovering: the agent under way below this one goes on
         if not owner or owner == self.name:
             return None
         agent = self.root_agent.find_agent(owner)
