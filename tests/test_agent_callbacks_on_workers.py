@@ -278,6 +278,28 @@ async def test_a_long_running_call_ends_the_run_as_in_google_adk(shape: str, res
         "pa_agent": 1, "a_agent": 1}}), {"pa_agent": 1, "a_agent": 1})
 
 
+def lro_transfer_app(resumable: bool) -> App:
+    agent = _llm("agent", [call("lro"), "DONE"], [LongRunningFunctionTool(lro)])
+    root = _llm("root", [call("transfer_to_agent", agent_name="agent"), "ROOT AGAIN"],
+                sub_agents=[agent])
+    return _app(root, resumable)
+
+
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_long_running_call_after_a_transfer_is_continued_by_its_agent(resumable: bool):
+    """google-adk 2.13: the answer's run runs "agent" alone (before, "DONE", after): agent 2
+    of each. It ends "root" at its transfer, without root's after-callbacks (root: before 1,
+    after 0); here root's run goes round the agent's, in process as on workers: in a
+    resumable app root is resumed by the answer (2 of each), else not (1 of each). Root's
+    before-callback event, committed as it resumed, made it answer itself ('ROOT AGAIN')."""
+    in_process = await _lro_in_process(lro_transfer_app(resumable))
+    on_workers = await _lro_on_workers(lro_transfer_app(resumable))
+    assert on_workers == in_process
+    assert ("agent", "DONE", {}) in in_process[0]
+    assert ("root", "ROOT AGAIN", {}) not in in_process[0]
+    assert in_process[1] == _counts(agent=2, root=2 if resumable else 1)
+
+
 # --- a run recovered from its log takes up the agents under way -------------------------------
 
 

@@ -237,6 +237,11 @@ class LlmAgent(BaseAgent):
         sibling branch's call is that sibling's to continue.
         """
         events = ctx.branch_view()
+        # This agent's own events without content (its callbacks' state, its checkpoints)
+        # tell nothing of where it stopped: its before-callbacks, run again as a long-running
+        # call's answer resumes it, write one.
+        while events and events[-1].author == self.name and events[-1].content is None:
+            events = events[:-1]
         if not events:
             return None
         last = events[-1]
