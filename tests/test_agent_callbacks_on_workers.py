@@ -300,6 +300,46 @@ async def test_a_long_running_call_after_a_transfer_is_continued_by_its_agent(re
     assert in_process[1] == _counts(agent=2, root=2 if resumable else 1)
 
 
+# --- a confirmation: its answer comes with a new run, as in google-adk ------------------------
+
+
+def confirmed(on_workers: bool, resumable: bool) -> App:
+    tool = FunctionTool(plain, require_confirmation=True)
+    if on_workers:
+        tool.custom_metadata = remote(plain).custom_metadata
+    return _app(_llm("agent", [call("plain"), "DONE"], [tool]), resumable)
+
+
+async def _confirm_and_finish(app: App) -> tuple[Any, list, dict]:
+    rt = EmbeddedRuntime(AppRegistry([app]))
+    inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+    rec = await rt.wait(app.name, inv, timeout=5)
+    [request] = rec.pending_calls
+    await rt.answer(app.name, inv, request, {"confirmed": True})
+    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
+    session = await rt.session_service.get_session(
+        app_name=app.name, user_id="u", session_id=rec.session_id)
+    shown = [(author, ("call", "adk_request_confirmation") if said[:2] == (
+        "call", "adk_request_confirmation") else said, delta)  # its args hold a call id
+        for author, said, delta in _shown(await rt.events(app.name, inv))]
+    return (rec.status, rec.error), shown, dict(session.state)
+
+
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_confirmed_call_runs_when_before_agent_callbacks_write_state(resumable: bool):
+    """google-adk 2.13 (measured): the confirmation's run commits the before-callbacks'
+    event, then the tool's answer, then the model's. Here the callbacks' event hid the
+    confirmation: the tool never ran (on workers, its call stayed open for ever)."""
+    in_process = await _confirm_and_finish(confirmed(False, resumable))
+    on_workers = await _confirm_and_finish(confirmed(True, resumable))
+    assert on_workers == in_process
+    assert in_process[0] == (InvocationStatus.COMPLETED, None)
+    answer = in_process[1].index(("user", ("response", "adk_request_confirmation",
+                                           {"confirmed": True}), {}))
+    assert in_process[1][answer + 2] == ("agent", ("response", "plain", {"plain": 1}), {})
+    assert in_process[2] == _counts(agent=2)
+
+
 # --- a run recovered from its log takes up the agents under way -------------------------------
 
 
