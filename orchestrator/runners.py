@@ -12,6 +12,7 @@ from typing import Any
 from google.genai import types
 
 from orchestrator import failpoints, platform
+from orchestrator.agents.agent_runs import runs_going_on
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
@@ -231,6 +232,7 @@ class Runner:
         ctx = self._new_context(session, invocation_id, None, run_config, None)
         ctx.transport = transport or self.transport
         ctx.user_content = original_user_content(session, invocation_id)
+        self._take_up_runs(ctx, session)  # read before the answers are committed
 
         async def opening() -> AsyncGenerator[Event, None]:
             for answer, own in zip(answers, calling, strict=True):
@@ -281,6 +283,7 @@ class Runner:
         ctx = self._new_context(session, invocation_id, None, run_config, None)
         ctx.user_content = original_user_content(session, invocation_id)
         ctx.start_recovery()
+        self._take_up_runs(ctx, session, recovering=True)
         # Answers committed last, by a run that stopped before acting on them (a transfer,
         # no summary: see orchestrator.flows.answers_in), are acted on now.
         ctx.hand_answers_in(last_answers(session, invocation_id))
@@ -385,6 +388,35 @@ class Runner:
                 if not event.partial:
                     await writer.append_event(session, event)
                 yield event
+        # Agents under way before the pause that this run did not re-enter (they
+        # transferred to the agent it continued) end with it, innermost first.
+        for name in reversed(ctx.counters.unfinished):
+            outer = self.agent.find_agent(name)
+            if outer is None or ctx.is_aborted or ctx.waits_for_workers(name):
+                continue
+            event = await outer.end_run(ctx.model_copy(update={"agent": outer}))
+            if event is not None:
+                apply_run_metadata(event, ctx.run_config)
+                event = await process_event(ctx, event)
+                await writer.append_event(session, event)
+                yield event
+
+    def _take_up_runs(
+        self, ctx: InvocationContext, session: Session, *, recovering: bool = False
+    ) -> None:
+        """Tell ``ctx`` which agents' runs, under way before this run, it takes up.
+
+        Read from the log before the run commits anything; see
+        ``orchestrator.agents.agent_runs``. A recovered run also goes down to the agents it
+        takes up; a continued one goes down to the agent its answers are for, so there only
+        agent callbacks care: without any, nothing is read.
+        """
+        if not recovering and not (
+                self.plugin_manager.plugins or _has_agent_callbacks(self.agent)):
+            return
+        ctx.take_up_runs(runs_going_on(
+            self.agent, session.events, ctx.invocation_id, self._is_resumable,
+            recovering=recovering))
 
     @property
     def _is_resumable(self) -> bool:
@@ -515,6 +547,12 @@ class InMemoryRunner(Runner):
             session_service=InMemorySessionService(),
             memory_service=InMemoryMemoryService(),
         )
+
+
+def _has_agent_callbacks(agent: BaseAgent) -> bool:
+    """True if ``agent`` or an agent below it has before- or after-agent callbacks."""
+    return bool(agent.before_agent_callback or agent.after_agent_callback) or any(
+        _has_agent_callbacks(sub) for sub in agent.sub_agents)
 
 
 def _toolsets(agent: BaseAgent) -> list[BaseToolset]:

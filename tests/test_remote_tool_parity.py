@@ -141,3 +141,7 @@ async def test_plain_in_child(resumable):
     in_process = await _events(transfer_then_child_plain(False, resumable), "agents")
     on_workers = await _events(transfer_then_child_plain(True, resumable), "agents")
     assert on_workers == in_process
+    # The child answers, as in google-adk; in a resumable app the child took the root's
+    # transfer for a call of its own to continue and ran the root again ('ROOT AGAIN'),
+    # in process as on workers.
+    assert in_process[1][-1] == ("child", "CHILD SUMMARY")

@@ -181,18 +181,32 @@ class BaseAgent(BaseModel):
         )
 
     async def _run_with_callbacks(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
-        event = await self._handle_agent_callback(ctx, self.before_agent_callback, before=True)
-        if event is not None:
-            yield event
+        # A run taken up after a wait for workers started before it, with its callbacks.
+        if not ctx.take_resumed(self.name):
+            event = await self._handle_agent_callback(ctx, self.before_agent_callback, before=True)
+            if event is not None:
+                yield event
         if ctx.end_invocation:
             return
         async for event in self._run_async_impl(ctx):
             yield event
         if ctx.end_invocation:
             return
-        event = await self._handle_agent_callback(ctx, self.after_agent_callback, before=False)
+        # Stopped to wait for workers, it is not over: the run that continues it ends it.
+        if (self.after_agent_callback or ctx.plugin_manager.plugins) and \
+                ctx.waits_for_workers(self.name):
+            return
+        event = await self.end_run(ctx)
         if event is not None:
             yield event
+
+    async def end_run(self, ctx: InvocationContext) -> Event | None:
+        """Run the after-agent callbacks (the plugins', then the agent's); return their event.
+
+        adk-celery: also called by a Runner that ends the run of an agent it took up without
+        re-entering it (see ``orchestrator.agents.agent_runs``).
+        """
+        return await self._handle_agent_callback(ctx, self.after_agent_callback, before=False)
 
     async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
         """The agent body: yield events. Each is committed before the generator resumes."""

@@ -20,6 +20,7 @@ from orchestrator.flows.contents import on_or_below
 from orchestrator.plugins.plugin_manager import PluginManager
 
 if TYPE_CHECKING:
+    from orchestrator.agents.agent_runs import RunsGoingOn
     from orchestrator.agents.base_agent import BaseAgent, BaseAgentState
     from orchestrator.apps.app import ResumabilityConfig
     from orchestrator.artifacts.base_artifact_service import BaseArtifactService
@@ -53,6 +54,33 @@ _MODEL_CALLS: LogScan[Counter[str]] = LogScan(Counter, _count_model_call)
 """Model calls per invocation of each session."""
 
 
+def invocation_agent_states(
+    events: list[Event], invocation_id: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]:
+    """The agents' checkpoints and end flags an invocation's events leave (resumable apps).
+
+    ``(states, ends)``: ``states`` holds each agent under way (its last checkpoint, ``{}``
+    for an agent that said something and keeps none), ``ends`` is True for each agent
+    that ended; as google-adk rebuilds them when it resumes an invocation.
+    """
+    states: dict[str, dict[str, Any]] = {}
+    ends: dict[str, bool] = {}
+    for event in events:
+        if event.invocation_id != invocation_id or event.author == "user":
+            continue
+        if event.actions.end_of_agent:
+            ends[event.author] = True
+            states.pop(event.author, None)
+        elif event.actions.agent_state is not None:
+            states[event.author] = dict(event.actions.agent_state)
+            ends[event.author] = False
+        elif event.content is not None and event.author not in states:
+            if not ends.get(event.author):
+                states[event.author] = {}
+                ends[event.author] = False
+    return states, ends
+
+
 @dataclass
 class _Counters:
     """Mutable per-invocation counters shared by every copy of a context."""
@@ -66,6 +94,14 @@ class _Counters:
     answers_in: list[Any] = field(default_factory=list)
     """The answers (events) a run that continues an invocation starts from; the flow of the
     agent that made the calls takes its own (once) and acts on their actions."""
+    resumed: set[str] = field(default_factory=set)
+    """Agents whose run, under way before the pause, this run takes up: each is re-entered
+    once without its before-callbacks (see ``orchestrator.agents.agent_runs``)."""
+    unfinished: list[str] = field(default_factory=list)
+    """Agents under way before the pause that this run does not re-enter (outermost first):
+    their after-callbacks run when it ends."""
+    waiting_for_workers: tuple[int, list[str]] | None = None
+    """The agents waiting for workers only, and the length of the log they were read from."""
 
 
 @dataclass
@@ -240,6 +276,43 @@ class InvocationContext:
         self.counters.answers_in = rest
         return mine
 
+    def take_up_runs(self, runs: RunsGoingOn) -> None:
+        """Mark this run as taking up the runs of agents under way (see ``take_resumed``)."""
+        self.counters.resumed = set(runs.resumed)
+        self.counters.unfinished = list(runs.unfinished)
+
+    def take_resumed(self, agent_name: str) -> bool:
+        """True (once) if ``agent_name``'s run goes on here: it started before the pause.
+
+        Its before-callbacks ran then; a later run of it in this run is a new one.
+        """
+        if agent_name not in self.counters.resumed:
+            return False
+        self.counters.resumed.discard(agent_name)
+        return True
+
+    def takes_up(self, agent_name: str) -> bool:
+        """True if this run takes up ``agent_name``'s run and has not re-entered it yet."""
+        return agent_name in self.counters.resumed
+
+    def waits_for_workers(self, agent_name: str) -> bool:
+        """True if ``agent_name`` stopped waiting for workers only: its run is not over.
+
+        Only work sent to workers waits so (see ``orchestrator.agents.agent_runs``): the
+        run of an agent that waits for an answer from outside ends at the pause.
+        """
+        if self.transport is None or not self.counters.paused_agents:
+            return False
+        events = self.session.events
+        memo = self.counters.waiting_for_workers
+        if memo is None or memo[0] != len(events):
+            from orchestrator.agents.agent_runs import waiting_for_workers
+
+            memo = (len(events), waiting_for_workers(
+                self.agent.root_agent, events, self.invocation_id, self.is_resumable))
+            self.counters.waiting_for_workers = memo
+        return agent_name in memo[1]
+
     def take_recovery(self) -> bool:
         """True (once) if this run recovers an interrupted invocation."""
         recovering, self.counters.recovering = self.counters.recovering, False
@@ -252,16 +325,12 @@ class InvocationContext:
         """
         if not self.is_resumable:
             return
-        for event in self.session.events:
-            if event.invocation_id != self.invocation_id or event.author == "user":
-                continue
-            if event.actions.end_of_agent:
-                self.set_agent_state(event.author, end_of_agent=True)
-            elif event.actions.agent_state is not None:
-                self.set_agent_state(event.author, agent_state=event.actions.agent_state)
-            elif event.content is not None and event.author not in self.agent_states:
-                if not self.end_of_agents.get(event.author):
-                    self.set_agent_state(event.author, agent_state={})
+        states, ends = invocation_agent_states(self.session.events, self.invocation_id)
+        for name, ended in ends.items():
+            if ended:
+                self.set_agent_state(name, end_of_agent=True)
+        for name, state in states.items():
+            self.set_agent_state(name, agent_state=state)
 
     @property
     def is_aborted(self) -> bool:

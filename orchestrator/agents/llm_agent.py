@@ -224,7 +224,7 @@ class LlmAgent(BaseAgent):
                     error_message=str(error),
                 )
             raise
-        if paused or ctx.is_paused(self.name):
+        if paused or ctx.is_paused(self.name) or (resumed is not None and ctx.is_paused(resumed.name)):
             ctx.mark_paused(self.name)
         elif ctx.is_resumable:
             ctx.set_agent_state(self.name, end_of_agent=True)
@@ -237,6 +237,11 @@ class LlmAgent(BaseAgent):
         sibling branch's call is that sibling's to continue.
         """
         events = ctx.branch_view()
+        # This agent's own events without content (its callbacks' state, its checkpoints)
+        # tell nothing of where it stopped: its before-callbacks, run again as a long-running
+        # call's answer resumes it, write one.
+        while events and events[-1].author == self.name and events[-1].content is None:
+            events = events[:-1]
         if not events:
             return None
         last = events[-1]
@@ -246,11 +251,13 @@ class LlmAgent(BaseAgent):
             owner = call_author(events, responses[0].id)
         elif last.author == self.name and last.actions.transfer_to_agent:
             owner = last.actions.transfer_to_agent
+        elif last.author != "user" and ctx.takes_up(last.author):
+            owner = last.author  # recovering: the agent under way below this one goes on
         if not owner or owner == self.name:
             return None
         agent = self.root_agent.find_agent(owner)
-        if agent is None:
-            return None
+        if agent is None or not _is_below(agent, self):
+            return None  # e.g. the transfer that started this agent: not its to continue
         # Resume the outermost checkpointed workflow agent on the way down, so it continues
         # with its remaining sub-agents after this one.
         while (
@@ -288,6 +295,16 @@ class LlmAgent(BaseAgent):
         so_far += text
         event.actions.state_delta[self.output_key] = so_far
         return so_far
+
+
+def _is_below(agent: BaseAgent, ancestor: BaseAgent) -> bool:
+    """True if ``ancestor`` is a parent of ``agent``, or a parent's parent, and so on."""
+    parent = agent.parent_agent
+    while parent is not None:
+        if parent is ancestor:
+            return True
+        parent = parent.parent_agent
+    return False
 
 
 def _said(event: Event) -> str:

@@ -172,10 +172,13 @@ async def answer_confirmations(
     only when there is something to run).
     """
     # The last event of this invocation's branch first: reading every event of a long
-    # session on each model call is for the rare call that answers a confirmation.
+    # session on each model call is for the rare call that answers a confirmation. Agents'
+    # events without content (their callbacks' state, checkpoints), committed as the answer
+    # resumed them, are passed over.
     last = next((e for e in reversed(ctx.session.events)
                  if e.invocation_id == ctx.invocation_id
-                 and belongs_to_branch(e.branch, ctx.branch)), None)
+                 and belongs_to_branch(e.branch, ctx.branch)
+                 and (e.content is not None or e.author == "user")), None)
     if last is None or last.author != "user":
         return
     answers = [r for r in last.get_function_responses() if r.name == REQUEST_CONFIRMATION]

@@ -1,0 +1,232 @@
+"""Where an agent's run ends: at a pause for an answer from outside, not at a wait for workers.
+
+In process, a plain tool runs inside the run of the agent that calls it, and so do a
+ParallelAgent's branches. Distributed, such work may go to workers (a plain tool routed to a
+queue, branches sent to an agents queue): the invocation pauses until the answers are in,
+and a later run, often on another orchestrator, continues it. That pause is not the end of
+the agents waiting for the answers: their ``after_agent`` callbacks (the plugins' too) do
+not run at it, and their ``before_agent`` callbacks do not run again when the answers
+continue them. Each runs once, as in process.
+
+A pause for an answer from outside (a long-running tool's, a confirmation or credential
+request) does end the run of the agents waiting for it, as in google-adk, where that answer
+comes with a new ``run_async``: their after-callbacks run at the pause and their
+before-callbacks again when the answer continues them. An agent waiting for both kinds
+waits for an answer from outside.
+
+Both sides of a pause read the same committed log, so they agree without storing anything:
+:func:`waiting_for_workers` says which agents wait for workers only, as they stop and again
+when a run continues the invocation; :func:`runs_going_on` turns that into the agents the
+continued run re-enters without their before-callbacks, and those it does not re-enter
+whose after-callbacks run when it ends.
+
+Which agents count is what a continued run does: it re-enters the agent that made the
+calls and, in a resumable app, its ancestors up to the root when each is checkpointed (a
+resumed root goes down to the calling agent through them). In a non-resumable app a
+continued run re-enters the calling agent alone; the agents that transferred to it in this
+run are still under way in process (each runs its target inside its own run), so they wait
+too and the continued run ends them after the calling agent. Any other agent stopping at
+the pause ends its run there (after a transfer to a peer in a resumable app, the agent that
+transferred is not re-entered).
+
+A tool's calls count as work for workers when the calling agent declares the tool itself
+and it is not long-running: a toolset's tools are listed per invocation, so the pause for
+one of them ends the runs of the agents waiting, as a long-running one does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from orchestrator.distributed.ledger import CallEntry, CallLedger
+from orchestrator.events.event import Event
+from orchestrator.flows.contents import REQUEST_CONFIRMATION, REQUEST_CREDENTIAL, RUN_BRANCH
+from orchestrator.tools.base_tool import BaseTool
+from orchestrator.tools.base_toolset import BaseToolset
+
+if TYPE_CHECKING:
+    from orchestrator.agents.base_agent import BaseAgent
+
+
+@dataclass
+class RunsGoingOn:
+    """The agents whose runs a continued (or recovered) run takes up where they stopped."""
+
+    resumed: set[str] = field(default_factory=set)
+    """Re-entered without their before-callbacks (each name once, on its first entry)."""
+    unfinished: list[str] = field(default_factory=list)
+    """Not re-entered (outermost first): their after-callbacks run when the run ends,
+    unless they still wait for workers then."""
+
+
+def answered_by_workers(root: BaseAgent, entry: CallEntry) -> bool:
+    """True if the call waits for work a worker does for the agent, not for an outside answer.
+
+    A branch sent to a worker, or a call of a tool the calling agent declares itself that
+    is not long-running (its call waits only because it was routed to a worker).
+    """
+    if entry.name == RUN_BRANCH:
+        return True
+    if entry.name in (REQUEST_CONFIRMATION, REQUEST_CREDENTIAL):
+        return False
+    agent = root.find_agent(entry.event.author)
+    for tool in getattr(agent, "tools", None) or []:
+        if isinstance(tool, BaseToolset):
+            continue
+        if isinstance(tool, BaseTool):
+            if tool.name == entry.name:
+                return not tool.is_long_running
+        elif getattr(tool, "__name__", None) == entry.name:
+            return True  # a function: a FunctionTool, never long-running
+    return False
+
+
+def waiting_for_workers(
+    root: BaseAgent, events: list[Event], invocation_id: str, resumable: bool
+) -> list[str]:
+    """The agents (outermost first) whose open calls all wait for workers.
+
+    Read from the invocation's committed ``events``: its open calls, and for each the agents
+    a continued run takes up (see the module's doc). An agent with no open call, or with
+    one that waits for an outside answer, is not listed.
+    """
+    return _waiting(root, events, invocation_id, _RunStack(root, events, invocation_id, resumable))
+
+
+def runs_going_on(
+    root: BaseAgent, events: list[Event], invocation_id: str, resumable: bool,
+    *, recovering: bool = False,
+) -> RunsGoingOn:
+    """The runs that a run continuing the invocation takes up.
+
+    ``events``: the log before that run commits anything. The agents waiting for workers
+    only; when ``recovering`` (the run that was going on stopped mid-way), also the agents
+    under way in it: the author of its last event other than an answer, and the agents a
+    continued run takes up with it.
+    """
+    runs = _RunStack(root, events, invocation_id, resumable)
+    names = _waiting(root, events, invocation_id, runs)
+    if recovering and (current := runs.current()) is not None:
+        under_way = runs.taken_up_with(current)
+        # Non-resumable: one chain of transfers, the one the current run was going down.
+        names = under_way + [n for n in names if n not in under_way] if resumable else under_way
+    if not names:
+        return RunsGoingOn()
+    if resumable:
+        return RunsGoingOn(resumed=set(names))
+    # One chain of transfers: the continued run re-enters its innermost agent alone.
+    return RunsGoingOn(resumed={names[-1]}, unfinished=names[:-1])
+
+
+def _waiting(root: BaseAgent, events: list[Event], invocation_id: str, runs: _RunStack) -> list[str]:
+    verdicts: dict[str, bool] = {}
+    for entry in CallLedger.of(events, invocation_id).open_calls():
+        by_workers = answered_by_workers(root, entry)
+        for name in runs.taken_up_with(entry.event.author):
+            verdicts[name] = verdicts.get(name, True) and by_workers
+    return [name for name, by_workers in verdicts.items() if by_workers]
+
+
+class _RunStack:
+    """The agents under way in an invocation's current run, read from its log."""
+
+    def __init__(
+        self, root: BaseAgent, events: list[Event], invocation_id: str, resumable: bool
+    ) -> None:
+        from orchestrator.agents.invocation_context import invocation_agent_states
+
+        self._root = root
+        self._resumable = resumable
+        mine = [e for e in events if e.invocation_id == invocation_id and not e.partial]
+        # The current run of the invocation started at its latest event from outside (the
+        # user's message, an answer from outside): a continuation for workers starts none.
+        start = max((i for i, e in enumerate(mine) if e.author == "user"), default=-1)
+        self._since_start = mine[start + 1:]
+        if resumable:
+            self._states, self._ends = invocation_agent_states(mine, invocation_id)
+
+    def taken_up_with(self, name: str) -> list[str]:
+        """Outermost first, the agents a continued run takes up to continue agent ``name``."""
+        if self._resumable:
+            return self._descent(name)
+        stack = self._transfers()
+        return stack if stack and stack[-1] == name else [name]
+
+    def _descent(self, name: str) -> list[str]:
+        """The agents a resumed root goes down through to ``name``, ``name`` included.
+
+        As the agents resume: a SequentialAgent or LoopAgent its checkpoint's sub-agent, a
+        ParallelAgent each sub-agent not ended, an LlmAgent the outermost agent above
+        ``name`` below it whose ancestors up to it are all checkpointed. A root that is not
+        checkpointed is not resumed (the answer goes to ``name`` directly): ``[name]``, as
+        for any way down this cannot tell.
+        """
+        from orchestrator.agents.llm_agent import LlmAgent
+        from orchestrator.agents.loop_agent import LoopAgent
+        from orchestrator.agents.parallel_agent import ParallelAgent
+        from orchestrator.agents.sequential_agent import SequentialAgent
+
+        target = self._root.find_agent(name)
+        path: list[BaseAgent] = []
+        agent = target
+        while agent is not None:
+            path.insert(0, agent)
+            agent = agent.parent_agent
+        if target is None or path[0].name not in self._states:
+            return [name]
+        taken, at = [path[0].name], 0
+        while at < len(path) - 1:
+            current, child = path[at], path[at + 1]
+            if isinstance(current, LlmAgent):
+                below = len(path) - 1
+                while below - 1 > at and path[below - 1].name in self._states:
+                    below -= 1
+                at = below
+            elif isinstance(current, LoopAgent) or (
+                    isinstance(current, SequentialAgent | ParallelAgent)
+                    and not self._ends.get(child.name)):
+                at += 1
+            else:  # an agent that ended is passed over; other agents: cannot tell
+                return [name]
+            taken.append(path[at].name)
+        return taken
+
+    def current(self) -> str | None:
+        """The agent under way when the current run stopped, if any.
+
+        The author of its last event that is not an answer (in a resumable app, the nearest
+        agent above it that has not ended).
+        """
+        for event in reversed(self._since_start):
+            if event.author == "user" or _only_answers(event):
+                continue
+            agent: BaseAgent | None = self._root.find_agent(event.author)
+            if self._resumable:
+                while agent is not None and self._ends.get(agent.name):
+                    agent = agent.parent_agent
+            return agent.name if agent is not None else None
+        return None
+
+    def _transfers(self) -> list[str]:
+        """The agents of the current run, outermost first.
+
+        Its first agent, then each transfer's target: a target runs inside the agent that
+        transferred to it.
+        """
+        stack: list[str] = []
+        for event in self._since_start:
+            if not stack:
+                stack.append(event.author)
+            target = event.actions.transfer_to_agent
+            if target and event.author == stack[-1] and target != stack[-1]:
+                stack.append(target)
+        return stack
+
+
+def _only_answers(event: Event) -> bool:
+    """True for an event that carries function responses and nothing else an agent said."""
+    return bool(event.get_function_responses()) and not event.get_function_calls() and not any(
+        p.text for p in (event.content.parts if event.content and event.content.parts else [])
+    )
+

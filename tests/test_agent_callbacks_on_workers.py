@@ -1,0 +1,405 @@
+"""Agent callbacks run once per run of an agent, wherever its plain tools run.
+
+A plain tool sent to workers pauses the invocation until its answer is in (in process it
+runs inside the agent's run). The agents' ``before_agent`` / ``after_agent`` callbacks (and
+the plugins' ones) ran on both sides of that pause: twice, each committing its state
+delta twice. The same apps, their tool in process or on workers, must commit the same
+events and leave the same state.
+
+A long-running tool's pause does end the runs of the agents waiting for it, in google-adk
+as here: their callbacks run again when the answer continues them (see the LRO tests).
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from orchestrator import (
+    App,
+    FunctionTool,
+    InMemoryRunner,
+    LlmAgent,
+    LongRunningFunctionTool,
+    LoopAgent,
+    ParallelAgent,
+    ResumabilityConfig,
+    SequentialAgent,
+    failpoints,
+)
+from orchestrator.distributed.embedded import EmbeddedRuntime
+from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.registry import AppRegistry
+from orchestrator.models.fake import ScriptedLlm
+from orchestrator.plugins import BasePlugin
+from tests.support.action_tools import remote
+from tests.support.events import call, function_response, simplify, user_text
+
+
+def _count(context: Any, key: str) -> None:
+    context.state[key] = context.state.get(key, 0) + 1
+
+
+def before(callback_context: Any) -> None:
+    _count(callback_context, f"b_{callback_context.agent_name}")
+
+
+def after(callback_context: Any) -> None:
+    _count(callback_context, f"a_{callback_context.agent_name}")
+
+
+CALLBACKS = {"before_agent_callback": before, "after_agent_callback": after}
+
+
+class Counting(BasePlugin):
+    """Counts its agent callbacks into state (``pb_<agent>``, ``pa_<agent>``)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="counting")
+
+    async def before_agent_callback(self, *, agent: Any, callback_context: Any) -> None:
+        _count(callback_context, f"pb_{agent.name}")
+
+    async def after_agent_callback(self, *, agent: Any, callback_context: Any) -> None:
+        _count(callback_context, f"pa_{agent.name}")
+
+
+def plain() -> dict[str, Any]:
+    return {"plain": 1}
+
+
+def to_sub(tool_context: Any) -> dict[str, Any]:
+    tool_context.actions.transfer_to_agent = "grandchild"
+    return {"routed": True}
+
+
+def _tool(func: Any, on_workers: bool) -> FunctionTool:
+    return remote(func) if on_workers else FunctionTool(func)
+
+
+def _llm(name: str, script: list[Any], tools: list[Any] = (), **fields: Any) -> LlmAgent:
+    return LlmAgent(name=name, model=ScriptedLlm(responses=script), tools=list(tools),
+                    **CALLBACKS, **fields)
+
+
+def _app(root: Any, resumable: bool) -> App:
+    return App(name="a", root_agent=root, plugins=[Counting()],
+               resumability_config=ResumabilityConfig(is_resumable=True) if resumable else None)
+
+
+def single(on_workers: bool, resumable: bool) -> App:
+    return _app(_llm("agent", [call("plain"), "DONE"], [_tool(plain, on_workers)]), resumable)
+
+
+def twice(on_workers: bool, resumable: bool) -> App:
+    # Two remote calls one after the other: two pauses in one run of the agent.
+    return _app(_llm("agent", [call("plain"), call("plain"), "DONE"], [_tool(plain, on_workers)]),
+                resumable)
+
+
+def transfer(on_workers: bool, resumable: bool) -> App:
+    child = _llm("child", [call("plain"), "CHILD DONE"], [_tool(plain, on_workers)])
+    root = _llm("root", [call("transfer_to_agent", agent_name="child")], sub_agents=[child])
+    return _app(root, resumable)
+
+
+def transfer_deeper(on_workers: bool, resumable: bool) -> App:
+    # root -> child -> grandchild: the agents that transferred wait for the grandchild's tool.
+    grandchild = _llm("grandchild", [call("plain"), "GRANDCHILD DONE"], [_tool(plain, on_workers)])
+    child = _llm("child", [call("to_sub")], [FunctionTool(to_sub)], sub_agents=[grandchild])
+    root = _llm("root", [call("transfer_to_agent", agent_name="child")], sub_agents=[child])
+    return _app(root, resumable)
+
+
+def sequence(on_workers: bool, resumable: bool) -> App:
+    first = _llm("first", [call("plain"), "FIRST"], [_tool(plain, on_workers)])
+    second = _llm("second", ["SECOND"])
+    return _app(SequentialAgent(name="seq", sub_agents=[first, second], **CALLBACKS), resumable)
+
+
+def loop(on_workers: bool, resumable: bool) -> App:
+    # The second iteration is a new run of the agent: its callbacks run again, in both.
+    agent = _llm("agent", [call("plain"), "ONE", call("plain"), "TWO"], [_tool(plain, on_workers)])
+    return _app(LoopAgent(name="loop", max_iterations=2, sub_agents=[agent], **CALLBACKS),
+                resumable)
+
+
+def parallel(on_workers: bool, resumable: bool) -> App:
+    left = _llm("left", [call("plain"), "LEFT"], [_tool(plain, on_workers)])
+    right = _llm("right", [call("plain"), "RIGHT"], [_tool(plain, on_workers)])
+    par = ParallelAgent(name="par", sub_agents=[left, right], **CALLBACKS)
+    last = _llm("last", ["LAST"])
+    return _app(SequentialAgent(name="seq", sub_agents=[par, last], **CALLBACKS), resumable)
+
+
+def _shown(events: list[Any]) -> list[tuple[Any, ...]]:
+    """Each committed event: author, what it says (or its actions), and its state delta."""
+    return [(*simplify(e), dict(e.actions.state_delta)) for e in events]
+
+
+async def _run(app: App, agents_queue: str | None = "agents") -> tuple[Any, list, dict]:
+    rt = EmbeddedRuntime(AppRegistry([app]), agents_queue=agents_queue)
+    inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
+    session = await rt.session_service.get_session(
+        app_name=app.name, user_id="u", session_id=rec.session_id)
+    return (rec.status, rec.error), _shown(await rt.events(app.name, inv)), dict(session.state)
+
+
+def _once_each(state: dict[str, Any], agents: list[str]) -> dict[str, int]:
+    return {f"{kind}_{name}": 1 for name in agents for kind in ("b", "a", "pb", "pa")}
+
+
+@pytest.mark.parametrize(("build", "agents"), [
+    (single, ["agent"]), (twice, ["agent"]), (transfer, ["root", "child"]),
+    (transfer_deeper, ["root", "child", "grandchild"]),
+])
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_llm_agents(build: Callable, agents: list[str], resumable: bool):
+    in_process = await _run(build(False, resumable))
+    on_workers = await _run(build(True, resumable))
+    assert on_workers == in_process
+    assert in_process[0] == (InvocationStatus.COMPLETED, None)
+    assert in_process[2] == _once_each(in_process[2], agents)
+
+
+def _by_author(shown: list[tuple[Any, ...]]) -> dict[str, list[tuple[Any, ...]]]:
+    """Each author's events in order (parallel branches interleave as they run)."""
+    authors: dict[str, list[tuple[Any, ...]]] = {}
+    for event in shown:
+        authors.setdefault(event[0], []).append(event)
+    return authors
+
+
+@pytest.mark.parametrize(("build", "state"), [
+    (sequence, {"seq": 1, "first": 1, "second": 1}),
+    (loop, {"loop": 1, "agent": 2}),
+    (parallel, {"seq": 1, "par": 1, "left": 1, "right": 1, "last": 1}),
+])
+@pytest.mark.parametrize("agents_queue", [None, "agents"])
+async def test_workflow_agents(build: Callable, state: dict[str, int], agents_queue):
+    in_process = await _run(build(False, True), agents_queue)
+    on_workers = await _run(build(True, True), agents_queue)
+    if build is parallel:
+        assert _by_author(on_workers[1]) == _by_author(in_process[1])
+        assert (on_workers[0], on_workers[2]) == (in_process[0], in_process[2])
+    else:
+        assert on_workers == in_process
+    assert in_process[0] == (InvocationStatus.COMPLETED, None)
+    assert in_process[2] == {f"{kind}_{name}": count for name, count in state.items()
+                             for kind in ("b", "a", "pb", "pa")}
+
+
+# --- long-running tools: their pause ends the run, as in google-adk ---------------------------
+#
+# Measured on google-adk 2.13 (InMemoryRunner, the answer sent with a second run_async), with
+# the same callbacks and plugin:
+# - LlmAgent "agent" with a LongRunningFunctionTool returning None, resumable or not: each
+#   run_async runs before_agent and after_agent (plugin's, then agent's): after the first
+#   "[agent] FC" comes "[agent] {pa_agent: 1, a_agent: 1}"; the answer's run starts with
+#   "[agent] {pb_agent: 2, b_agent: 2}". Final state: 2 of each.
+# - SequentialAgent "seq" [agent, after], resumable: the answer's run re-enters seq and agent
+#   with their before-callbacks again: seq 2 of each, agent 2 of each, after 1 of each.
+#   Not resumable: the answer's run runs agent alone: seq 1 of each, agent 2 of each, and
+#   "after" never runs.
+
+
+def lro() -> None:
+    return None
+
+
+def lro_app(shape: str, resumable: bool) -> App:
+    agent = _llm("agent", [call("lro"), "DONE"], [LongRunningFunctionTool(lro)])
+    if shape == "single":
+        return _app(agent, resumable)
+    return _app(SequentialAgent(name="seq", sub_agents=[agent, _llm("after", ["AFTER"])],
+                                **CALLBACKS), resumable)
+
+
+def _counts(**agents: int) -> dict[str, int]:
+    return {f"{kind}_{name}": count for name, count in agents.items()
+            for kind in ("b", "a", "pb", "pa")}
+
+
+ADK_LRO = {
+    ("single", False): _counts(agent=2),
+    ("single", True): _counts(agent=2),
+    ("seq", False): _counts(seq=1, agent=2),
+    ("seq", True): _counts(seq=2, agent=2, after=1),
+}
+"""Final state after the long-running call's answer, as google-adk 2.13 leaves it."""
+
+
+async def _lro_in_process(app: App) -> tuple[list, dict]:
+    runner = InMemoryRunner(app=app)
+    session = await runner.session_service.create_session(app_name=app.name, user_id="u")
+    shown = []
+    message = user_text("go")
+    for _ in range(2):
+        events = [e async for e in runner.run_async(
+            user_id="u", session_id=session.id, new_message=message)]
+        shown += _shown(events)
+        [call_id] = [c.id for e in events for c in e.get_function_calls()
+                     if c.name == "lro"] or [None]
+        message = function_response(call_id, "lro", {"ok": True})
+    session = await runner.session_service.get_session(
+        app_name=app.name, user_id="u", session_id=session.id)
+    return shown, dict(session.state)
+
+
+async def _lro_on_workers(app: App) -> tuple[list, dict]:
+    rt = EmbeddedRuntime(AppRegistry([app]))
+    inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+    rec = await rt.wait(app.name, inv, timeout=5)
+    while rec.status is not InvocationStatus.PAUSED or not rec.pending_calls:
+        rec = await rt.wait(app.name, inv, timeout=5)
+    [call_id] = rec.pending_calls
+    await rt.answer(app.name, inv, call_id, {"ok": True})
+    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
+    assert rec.status is InvocationStatus.COMPLETED, rec.error
+    session = await rt.session_service.get_session(
+        app_name=app.name, user_id="u", session_id=rec.session_id)
+    shown = [e for e in _shown(await rt.events(app.name, inv)) if e[0] != "user"]
+    return shown, dict(session.state)
+
+
+@pytest.mark.parametrize("shape", ["single", "seq"])
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_long_running_call_ends_the_run_as_in_google_adk(shape: str, resumable: bool):
+    in_process = await _lro_in_process(lro_app(shape, resumable))
+    on_workers = await _lro_on_workers(lro_app(shape, resumable))
+    assert in_process[1] == ADK_LRO[(shape, resumable)]
+    assert on_workers == in_process
+    # The first run ends at the call: the agent's after-callbacks are committed right after it.
+    at = next(i for i, e in enumerate(on_workers[0]) if e[1][0] == "call")
+    assert on_workers[0][at + 1] == ("agent", ("actions", {"state_delta": {
+        "pa_agent": 1, "a_agent": 1}}), {"pa_agent": 1, "a_agent": 1})
+
+
+def lro_transfer_app(resumable: bool) -> App:
+    agent = _llm("agent", [call("lro"), "DONE"], [LongRunningFunctionTool(lro)])
+    root = _llm("root", [call("transfer_to_agent", agent_name="agent"), "ROOT AGAIN"],
+                sub_agents=[agent])
+    return _app(root, resumable)
+
+
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_long_running_call_after_a_transfer_is_continued_by_its_agent(resumable: bool):
+    """google-adk 2.13: the answer's run runs "agent" alone (before, "DONE", after): agent 2
+    of each. It ends "root" at its transfer, without root's after-callbacks (root: before 1,
+    after 0); here root's run goes round the agent's, in process as on workers: in a
+    resumable app root is resumed by the answer (2 of each), else not (1 of each). Root's
+    before-callback event, committed as it resumed, made it answer itself ('ROOT AGAIN')."""
+    in_process = await _lro_in_process(lro_transfer_app(resumable))
+    on_workers = await _lro_on_workers(lro_transfer_app(resumable))
+    assert on_workers == in_process
+    assert ("agent", "DONE", {}) in in_process[0]
+    assert ("root", "ROOT AGAIN", {}) not in in_process[0]
+    assert in_process[1] == _counts(agent=2, root=2 if resumable else 1)
+
+
+# --- a confirmation: its answer comes with a new run, as in google-adk ------------------------
+
+
+def confirmed(on_workers: bool, resumable: bool) -> App:
+    tool = FunctionTool(plain, require_confirmation=True)
+    if on_workers:
+        tool.custom_metadata = remote(plain).custom_metadata
+    return _app(_llm("agent", [call("plain"), "DONE"], [tool]), resumable)
+
+
+async def _confirm_and_finish(app: App) -> tuple[Any, list, dict]:
+    rt = EmbeddedRuntime(AppRegistry([app]))
+    inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+    rec = await rt.wait(app.name, inv, timeout=5)
+    [request] = rec.pending_calls
+    await rt.answer(app.name, inv, request, {"confirmed": True})
+    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
+    session = await rt.session_service.get_session(
+        app_name=app.name, user_id="u", session_id=rec.session_id)
+    shown = [(author, ("call", "adk_request_confirmation") if said[:2] == (
+        "call", "adk_request_confirmation") else said, delta)  # its args hold a call id
+        for author, said, delta in _shown(await rt.events(app.name, inv))]
+    return (rec.status, rec.error), shown, dict(session.state)
+
+
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_confirmed_call_runs_when_before_agent_callbacks_write_state(resumable: bool):
+    """google-adk 2.13 (measured): the confirmation's run commits the before-callbacks'
+    event, then the tool's answer, then the model's. Here the callbacks' event hid the
+    confirmation: the tool never ran (on workers, its call stayed open for ever)."""
+    in_process = await _confirm_and_finish(confirmed(False, resumable))
+    on_workers = await _confirm_and_finish(confirmed(True, resumable))
+    assert on_workers == in_process
+    assert in_process[0] == (InvocationStatus.COMPLETED, None)
+    answer = in_process[1].index(("user", ("response", "adk_request_confirmation",
+                                           {"confirmed": True}), {}))
+    assert in_process[1][answer + 2] == ("agent", ("response", "plain", {"plain": 1}), {})
+    assert in_process[2] == _counts(agent=2)
+
+
+# --- a run recovered from its log takes up the agents under way -------------------------------
+
+
+@pytest.mark.parametrize("failpoint", ["dispatch.before_publish", "runner.answers_committed"])
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_recovered_run_does_not_start_the_agents_again(failpoint: str, resumable: bool):
+    """The orchestrator stops mid-run (after committing a remote call, or its answer);
+    the run that recovers the invocation from its log runs no before-callback again."""
+    app = transfer(True, resumable)
+    rt = EmbeddedRuntime(AppRegistry([app]))
+    failpoints.arm(f"{failpoint}=error*1")  # the drain that meets it stops, as if killed
+    try:
+        inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+        await _quiet(rt)
+    finally:
+        failpoints.disarm()
+    rec = await rt.status(app.name, inv)
+    assert rec.status is not InvocationStatus.COMPLETED
+    await rt.service.drain((app.name, "u", rec.session_id))  # the next holder recovers it
+    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
+    assert rec.status is InvocationStatus.COMPLETED, rec.error
+    session = await rt.session_service.get_session(
+        app_name=app.name, user_id="u", session_id=rec.session_id)
+    assert dict(session.state) == _counts(root=1, child=1)
+    in_process = await _run(transfer(False, resumable))
+    assert _shown(await rt.events(app.name, inv)) == in_process[1]
+
+
+@pytest.mark.parametrize("failpoint", ["dispatch.before_publish", "runner.answers_committed"])
+async def test_a_recovered_resumable_transfer_goes_on_in_the_sub_agent(failpoint: str):
+    """Without any callback: the recovered root went on with its own turn, not the child's."""
+    def build(on_workers: bool) -> App:
+        child = LlmAgent(name="child", model=ScriptedLlm(responses=[call("plain"), "CHILD"]),
+                         tools=[_tool(plain, on_workers)])
+        root = LlmAgent(name="root", sub_agents=[child], model=ScriptedLlm(
+            responses=[call("transfer_to_agent", agent_name="child"), "ROOT AGAIN"]))
+        return App(name="a", root_agent=root,
+                   resumability_config=ResumabilityConfig(is_resumable=True))
+
+    app = build(True)
+    rt = EmbeddedRuntime(AppRegistry([app]))
+    failpoints.arm(f"{failpoint}=error*1")
+    try:
+        inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+        await _quiet(rt)
+    finally:
+        failpoints.disarm()
+    rec = await rt.status(app.name, inv)
+    await rt.service.drain((app.name, "u", rec.session_id))
+    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
+    assert rec.status is InvocationStatus.COMPLETED, rec.error
+    in_process = await _run(build(False))
+    assert _shown(await rt.events(app.name, inv)) == in_process[1]
+    assert in_process[1][-3][:2] == ("child", "CHILD")
+
+
+async def _quiet(rt: EmbeddedRuntime) -> None:
+    """Wait until the runtime has nothing running (no drain, no job)."""
+    for _ in range(500):
+        await asyncio.sleep(0.01)
+        if not rt._drains and not rt.transport._tasks:
+            return
+    raise TimeoutError("the embedded runtime did not settle")
