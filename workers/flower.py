@@ -6,8 +6,9 @@ task arguments as their senders wrote them (an invocation's message text, with w
 personal data it holds). As shipped here:
 
 - every route but the static files and the login pages needs the configured login
-  (``ADK_CELERY_FLOWER_BASIC_AUTH``, or Flower's own ``--auth`` / ``FLOWER_AUTH``); with no
-  login configured Flower only starts on a loopback address, and says so;
+  (``ADK_CELERY_FLOWER_BASIC_AUTH``, one ``user:password`` given to Flower as one login, or
+  Flower's own ``--auth`` / ``FLOWER_AUTH``); with no login configured Flower only starts on
+  a loopback address, and says so;
 - the routes that run tasks or control workers answer 403 unless
   ``ADK_CELERY_FLOWER_ALLOW_CONTROL`` is set (the worker pages' buttons then say why);
 - task arguments are redacted before Flower keeps them (``ADK_CELERY_FLOWER_TASK_ARGUMENTS``):
@@ -85,6 +86,21 @@ def check_flower_options(extra: list[str]) -> None:
             raise FlowerOptionError(str(error)) from None
         except ValueError as error:  # a number's value: tornado calls int(value)
             raise FlowerOptionError(f"--{name}: {error}") from None
+
+
+def check_flower_logins(logins: list[str] | None) -> None:
+    """Raise :class:`FlowerOptionError` unless each of Flower's own logins is ``user:password``.
+
+    Flower's ``--basic-auth`` / ``FLOWER_BASIC_AUTH`` (split on commas: several logins) lets
+    in any entry as a whole: one without a colon or with an empty part would open Flower to a
+    request sending just that text. Which entry is wrong is said by its position only.
+    """
+    for position, login in enumerate(logins or (), start=1):
+        user, _, password = login.partition(":")
+        if not (user and password):
+            raise FlowerOptionError(
+                f"--basic-auth / FLOWER_BASIC_AUTH: login {position} of {len(logins or ())} is "
+                "not user:password with a non-empty user name and password")
 
 
 class _Authenticated(BaseHandler):  # type: ignore[misc]
@@ -181,10 +197,16 @@ def run_flower(capp: Celery, settings: Settings, port: int, address: str, extra:
     """Start the locked-down Flower on ``address:port`` (``extra``: Flower's own options)."""
     check_flower_options(extra)
     argv = [f"--port={port}", f"--address={address}", *extra]
-    if settings.flower_basic_auth is not None:
-        argv.append(f"--basic-auth={settings.flower_basic_auth.get_secret_value()}")
     flower_command.apply_env_options()
     flower_command.apply_options("flower", argv)
+    if settings.flower_basic_auth is not None:
+        # Set as the one login it is: on Flower's command line (or in FLOWER_BASIC_AUTH) the
+        # value would be split on commas into several, each a login of its own. Flower
+        # compares the whole "user:password" a browser sends, so the password may hold
+        # colons. It replaces any login given to Flower directly.
+        flower_options.basic_auth = [settings.flower_basic_auth.get_secret_value()]
+    else:
+        check_flower_logins(flower_options.basic_auth)
     flower_command.extract_settings()
     flower_command.setup_logging()
     if not (flower_options.basic_auth or flower_options.auth):
