@@ -1,8 +1,14 @@
-"""``adk-celery flower``'s login, over real processes.
+"""``adk-celery flower``'s login and worker pages, over real processes.
 
 - The login (``ADK_CELERY_FLOWER_BASIC_AUTH``) is one ``user:password``: a value Flower would
   split into several logins, or take whole as a bare password, is refused at start (one
   line, naming the variable, never the value).
+- A worker's page and ``/api/workers`` show its running and reserved tasks (Celery's
+  ``inspect active/reserved``): their arguments are redacted as the task list's are
+  (``ADK_CELERY_FLOWER_TASK_ARGUMENTS``).
+
+Redis db 2; a worker running one job at a time that reserves one more, and two Flowers (task
+arguments ``redacted``, the default, and ``full``).
 """
 
 from __future__ import annotations
@@ -10,16 +16,21 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 import httpx
 import pytest
+import redis
 
+from config import Settings
+from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS
 from tests.apps_extra import APP_SPECS as EXTRA_SPECS
-from tests.support.processes import ManagedProcess, stack_env
+from tests.apps_extra import gate_key
+from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 from tests.support.redis_server import free_port
-from tests.test_security_flower import start_flower
+from tests.test_security_flower import start_flower, wait_until_up
 
 SPECS = f"{APP_SPECS},{EXTRA_SPECS}"
 LOGIN = ("admin", "s3cret-pass")
@@ -101,3 +112,86 @@ def _answers(flower: ManagedProcess, base: str, auth: tuple[str, str]) -> bool:
         return httpx.get(f"{base}/healthcheck", auth=auth, timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+# ---- a worker's page and the result backend --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stack(redis_url):
+    url = redis_url.rsplit("/", 1)[0] + "/2"
+    redis.Redis.from_url(url).flushdb()
+    env = stack_env(url, SPECS, lease_retry_seconds="0.2", flower_basic_auth=":".join(LOGIN))
+    with ExitStack() as stack:
+        flowers = {}
+        for mode in ("redacted", "full"):
+            port = free_port()
+            flower = start_flower({**env, "ADK_CELERY_FLOWER_TASK_ARGUMENTS": mode}, port)
+            stack.callback(flower.stop, 5.0)
+            flowers[mode] = f"http://127.0.0.1:{port}"
+            wait_until_up(flower, flowers[mode])
+        orchestrator = start_celery_process("orchestrator", "leak-orch", env)
+        stack.callback(orchestrator.stop)
+        # One job at a time, one more taken from the queue meanwhile (inspect reserved).
+        worker = start_celery_process("worker", "leak-work", env, "--prefetch-multiplier=2",
+                                      concurrency=1)
+        stack.callback(worker.stop)
+        from workers.client import Client
+
+        client = Client(Settings(redis_url=url, apps=SPECS))
+        stack.callback(client.close)
+        store = redis.Redis.from_url(url, decode_responses=True)
+        stack.callback(store.close)
+        yield {"flowers": flowers, "client": client, "store": store,
+               "worker": "leak-work@" + __import__("socket").gethostname()}
+
+
+def _gated_call(client: Any, label: str) -> tuple[str, str]:
+    """Start a gated invocation whose tool's argument is ``label``: (invocation, task id)."""
+    inv = client.enqueue("gated", "u", f"step {label}")
+    record = client.wait("gated", inv, timeout=10)
+    assert record.status is InvocationStatus.PAUSED, (record.status, record.error)
+    [call_id] = record.pending_calls
+    return inv, f"{inv}:{call_id}"
+
+
+def _workers(base: str, query: str) -> str:
+    reply = httpx.get(f"{base}/api/workers?{query}", auth=LOGIN, timeout=10)
+    assert reply.status_code == 200, reply.text
+    return reply.text
+
+
+def test_a_workers_running_and_reserved_tasks_show_without_their_arguments(stack):
+    client, store, worker = stack["client"], stack["store"], stack["worker"]
+    labels = ("running-label-kept-private", "reserved-label-kept-private")
+    started: list[str] = []
+    try:
+        for label in labels:
+            started.append(_gated_call(client, label)[0])
+        full = stack["flowers"]["full"]
+
+        def both_on_the_worker() -> str | None:
+            text = _workers(full, f"refresh=1&workername={worker}")
+            return text if all(label in text for label in labels) else None
+
+        # Full: Flower shows the arguments as the worker reports them.
+        shown = eventually("the two tool jobs on the worker, as Flower shows them", both_on_the_worker)
+        assert '"active": [{' in shown and '"reserved": [{' in shown
+        assert all(label in _workers(full, "refresh=1") for label in labels)
+
+        redacted = stack["flowers"]["redacted"]
+        texts = [_workers(redacted, f"refresh=1&workername={worker}"),
+                 _workers(redacted, "refresh=1"), _workers(redacted, ""),
+                 httpx.get(f"{redacted}/worker/{worker}", auth=LOGIN, timeout=10).text]
+        assert '"active": [{' in texts[0] and '"reserved": [{' in texts[0]
+        for text in texts:
+            assert not any(label in text for label in labels), text
+        # Which invocations they are stays readable.
+        assert all(inv in texts[0] for inv in started)
+        assert "characters redacted>" in texts[0]
+    finally:
+        for inv in started:
+            store.lpush(gate_key(inv), "test")
+    for inv in started:
+        record = client.wait("gated", inv, timeout=30, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error

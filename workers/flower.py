@@ -11,8 +11,9 @@ personal data it holds). As shipped here:
   a loopback address, and says so;
 - the routes that run tasks or control workers answer 403 unless
   ``ADK_CELERY_FLOWER_ALLOW_CONTROL`` is set (the worker pages' buttons then say why);
-- task arguments are redacted before Flower keeps them (``ADK_CELERY_FLOWER_TASK_ARGUMENTS``):
-  identifiers stay readable, message text and state do not.
+- task arguments are redacted before Flower keeps them (``ADK_CELERY_FLOWER_TASK_ARGUMENTS``),
+  in task events and in the workers' replies to ``inspect active/reserved/scheduled`` (a
+  worker's page, ``/api/workers``): identifiers stay readable, message text and state do not.
 
 Flower's own command line is kept: options after ``adk-celery flower`` go to Flower, written
 ``--name=value``; one Flower does not know, or a malformed value, is refused before anything
@@ -35,6 +36,7 @@ from celery import Celery
 from flower import command as flower_command
 from flower.app import Flower
 from flower.events import Events
+from flower.inspector import Inspector
 from flower.options import options as flower_options
 from flower.urls import settings as flower_settings
 from flower.views import BaseHandler
@@ -179,12 +181,68 @@ class RedactingEvents(Events):  # type: ignore[misc]
         super().on_event(event)
 
 
+INSPECTED_TASK_LISTS = frozenset({"active", "reserved", "scheduled"})
+"""Worker inspect replies that list tasks with their arguments (``scheduled``: under ``request``)."""
+
+
+def redact_inspected(method: str, reply: Any, mode: str) -> Any:
+    """A worker's reply to ``inspect <method>`` as Flower may keep it: task arguments redacted.
+
+    ``active`` lists each running task's ``args``/``kwargs`` as the text its sender wrote
+    (argsrepr/kwargsrepr); ``reserved`` and ``scheduled`` as the values themselves (a tool
+    job's arguments and state snapshot). Both are redacted as :func:`redact_arguments` does.
+    """
+    if mode == "full" or method not in INSPECTED_TASK_LISTS or not isinstance(reply, list):
+        return reply
+    return [_redact_request(item, mode) for item in reply]
+
+
+def _redact_request(item: Any, mode: str) -> Any:
+    if not isinstance(item, dict):
+        return item
+    item = dict(item)
+    if "request" in item:  # a scheduled task: {"eta", "priority", "request": {...}}
+        item["request"] = _redact_request(item["request"], mode)
+    for field in ("args", "kwargs"):
+        value = item.get(field)
+        if isinstance(value, str):
+            item[field] = redact_arguments(value, mode)
+        elif value is not None:
+            try:
+                item[field] = _redact(value, mode)
+            except RecursionError:
+                item[field] = f"<{type(value).__name__} redacted>"
+    return item
+
+
+class RedactingInspector(Inspector):  # type: ignore[misc]
+    """Flower's worker inspector; task arguments in the replies are redacted before it keeps them.
+
+    Flower shows what it keeps on a worker's page and at ``/api/workers``.
+    """
+
+    def __init__(self, *args: Any, mode: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.mode = mode
+
+    def _on_update(self, workername: str, method: str, response: Any) -> None:
+        super()._on_update(workername, method, redact_inspected(method, response, self.mode))
+
+
 class LockedFlower(Flower):  # type: ignore[misc]
     """Flower with its metrics and health check behind the login, and control optional."""
 
     def __init__(self, *, allow_control: bool, task_arguments: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         RedactingEvents.mode = task_arguments
+        # Flower stores each inspect reply through Inspector._on_update (Flower 2); if that
+        # ever changed, the replies would be kept unredacted: refuse to start instead.
+        if not callable(getattr(Inspector, "_on_update", None)):
+            raise RuntimeError("this Flower keeps worker inspect replies where adk-celery "
+                               "cannot redact them (flower.inspector.Inspector._on_update)")
+        self.inspector = RedactingInspector(self.io_loop, self.capp,
+                                            self.options.inspect_timeout / 1000.0,
+                                            mode=task_arguments)
         overrides: list[Any] = [(r"/metrics", AuthenticatedMetrics),
                                 (r"/healthcheck", AuthenticatedHealthcheck)]
         if not allow_control:
