@@ -1,4 +1,4 @@
-"""``adk-celery flower``'s login and worker pages, over real processes.
+"""``adk-celery flower``'s login, worker pages and Celery's result backend, over real processes.
 
 - The login (``ADK_CELERY_FLOWER_BASIC_AUTH``) is one ``user:password``: a value Flower would
   split into several logins, or take whole as a bare password, is refused at start (one
@@ -6,6 +6,8 @@
 - A worker's page and ``/api/workers`` show its running and reserved tasks (Celery's
   ``inspect active/reserved``): their arguments are redacted as the task list's are
   (``ADK_CELERY_FLOWER_TASK_ARGUMENTS``).
+- A tool that reported progress leaves no ``PROGRESS`` state (and no payload) in Celery's
+  result backend once it has finished; while it runs, Flower shows it.
 
 Redis db 2; a worker running one job at a time that reserves one more, and two Flowers (task
 arguments ``redacted``, the default, and ``full``).
@@ -14,6 +16,7 @@ arguments ``redacted``, the default, and ``full``).
 from __future__ import annotations
 
 import base64
+import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -195,3 +198,88 @@ def test_a_workers_running_and_reserved_tasks_show_without_their_arguments(stack
     for inv in started:
         record = client.wait("gated", inv, timeout=30, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
+
+
+def test_a_finished_tools_progress_leaves_nothing_in_the_result_backend(stack):
+    client, store = stack["client"], stack["store"]
+    base = stack["flowers"]["redacted"]
+    label = "progress-label-kept-private"
+    inv, task_id = _gated_call(client, label)
+    meta_key = f"celery-task-meta-{task_id}"
+    try:
+        # While it runs: PROGRESS, with its payload, in the backend and in Flower.
+        meta = eventually("the PROGRESS state", lambda: store.get(meta_key))
+        assert '"PROGRESS"' in meta and label in meta
+        result = httpx.get(f"{base}/api/task/result/{task_id}", auth=LOGIN, timeout=5).json()
+        assert result["state"] == "PROGRESS"
+        page = eventually("the task page in state PROGRESS", lambda: _task_page(base, task_id, "PROGRESS"))
+        assert "adk_celery.run_tool:gated_step" in page
+    finally:
+        store.lpush(gate_key(inv), "test")
+    record = client.wait("gated", inv, timeout=15, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    eventually("the PROGRESS state removed", lambda: store.get(meta_key) is None)
+    assert not any(label in (store.get(key) or "") for key in store.scan_iter("celery-task-meta-*"))
+    result = httpx.get(f"{base}/api/task/result/{task_id}", auth=LOGIN, timeout=5).json()
+    assert result["state"] != "PROGRESS" and label not in str(result)
+    # Flower's task page follows the task's events: it says it succeeded.
+    eventually("the task page in state SUCCESS", lambda: _task_page(base, task_id, "SUCCESS"))
+
+    # A tool that reports and returns at once (no gate) leaves nothing either.
+    inv = client.enqueue("lookup", "u", "look up Oslo")
+    record = client.wait("lookup", inv, timeout=15, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    assert not list(store.scan_iter(f"celery-task-meta-{inv}:*"))
+
+
+def _task_page(base: str, task_id: str, state: str) -> str | None:
+    reply = httpx.get(f"{base}/task/{task_id}", auth=LOGIN, timeout=5)
+    return reply.text if reply.status_code == 200 and f">{state}</span>" in reply.text else None
+
+
+def test_a_report_after_its_task_ended_writes_no_state():
+    from workers.progress import BackendProgress
+
+    class Backend:
+        forgotten: list[str] = []
+
+        def forget(self, task_id: str) -> None:
+            self.forgotten.append(task_id)
+
+    class Task:
+        backend = Backend()
+        states: list[str] = []
+
+        def update_state(self, task_id: str, state: str, meta: dict[str, Any]) -> None:
+            self.states.append(state)
+
+    task = Task()
+    silent = BackendProgress(task, "t0")  # type: ignore[arg-type]
+    silent.end()
+    assert Backend.forgotten == []  # nothing written, nothing to forget
+    progress = BackendProgress(task, "t1")  # type: ignore[arg-type]
+    assert progress.write({"step": 1})
+    progress.end()
+    assert not progress.write({"step": 2})  # from a thread the tool left running
+    assert (Task.states, Backend.forgotten) == (["PROGRESS"], ["t1"])
+
+    # A write in flight when the task ends is forgotten after it, never left behind.
+    in_flight, release = threading.Event(), threading.Event()
+
+    class SlowTask(Task):
+        def update_state(self, task_id: str, state: str, meta: dict[str, Any]) -> None:
+            in_flight.set()
+            release.wait(5)
+            Backend.forgotten.append(f"written {task_id}")
+
+    slow = BackendProgress(SlowTask(), "t2")  # type: ignore[arg-type]
+    writer = threading.Thread(target=slow.write, args=({"step": 1},))
+    writer.start()
+    in_flight.wait(5)
+    ender = threading.Thread(target=slow.end)
+    ender.start()
+    time.sleep(0.05)
+    release.set()
+    writer.join(5)
+    ender.join(5)
+    assert Backend.forgotten[-2:] == ["written t2", "t2"]
