@@ -8,6 +8,7 @@
   (``ADK_CELERY_FLOWER_TASK_ARGUMENTS``).
 - A tool that reported progress leaves no ``PROGRESS`` state (and no payload) in Celery's
   result backend once it has finished; while it runs, Flower shows it.
+- Stock ``celery -A ... flower`` stops when the app module asks (workers.flower's guard).
 
 Redis db 2; a worker running one job at a time that reserves one more, and two Flowers (task
 arguments ``redacted``, the default, and ``full``).
@@ -16,6 +17,8 @@ arguments ``redacted``, the default, and ``full``).
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -31,7 +34,7 @@ from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS
 from tests.apps_extra import APP_SPECS as EXTRA_SPECS
 from tests.apps_extra import gate_key
-from tests.support.processes import ManagedProcess, stack_env, start_celery_process
+from tests.support.processes import ROOT, ManagedProcess, stack_env, start_celery_process
 from tests.support.redis_server import free_port
 from tests.test_security_flower import start_flower, wait_until_up
 
@@ -283,3 +286,28 @@ def test_a_report_after_its_task_ended_writes_no_state():
     writer.join(5)
     ender.join(5)
     assert Backend.forgotten[-2:] == ["written t2", "t2"]
+
+
+# ---- stock Flower -------------------------------------------------------------------------------
+
+
+def test_stock_flower_on_a_guarded_app_stops_before_serving(redis_url):
+    """``celery -A <module> flower`` on a module that calls workers.flower's guard as it loads.
+
+    tests/flower_guard.py is workers/celery_app.py's app with the guard's lines; ``celery -A
+    workers flower`` stops the same way once celery_app.py has them.
+    """
+    env = stack_env(redis_url, SPECS)
+    port = free_port()
+    done = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "tests.flower_guard", "flower",
+         "--address=0.0.0.0", f"--port={port}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "refused" in done.stderr and "adk-celery flower" in done.stderr
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+    # Celery's other commands on that module are left alone.
+    done = subprocess.run([sys.executable, "-m", "celery", "-A", "tests.flower_guard", "report"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -15,6 +15,9 @@ personal data it holds). As shipped here:
   in task events and in the workers' replies to ``inspect active/reserved/scheduled`` (a
   worker's page, ``/api/workers``): identifiers stay readable, message text and state do not.
 
+Stock ``celery -A workers flower`` has none of this: :func:`refuse_stock_flower` stops it when
+the app module calls it as it is imported.
+
 Flower's own command line is kept: options after ``adk-celery flower`` go to Flower, written
 ``--name=value``; one Flower does not know, or a malformed value, is refused before anything
 starts (:class:`FlowerOptionError`: a mistyped login option must not leave Flower open). The
@@ -249,6 +252,28 @@ class LockedFlower(Flower):  # type: ignore[misc]
             overrides += [(route, ControlDisabled) for route in CONTROL_ROUTES]
         # Added host rules are matched before Flower's own routes (tornado's add_handlers).
         self.add_handlers(r".*", overrides)
+
+
+STOCK_FLOWER_REFUSED = (
+    "celery -A workers flower: refused, as it would serve Flower without adk-celery's "
+    "lockdown (no login on /metrics and /healthcheck, task control on, task arguments "
+    "shown): run `adk-celery flower` (the same Flower options, written --name=value)")
+
+
+def refuse_stock_flower() -> None:
+    """Stop the process if it is stock Flower's ``celery -A workers flower`` starting.
+
+    For the module Celery imports for ``celery -A workers`` (workers/celery_app.py), as it is
+    imported: Celery loads the app from its command group before it runs the subcommand, so
+    click's current context says which subcommand that is. ``adk-celery flower`` (not click)
+    and ``celery -A workers worker`` are left alone.
+    """
+    import click
+
+    context = click.get_current_context(silent=True)
+    if (context is not None and context.invoked_subcommand == "flower"
+            and context.find_root().command.name == "celery"):
+        sys.exit(STOCK_FLOWER_REFUSED)
 
 
 def run_flower(capp: Celery, settings: Settings, port: int, address: str, extra: list[str]) -> None:
