@@ -217,14 +217,13 @@ class Settings(BaseSettings):
     def _one_flower_login(cls, value: SecretStr | None) -> SecretStr | None:
         # One login, as a browser sends it: "user:password" (the user name ends at the first
         # colon; the password may hold more). Flower itself splits its basic-auth option on
-        # commas and takes any text as a login, a part without a user name included. The
-        # messages never quote the value.
-        if value is None:
-            return value
+        # commas and takes any text as a login, a part without a user name included, and
+        # the empty text too (`Authorization: Basic =` matched it). Empty is unset, as
+        # docker-compose.yml passes it without FLOWER_BASIC_AUTH: no login, loopback only.
+        # The messages never quote the value.
+        if value is None or not value.get_secret_value():
+            return None
         user, colon, password = value.get_secret_value().partition(":")
-        if not (user or colon):
-            raise ValueError("empty: set it to user:password, or unset it (Flower without a "
-                             "login serves on a loopback address only)")
         if "," in user or "," in password:
             raise ValueError("one user:password only, without a comma (Flower would take each "
                              "comma-separated part, a bare password included, as a login)")

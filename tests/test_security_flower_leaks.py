@@ -90,6 +90,20 @@ def test_a_malformed_login_is_refused_at_start_without_showing_it(redis_url, val
             part, line)
 
 
+def test_an_empty_login_is_no_login(redis_url):
+    # As docker-compose.yml passes it without FLOWER_BASIC_AUTH: Flower took it for a login
+    # (one that `Authorization: Basic =` matched) and served on any address.
+    env = stack_env(redis_url, SPECS, flower_basic_auth="")
+    port = free_port()
+    flower = ManagedProcess("flower", [sys.executable, "-m", "workers.cli", "flower", "--port",
+                                       str(port), "--address", "0.0.0.0"], env)
+    try:
+        assert flower.proc.wait(30) != 0
+    finally:
+        flower.stop(5)
+    assert "no login configured" in flower.output()
+
+
 def test_a_login_given_to_flower_itself_is_checked_too(redis_url):
     env = {**stack_env(redis_url, SPECS), "FLOWER_BASIC_AUTH": "adm1n:pa55,s3cr3tpassw0rd"}
     output = _refused_at_start(env)
