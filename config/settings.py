@@ -212,6 +212,29 @@ class Settings(BaseSettings):
             raise ValueError("the port is not a number from 0 to 65535") from None
         return value
 
+    @field_validator("flower_basic_auth")
+    @classmethod
+    def _one_flower_login(cls, value: SecretStr | None) -> SecretStr | None:
+        # One login, as a browser sends it: "user:password" (the user name ends at the first
+        # colon; the password may hold more). Flower itself splits its basic-auth option on
+        # commas and takes any text as a login, a part without a user name included, and
+        # the empty text too (`Authorization: Basic =` matched it). Empty is unset, as
+        # docker-compose.yml passes it without FLOWER_BASIC_AUTH: no login, loopback only.
+        # The messages never quote the value.
+        if value is None or not value.get_secret_value():
+            return None
+        user, colon, password = value.get_secret_value().partition(":")
+        if "," in user or "," in password:
+            raise ValueError("one user:password only, without a comma (Flower would take each "
+                             "comma-separated part, a bare password included, as a login)")
+        if not colon:
+            raise ValueError("not user:password (no colon)")
+        if not user:
+            raise ValueError("the user name (before the first colon) is empty")
+        if not password:
+            raise ValueError("the password (after the first colon) is empty")
+        return value
+
     @field_validator("identifier_pattern")
     @classmethod
     def _a_regular_expression(cls, value: str) -> str:

@@ -6,12 +6,17 @@ task arguments as their senders wrote them (an invocation's message text, with w
 personal data it holds). As shipped here:
 
 - every route but the static files and the login pages needs the configured login
-  (``ADK_CELERY_FLOWER_BASIC_AUTH``, or Flower's own ``--auth`` / ``FLOWER_AUTH``); with no
-  login configured Flower only starts on a loopback address, and says so;
+  (``ADK_CELERY_FLOWER_BASIC_AUTH``, one ``user:password`` given to Flower as one login, or
+  Flower's own ``--auth`` / ``FLOWER_AUTH``); with no login configured Flower only starts on
+  a loopback address, and says so;
 - the routes that run tasks or control workers answer 403 unless
   ``ADK_CELERY_FLOWER_ALLOW_CONTROL`` is set (the worker pages' buttons then say why);
-- task arguments are redacted before Flower keeps them (``ADK_CELERY_FLOWER_TASK_ARGUMENTS``):
-  identifiers stay readable, message text and state do not.
+- task arguments are redacted before Flower keeps them (``ADK_CELERY_FLOWER_TASK_ARGUMENTS``),
+  in task events and in the workers' replies to ``inspect active/reserved/scheduled`` (a
+  worker's page, ``/api/workers``): identifiers stay readable, message text and state do not.
+
+Stock ``celery -A workers flower`` has none of this: :func:`refuse_stock_flower` stops it when
+the app module calls it as it is imported.
 
 Flower's own command line is kept: options after ``adk-celery flower`` go to Flower, written
 ``--name=value``; one Flower does not know, or a malformed value, is refused before anything
@@ -34,6 +39,7 @@ from celery import Celery
 from flower import command as flower_command
 from flower.app import Flower
 from flower.events import Events
+from flower.inspector import Inspector
 from flower.options import options as flower_options
 from flower.urls import settings as flower_settings
 from flower.views import BaseHandler
@@ -85,6 +91,21 @@ def check_flower_options(extra: list[str]) -> None:
             raise FlowerOptionError(str(error)) from None
         except ValueError as error:  # a number's value: tornado calls int(value)
             raise FlowerOptionError(f"--{name}: {error}") from None
+
+
+def check_flower_logins(logins: list[str] | None) -> None:
+    """Raise :class:`FlowerOptionError` unless each of Flower's own logins is ``user:password``.
+
+    Flower's ``--basic-auth`` / ``FLOWER_BASIC_AUTH`` (split on commas: several logins) lets
+    in any entry as a whole: one without a colon or with an empty part would open Flower to a
+    request sending just that text. Which entry is wrong is said by its position only.
+    """
+    for position, login in enumerate(logins or (), start=1):
+        user, _, password = login.partition(":")
+        if not (user and password):
+            raise FlowerOptionError(
+                f"--basic-auth / FLOWER_BASIC_AUTH: login {position} of {len(logins or ())} is "
+                "not user:password with a non-empty user name and password")
 
 
 class _Authenticated(BaseHandler):  # type: ignore[misc]
@@ -163,12 +184,68 @@ class RedactingEvents(Events):  # type: ignore[misc]
         super().on_event(event)
 
 
+INSPECTED_TASK_LISTS = frozenset({"active", "reserved", "scheduled"})
+"""Worker inspect replies that list tasks with their arguments (``scheduled``: under ``request``)."""
+
+
+def redact_inspected(method: str, reply: Any, mode: str) -> Any:
+    """A worker's reply to ``inspect <method>`` as Flower may keep it: task arguments redacted.
+
+    ``active`` lists each running task's ``args``/``kwargs`` as the text its sender wrote
+    (argsrepr/kwargsrepr); ``reserved`` and ``scheduled`` as the values themselves (a tool
+    job's arguments and state snapshot). Both are redacted as :func:`redact_arguments` does.
+    """
+    if mode == "full" or method not in INSPECTED_TASK_LISTS or not isinstance(reply, list):
+        return reply
+    return [_redact_request(item, mode) for item in reply]
+
+
+def _redact_request(item: Any, mode: str) -> Any:
+    if not isinstance(item, dict):
+        return item
+    item = dict(item)
+    if "request" in item:  # a scheduled task: {"eta", "priority", "request": {...}}
+        item["request"] = _redact_request(item["request"], mode)
+    for field in ("args", "kwargs"):
+        value = item.get(field)
+        if isinstance(value, str):
+            item[field] = redact_arguments(value, mode)
+        elif value is not None:
+            try:
+                item[field] = _redact(value, mode)
+            except RecursionError:
+                item[field] = f"<{type(value).__name__} redacted>"
+    return item
+
+
+class RedactingInspector(Inspector):  # type: ignore[misc]
+    """Flower's worker inspector; task arguments in the replies are redacted before it keeps them.
+
+    Flower shows what it keeps on a worker's page and at ``/api/workers``.
+    """
+
+    def __init__(self, *args: Any, mode: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.mode = mode
+
+    def _on_update(self, workername: str, method: str, response: Any) -> None:
+        super()._on_update(workername, method, redact_inspected(method, response, self.mode))
+
+
 class LockedFlower(Flower):  # type: ignore[misc]
     """Flower with its metrics and health check behind the login, and control optional."""
 
     def __init__(self, *, allow_control: bool, task_arguments: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         RedactingEvents.mode = task_arguments
+        # Flower stores each inspect reply through Inspector._on_update (Flower 2); if that
+        # ever changed, the replies would be kept unredacted: refuse to start instead.
+        if not callable(getattr(Inspector, "_on_update", None)):
+            raise RuntimeError("this Flower keeps worker inspect replies where adk-celery "
+                               "cannot redact them (flower.inspector.Inspector._on_update)")
+        self.inspector = RedactingInspector(self.io_loop, self.capp,
+                                            self.options.inspect_timeout / 1000.0,
+                                            mode=task_arguments)
         overrides: list[Any] = [(r"/metrics", AuthenticatedMetrics),
                                 (r"/healthcheck", AuthenticatedHealthcheck)]
         if not allow_control:
@@ -177,14 +254,42 @@ class LockedFlower(Flower):  # type: ignore[misc]
         self.add_handlers(r".*", overrides)
 
 
+STOCK_FLOWER_REFUSED = (
+    "celery -A workers flower: refused, as it would serve Flower without adk-celery's "
+    "lockdown (no login on /metrics and /healthcheck, task control on, task arguments "
+    "shown): run `adk-celery flower` (the same Flower options, written --name=value)")
+
+
+def refuse_stock_flower() -> None:
+    """Stop the process if it is stock Flower's ``celery -A workers flower`` starting.
+
+    For the module Celery imports for ``celery -A workers`` (workers/celery_app.py), as it is
+    imported: Celery loads the app from its command group before it runs the subcommand, so
+    click's current context says which subcommand that is. ``adk-celery flower`` (not click)
+    and ``celery -A workers worker`` are left alone.
+    """
+    import click
+
+    context = click.get_current_context(silent=True)
+    if (context is not None and context.invoked_subcommand == "flower"
+            and context.find_root().command.name == "celery"):
+        sys.exit(STOCK_FLOWER_REFUSED)
+
+
 def run_flower(capp: Celery, settings: Settings, port: int, address: str, extra: list[str]) -> None:
     """Start the locked-down Flower on ``address:port`` (``extra``: Flower's own options)."""
     check_flower_options(extra)
     argv = [f"--port={port}", f"--address={address}", *extra]
-    if settings.flower_basic_auth is not None:
-        argv.append(f"--basic-auth={settings.flower_basic_auth.get_secret_value()}")
     flower_command.apply_env_options()
     flower_command.apply_options("flower", argv)
+    if settings.flower_basic_auth is not None:
+        # Set as the one login it is: on Flower's command line (or in FLOWER_BASIC_AUTH) the
+        # value would be split on commas into several, each a login of its own. Flower
+        # compares the whole "user:password" a browser sends, so the password may hold
+        # colons. It replaces any login given to Flower directly.
+        flower_options.basic_auth = [settings.flower_basic_auth.get_secret_value()]
+    else:
+        check_flower_logins(flower_options.basic_auth)
     flower_command.extract_settings()
     flower_command.setup_logging()
     if not (flower_options.basic_auth or flower_options.auth):

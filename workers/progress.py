@@ -3,7 +3,9 @@
 ``tool_context.report_progress`` is synchronous and may be called from a tool's thread or
 from the event loop an async tool runs on; this writes with a synchronous client of its own
 (one script, one round trip per report; see :mod:`orchestrator.backends.redis.progress`).
-Flower's ``PROGRESS`` state is written beside it, by ``workers.tasks``.
+Flower's ``PROGRESS`` state is written beside it, by ``workers.tasks``: as a task event
+(Flower's task list and page) and in Celery's result backend through :class:`BackendProgress`,
+which removes it when the task ends.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import time
 from typing import Any
 
 import redis
+from celery import Task, signals
 
 from config import Settings
 from orchestrator.backends.redis.codec import dumps
 from orchestrator.backends.redis.connection import connect_sync
 from orchestrator.backends.redis.progress import REPORT, report_operands
 from orchestrator.distributed.models import ToolJob
+from orchestrator.errors import is_infrastructure_error
 
 logger = logging.getLogger(__name__)
 
@@ -55,3 +59,67 @@ class ProgressPublisher:
         operands = report_operands(job.app_name, job.invocation_id, job.function_call_id,
                                    job.attempt, job.tool_name, time.time(), payload)
         return bool(self._report_script()(operands))
+
+
+class BackendProgress:
+    """A running tool task's ``PROGRESS`` state in Celery's result backend, removed at its end.
+
+    ``adk_celery.run_tool`` keeps no result (``ignore_result``): nothing would overwrite the
+    ``celery-task-meta-<task id>`` a progress report writes, and a finished task would stay
+    ``PROGRESS``, with its last payload (the tool's data), until the backend expires it. So
+    the first report marks the task, and its end (Celery's ``task_postrun``, in the thread
+    that ran it) forgets that key; a report arriving after the end (from a thread the tool
+    left behind) writes nothing. Made with :func:`backend_progress` as the task starts.
+    """
+
+    def __init__(self, task: Task, task_id: str) -> None:
+        self._task = task
+        self._task_id = task_id
+        self._lock = threading.Lock()
+        self._written = False
+        self._ended = False
+
+    def write(self, meta: dict[str, Any]) -> bool:
+        """Set the task's state to ``PROGRESS`` with ``meta``; False once the task has ended."""
+        with self._lock:  # an end waits for a write in flight, then forgets what it wrote
+            if self._ended:
+                return False
+            self._written = True
+            self._task.update_state(task_id=self._task_id, state="PROGRESS", meta=meta)
+            return True
+
+    def end(self) -> None:
+        """Forget the ``PROGRESS`` state if one was written (later writes are refused)."""
+        with self._lock:
+            self._ended, written = True, self._written
+        if not written:
+            return
+        try:
+            self._task.backend.forget(self._task_id)
+        except Exception as error:  # the backend already retried; the key expires anyway
+            if not is_infrastructure_error(error) and not isinstance(error, OSError):
+                raise
+            logger.warning("PROGRESS state of task %s not removed (%s)", self._task_id, error)
+
+
+_running_lock = threading.Lock()
+_running: dict[tuple[str, int], BackendProgress] = {}
+
+
+def backend_progress(task: Task, task_id: str) -> BackendProgress:
+    """The result-backend progress of the task starting in this thread (ended with it)."""
+    progress = BackendProgress(task, task_id)
+    with _running_lock:
+        _running[(task_id, threading.get_ident())] = progress
+    return progress
+
+
+@signals.task_postrun.connect(weak=False)
+def _end_backend_progress(task_id: str | None = None, **_: Any) -> None:
+    """A task ended (whichever way) in this thread: forget the PROGRESS state it wrote."""
+    if task_id is None:
+        return
+    with _running_lock:
+        progress = _running.pop((task_id, threading.get_ident()), None)
+    if progress is not None:
+        progress.end()

@@ -178,19 +178,24 @@ def _progress_reporter(
     """Where a tool's progress goes: its call's status and the live stream, and Flower.
 
     First the call's status and the invocation's live stream (workers.progress), then the
-    result backend (state PROGRESS) and a task event.
+    result backend (state PROGRESS, removed when the task ends: workers.progress's
+    BackendProgress) and a task event. A report not written to the first (over the size
+    limit, or of an attempt no longer out) goes to neither; nor does one after the task ended.
 
     Flower shows an event of type ``task-progress`` as the custom state ``PROGRESS``.
     """
+    from workers.progress import backend_progress
+
     ids = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
            "tool": job.tool_name}
+    backend = backend_progress(task, task_id) if task_id else None
 
     def report(payload: dict[str, Any]) -> None:
         try:
-            _progress_publisher().publish(job, payload)
-            if not task_id:
+            if not _progress_publisher().publish(job, payload) or backend is None:
                 return
-            task.update_state(task_id=task_id, state="PROGRESS", meta={**ids, "progress": payload})
+            if not backend.write({**ids, "progress": payload}):
+                return  # the task has ended
             with _dispatcher_lock:
                 _event_dispatcher(task, hostname).send(
                     "task-progress", uuid=task_id, progress=payload, **ids
