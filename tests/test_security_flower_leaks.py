@@ -314,6 +314,12 @@ def test_stock_flower_on_a_guarded_app_stops_before_serving(redis_url):
     env = stack_env(redis_url, SPECS)
     port = free_port()
     done = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "workers", "flower",
+         "--address=0.0.0.0", f"--port={port}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "refused" in done.stderr and "adk-celery flower" in done.stderr
+    done = subprocess.run(
         [sys.executable, "-m", "celery", "-A", "tests.flower_guard", "flower",
          "--address=0.0.0.0", f"--port={port}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)

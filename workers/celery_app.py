@@ -170,6 +170,13 @@ def _import_settings() -> tuple[Settings, ValueError | None]:
 _settings, _settings_error = _import_settings()
 app = create_celery_app(_settings)
 
+# Stock `celery -A workers flower` would serve Flower with none of `adk-celery flower`'s
+# lockdown (login, control routes, redaction): it stops here, saying what to run instead.
+if "flower" in sys.argv:
+    from workers.flower import refuse_stock_flower
+
+    refuse_stock_flower()
+
 
 @signals.worker_init.connect
 def _malformed_settings(**_: Any) -> None:
