@@ -17,6 +17,7 @@ arguments ``redacted``, the default, and ``full``).
 from __future__ import annotations
 
 import base64
+import socket
 import subprocess
 import sys
 import threading
@@ -331,3 +332,16 @@ def test_stock_flower_on_a_guarded_app_stops_before_serving(redis_url):
     done = subprocess.run([sys.executable, "-m", "celery", "-A", "tests.flower_guard", "report"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_flower_on_a_port_in_use_says_so_in_one_line(redis_url):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "workers.cli", "flower", f"--port={port}"],
+            cwd=ROOT, env=stack_env(redis_url, SPECS), capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert f"adk-celery flower: error: cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr

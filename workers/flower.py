@@ -304,7 +304,11 @@ def run_flower(capp: Celery, settings: Settings, port: int, address: str, extra:
         events=_events(capp), **flower_settings,
     )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    bound = app.start_http_server()
+    try:
+        bound = app.start_http_server()
+    except OSError as error:  # the port is taken, or the address is not this host's
+        sys.exit(f"adk-celery flower: error: cannot listen on {flower_options.address}:"
+                 f"{flower_options.port}: {error.strerror or error}")
     logger.info("Flower on http://%s:%s (control %s, task arguments %s)", flower_options.address,
                 bound, "on" if settings.flower_allow_control else "off",
                 settings.flower_task_arguments)
