@@ -7,6 +7,7 @@ can ``send_task`` the documented task names instead (see the README).
 from __future__ import annotations
 
 import contextlib
+import numbers
 from collections.abc import AsyncIterator, Collection, Iterator
 from typing import Any, TypeVar
 
@@ -24,11 +25,16 @@ from orchestrator.distributed.intake import (
     check_json,
     check_optional_identifier,
     check_size,
+    preview,
 )
 from orchestrator.distributed.invocation_lists import DEFAULT_LIMIT, InvocationPage, invocation_query
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, PendingCall
 from orchestrator.distributed.streams import StreamItem, time_limit
-from orchestrator.errors import PayloadError
+from orchestrator.errors import (
+    InvocationNotFoundError,
+    PayloadError,
+    RequestError,
+)
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app, kwargs_repr
@@ -46,6 +52,14 @@ SETTLED = InvocationStatus.SETTLED
 """``InvocationStatus.SETTLED`` under a short name (the default ``until``)."""
 FINISHED = InvocationStatus.FINISHED
 """``InvocationStatus.FINISHED`` under a short name (``until=FINISHED`` follows through pauses)."""
+
+SENT_REMEMBERED = 10_000
+"""How many invocations sent with ``enqueue_via_celery`` a Client remembers (see ``wait``)."""
+
+
+def no_invocation(app_name: str, invocation_id: str) -> InvocationNotFoundError:
+    """The error for an invocation that has no record, in the words of the CLI and the API."""
+    return InvocationNotFoundError(f"no invocation {invocation_id!r} of app {app_name!r}.")
 
 
 class Client:
@@ -66,9 +80,10 @@ class Client:
         self._runtime = Runtime(self._settings, load_apps=False, celery_app=self._celery)
         self._built: Any = None
         self._redis: redis.Redis | None = None
-        self._seen: dict[tuple[str, str], str] = {}
-        """Per invocation answered here: its newest status entry when it was answered (the
-        next ``wait`` returns a status that came after it, not the pause it answered)."""
+        self._sent: dict[tuple[str, str], None] = {}
+        """Invocations sent as ``adk_celery.invoke`` tasks, oldest first: an orchestrator
+        records them when it takes the task, and until then ``wait`` and ``follow`` wait
+        for them rather than saying they do not exist."""
 
     def _services(self) -> Any:
         """The runtime's services (built on its loop once; later calls cost no thread hop)."""
@@ -141,6 +156,9 @@ class Client:
         if self._via_celery:
             self._celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=self._settings.invocations_queue,
                                    argsrepr="()", kwargsrepr=kwargs_repr(kwargs))
+            self._sent[(app_name, invocation_id)] = None
+            while len(self._sent) > SENT_REMEMBERED:
+                del self._sent[next(iter(self._sent))]
             return invocation_id
         record, new_session = prepare_invocation(kwargs, self._runtime.limits)
         services = self._services()
@@ -156,19 +174,37 @@ class Client:
         self, app_name: str, invocation_id: str, statuses: set[InvocationStatus],
         timeout: float | None,
     ) -> InvocationRecord | None:
-        """Follow the invocation's status entries on a synchronous connection, in this thread."""
-        timeout = time_limit(timeout)  # infinity: no limit; NaN: ValueError
+        """Follow the invocation's status entries on a synchronous connection, in this thread.
+
+        Never returns a pause that is over (its calls all answered); raises
+        InvocationNotFoundError at once for an invocation without a record.
+        """
         redis_client = self._sync_redis()
-        wait = StatusWait(app_name, invocation_id, statuses, timeout,
-                          after=self._seen.pop((app_name, invocation_id), None))
+        wait = StatusWait(app_name, invocation_id, statuses, timeout)
         with redis_client.pipeline(transaction=True) as pipe:
             wait.queue_start(pipe)
             found = wait.started(pipe.execute())
-        while found is None and (block_ms := wait.block_ms()) is not None:
-            found = wait.feed(redis_client.xread({wait.stream: wait.last_id}, block=block_ms))
-        if found is READ_RECORD:
-            return self.status(app_name, invocation_id)
-        return found if isinstance(found, InvocationRecord) else None
+        if wait.missing and (app_name, invocation_id) not in self._sent:
+            raise no_invocation(app_name, invocation_id)
+        while True:
+            while found is None and (block_ms := wait.block_ms()) is not None:
+                found = wait.feed(redis_client.xread({wait.stream: wait.last_id}, block=block_ms))
+            if found is READ_RECORD:  # an entry without its record: the record as it is now
+                raw = redis_client.hget(wait.record_key, "record")
+                record = InvocationRecord.model_validate_json(raw) if raw else None
+                found = record if record is not None and record.status in statuses else None
+                if record is None:
+                    return None
+                continue
+            if not isinstance(found, InvocationRecord):
+                return None  # timed out
+            if not wait.is_pause(found):
+                return found
+            with redis_client.pipeline(transaction=False) as pipe:
+                wait.queue_answers(pipe, found)
+                if wait.pause_still_on(pipe.execute()):
+                    return found
+            found = None  # answered, its resume queued: what comes next
 
     def _sync_redis(self) -> redis.Redis:
         """A synchronous connection for calls made in the caller's thread (no loop hop)."""
@@ -218,40 +254,61 @@ class Client:
         invocation_id: str,
         *,
         timeout: float | None = 60.0,
-        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
+        until: Collection[InvocationStatus | str] = InvocationStatus.SETTLED,
     ) -> InvocationRecord:
         """Block until the invocation is paused or finished; TimeoutError after ``timeout``.
 
-        After :meth:`answer` on this client, it waits for a status that came after that
-        answer, not the pause the answer ends (``wait``, ``answer``, ``wait`` reads as the
-        flow it is). An answer that leaves the invocation paused on its other calls gets a
-        status of its own (still paused; ``calls`` shows it answered).
+        ``until``: the statuses to wait for (``InvocationStatus`` members or their values);
+        a finished status always ends the wait, as nothing comes after it. A pause whose
+        calls all have their answers stored (by this client or any other: the CLI, the HTTP
+        API) is over, its resume queued: the wait goes on to the status that comes next, so
+        ``wait``, ``answer``, ``wait`` reads as the flow it is. A pause still waiting for a
+        call is returned at once, every time (an answer that leaves the invocation paused
+        on its other calls still returns it: ``calls`` shows which are answered).
+        InvocationNotFoundError at once for an unknown invocation; RequestError for a
+        malformed ``until`` or ``timeout`` (seconds, 0 or more; None or ``math.inf``: no
+        limit).
         """
         self._check_ids(app_name, invocation_id)
-        record = self._wait_here(app_name, invocation_id, set(until), timeout)
+        limit = _timeout(timeout)
+        statuses = set(_statuses(until) | InvocationStatus.FINISHED)
+        record = self._wait_here(app_name, invocation_id, statuses, limit)
         if record is None:
             raise TimeoutError(
-                f"Invocation {invocation_id!r} did not reach {sorted(s.value for s in until)} "
+                f"Invocation {invocation_id!r} did not reach {sorted(s.value for s in statuses)} "
                 f"within {timeout} s."
             )
         return record
 
-    async def afollow(
+    def afollow(
         self,
         app_name: str,
         invocation_id: str,
         *,
         timeout: float | None = None,
-        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
+        until: Collection[InvocationStatus | str] = InvocationStatus.SETTLED,
         from_start: bool = True,
     ) -> AsyncIterator[StreamItem]:
-        """``follow`` as an async iterator, on the caller's own event loop (see ``follow``)."""
+        """``follow`` as an async iterator, on the caller's own event loop (see ``follow``).
+
+        Malformed arguments raise at the call; an unknown invocation at the first item.
+        """
+        self._check_ids(app_name, invocation_id)
+        return self._afollow(app_name, invocation_id, _timeout(timeout), _statuses(until),
+                             from_start)
+
+    async def _afollow(
+        self, app_name: str, invocation_id: str, timeout: float | None,
+        until: frozenset[InvocationStatus], from_start: bool,
+    ) -> AsyncIterator[StreamItem]:
         redis_client = connect(self._settings.redis_url or "")
         stream = RedisEventStream(redis_client, ttl_seconds=self._settings.record_ttl_seconds)
         try:
+            if (not await redis_client.exists(keys.invocation(app_name, invocation_id))
+                    and (app_name, invocation_id) not in self._sent):
+                raise no_invocation(app_name, invocation_id)
             async for item in stream.follow(
-                app_name, invocation_id, from_start=from_start, until=until,
-                timeout=time_limit(timeout),
+                app_name, invocation_id, from_start=from_start, until=until, timeout=timeout,
             ):
                 yield item
         finally:
@@ -263,7 +320,7 @@ class Client:
         invocation_id: str,
         *,
         timeout: float | None = None,
-        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
+        until: Collection[InvocationStatus | str] = InvocationStatus.SETTLED,
         from_start: bool = True,
     ) -> Iterator[StreamItem]:
         """Iterate over the invocation's live stream: its events and status changes.
@@ -274,14 +331,19 @@ class Client:
         that is still current (default: paused; a replay goes past pauses the invocation has
         resumed from; pass ``FINISHED`` to follow through pauses), or raises TimeoutError
         after ``timeout`` seconds. Breaking out of the loop (or closing
-        the iterator) stops the follow cleanly.
+        the iterator) stops the follow cleanly. Raises at once InvocationNotFoundError for
+        an unknown invocation, RequestError for a malformed id, ``until`` or ``timeout``.
         """
+        self._check_ids(app_name, invocation_id)
+        limit, statuses = _timeout(timeout), _statuses(until)
+        if (not self._sync_redis().exists(keys.invocation(app_name, invocation_id))
+                and (app_name, invocation_id) not in self._sent):
+            raise no_invocation(app_name, invocation_id)
         services = self._services()
         stream = services.events or RedisEventStream(
             services.redis, ttl_seconds=self._settings.record_ttl_seconds)
         return _iterate(self._runtime, stream.follow(
-            app_name, invocation_id, from_start=from_start, until=until,
-            timeout=time_limit(timeout)))
+            app_name, invocation_id, from_start=from_start, until=statuses, timeout=limit))
 
     def invocations(
         self, app_name: str, *, status: InvocationStatus | str | None = None,
@@ -332,10 +394,7 @@ class Client:
         """
         self._check_ids(app_name, invocation_id)
         service = self._services().service
-        seen = self._sync_redis().xrevrange(keys.invocation_statuses(app_name, invocation_id), count=1)
         self._runtime.run(service.answer(app_name, invocation_id, function_call_id, response))
-        if seen:
-            self._seen[(app_name, invocation_id)] = seen[0][0]
 
     def cancel(self, app_name: str, invocation_id: str) -> None:
         """Cancel the invocation; RequestError for malformed identifiers."""
@@ -357,6 +416,40 @@ class Client:
             self._redis = None
         self._runtime.close()
         self._celery.close()
+
+
+def _timeout(timeout: Any) -> float | None:
+    """A wait's or follow's ``timeout`` checked: seconds, 0 or more; None for no limit."""
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)):
+        raise RequestError("timeout", f"must be a number of seconds (None or math.inf: no limit), "
+                                      f"not {type(timeout).__name__}.")
+    limit = time_limit(None if timeout is None else float(timeout))  # NaN: ValueError
+    if limit is not None and limit < 0:
+        raise RequestError("timeout", f"must be 0 or more seconds (None or math.inf: no limit), "
+                                      f"not {timeout!r}.")
+    return limit
+
+
+def _statuses(until: Any) -> frozenset[InvocationStatus]:
+    """``until`` as a set of statuses: members of InvocationStatus or their values."""
+    if isinstance(until, str):  # one status (an InvocationStatus is a str too)
+        until = (until,)
+    try:
+        given = list(until)
+    except TypeError:
+        raise RequestError("until", f"must be a collection of statuses, not "
+                                    f"{type(until).__name__}.") from None
+    known = {status.value for status in InvocationStatus}
+    found = set()
+    for status in given:
+        if isinstance(status, InvocationStatus):
+            found.add(status)
+        elif isinstance(status, str) and status in known:
+            found.add(InvocationStatus(status))
+        else:
+            raise RequestError("until", f"{preview(status)} is not a status (one of: "
+                                        f"{', '.join(s.value for s in InvocationStatus)}).")
+    return frozenset(found)
 
 
 T = TypeVar("T")
