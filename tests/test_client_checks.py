@@ -8,6 +8,7 @@ and, for what must run, real orchestrator and worker processes (``celery_stack``
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 
 import pytest
@@ -15,8 +16,11 @@ import redis
 
 from config import Settings
 from orchestrator.distributed.models import InvocationStatus
-from orchestrator.errors import InvocationNotFoundError, RequestError
+from orchestrator.errors import InvocationNotFoundError, RequestError, SessionNotFoundError
 from workers.client import Client
+
+BROKER_QUEUE = "adk.invocations"
+"""The Redis list the ``adk_celery.invoke`` tasks wait in (nothing consumes db 1)."""
 
 
 @pytest.fixture
@@ -137,3 +141,92 @@ def test_a_pause_still_waiting_is_returned_at_once_every_time(celery_stack):
     again = client.wait("approval", invocation_id, timeout=0)  # nothing changed: no need to block
     assert first.status is again.status is InvocationStatus.PAUSED
     assert again.pending_calls == first.pending_calls
+
+
+# --- B, C, D, F: what an enqueue checks before it stores or sends anything ----------------------
+
+
+def test_an_enqueue_through_celery_is_checked_first_and_shows_only_identifiers(unserved):
+    client, check = unserved
+    via_celery = other_client(client)
+    via_celery._via_celery = True
+    try:
+        for app, user, options, field in [
+            ("a b", "u", {}, "app_name"), ("x" * 1000, "u", {}, "app_name"),
+            ("chat", None, {}, "user_id"), ("chat", "u", {"invocation_id": "e 1"}, "invocation_id"),
+            ("chat", "u", {"invocation_id": ""}, "invocation_id"),
+            ("chat", "u", {"session_id": ""}, "session_id"),
+        ]:
+            with pytest.raises(RequestError, match=f"^{field}: "):
+                via_celery.enqueue(app, user, "hi", **options)
+        with pytest.raises(SessionNotFoundError, match="^session_id: no session 'no-such'"):
+            via_celery.enqueue("chat", "u", "hi", session_id="no-such")
+        assert check.llen(BROKER_QUEUE) == 0  # nothing was sent
+
+        invocation_id = via_celery.enqueue("chat", "u", "my secret text",
+                                           state_delta={"k": "my secret state"})
+        [message] = [json.loads(raw) for raw in check.lrange(BROKER_QUEUE, 0, -1)]
+        shown = message["headers"]["kwargsrepr"]
+        assert invocation_id in shown and "'user_id': 'u'" in shown and "secret" not in shown
+        assert "secret" not in message["headers"]["argsrepr"]
+        # Sent, not yet recorded (no orchestrator took it): this client waits for it...
+        with pytest.raises(TimeoutError):
+            via_celery.wait("chat", invocation_id, timeout=0.2)
+        # ... another knows nothing of it yet.
+        with pytest.raises(InvocationNotFoundError):
+            client.wait("chat", invocation_id, timeout=0.2)
+        # A refused payload is recorded failed at once, never sent.
+        failed = failed_invocation(via_celery)
+        assert "new_message" in client.status("chat", failed).error
+        assert check.llen(BROKER_QUEUE) == 1
+    finally:
+        via_celery.close()
+
+
+def test_an_enqueue_for_a_session_that_does_not_exist_stores_nothing(unserved):
+    client, check = unserved
+    session = client.create_session("chat", "someone-else")
+    before = sorted(check.keys("*"))
+    said = "^session_id: no session 'no-such' of app 'chat', user 'u' \\(leave it out for a new session\\).$"
+    with pytest.raises(SessionNotFoundError, match=said):
+        client.enqueue("chat", "u", "hi", session_id="no-such")
+    with pytest.raises(SessionNotFoundError, match=said):  # a refused message too
+        client.enqueue("chat", "u", {"parts": "x"}, session_id="no-such")  # type: ignore[arg-type]
+    with pytest.raises(SessionNotFoundError):  # another user's session
+        client.enqueue("chat", "u", "hi", session_id=session.id)
+    assert sorted(check.keys("*")) == before  # no record, no queue, no wake-up
+    # An existing session is used.
+    mine = client.create_session("chat", "u")
+    invocation_id = client.enqueue("chat", "u", "hi", session_id=mine.id)
+    assert client.status("chat", invocation_id).session_id == mine.id
+
+
+def test_an_empty_session_id_or_user_id_is_refused(unserved):
+    client, check = unserved
+    with pytest.raises(RequestError, match="^session_id: must not be empty"):
+        client.enqueue("chat", "u", "hi", session_id="")
+    with pytest.raises(RequestError, match="^invocation_id: must not be empty"):
+        client.enqueue("chat", "u", "hi", invocation_id="")
+    with pytest.raises(RequestError, match="^user_id: must not be empty"):
+        client.list_sessions("chat", "")
+    assert check.keys("*") == []
+
+
+def test_a_client_that_knows_its_apps_refuses_another_name(unserved):
+    client, check = unserved
+    knowing = other_client(client, apps="tests.apps:chat_app,tests.apps:approval_app")
+    try:
+        said = ("^app_name: 'tripplanner' is not an app of this client \\(ADK_CELERY_APPS: "
+                "approval, chat\\).$")
+        with pytest.raises(RequestError, match=said):
+            knowing.enqueue("tripplanner", "u1", "hi")
+        with pytest.raises(RequestError, match=said):
+            knowing.create_session("tripplanner", "u1")
+        assert check.keys("*") == []  # no session, no failed record
+        assert knowing.status("chat", knowing.enqueue("chat", "u1", "hi")).status is (
+            InvocationStatus.QUEUED)
+    finally:
+        knowing.close()
+    # A client configured without apps checks no name: the orchestrator fails the invocation.
+    assert client.status("tripplanner", client.enqueue("tripplanner", "u1", "hi")).status is (
+        InvocationStatus.QUEUED)

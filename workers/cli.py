@@ -96,15 +96,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``adk-celery`` command.
 
     A refused request (a malformed id or message, an answer for a call that is not
-    pending) prints why on stderr and exits with status 2, without a traceback. When the
-    reader of its output goes away (``| head``), it stops quietly with status 141, as a
-    command ended by SIGPIPE.
+    pending, an unknown app, session or invocation) prints why on stderr and exits with
+    status 2, without a traceback. When the reader of its output goes away (``| head``), it
+    stops quietly with status 141, as a command ended by SIGPIPE.
     """
-    from orchestrator.errors import AnswerRejectedError, RequestError
+    from orchestrator.errors import (
+        AnswerRejectedError,
+        AppConfigError,
+        InvocationNotFoundError,
+        RequestError,
+        SessionNotFoundError,
+    )
 
     try:
         _main(argv)
-    except (RequestError, AnswerRejectedError) as error:
+    except (RequestError, AnswerRejectedError, InvocationNotFoundError, SessionNotFoundError,
+            AppConfigError) as error:
         print(f"adk-celery: error: {error}", file=sys.stderr)
         sys.exit(2)
     except BrokenPipeError:

@@ -29,11 +29,14 @@ from orchestrator.distributed.intake import (
 )
 from orchestrator.distributed.invocation_lists import DEFAULT_LIMIT, InvocationPage, invocation_query
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, PendingCall
+from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.streams import StreamItem, time_limit
 from orchestrator.errors import (
+    AppConfigError,
     InvocationNotFoundError,
     PayloadError,
     RequestError,
+    SessionNotFoundError,
 )
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
@@ -55,6 +58,9 @@ FINISHED = InvocationStatus.FINISHED
 
 SENT_REMEMBERED = 10_000
 """How many invocations sent with ``enqueue_via_celery`` a Client remembers (see ``wait``)."""
+
+_SHOWN_FIELDS = ("app_name", "user_id", "session_id", "invocation_id")
+"""The fields of an ``adk_celery.invoke`` task Flower and the logs show: identifiers only."""
 
 
 def no_invocation(app_name: str, invocation_id: str) -> InvocationNotFoundError:
@@ -80,6 +86,7 @@ class Client:
         self._runtime = Runtime(self._settings, load_apps=False, celery_app=self._celery)
         self._built: Any = None
         self._redis: redis.Redis | None = None
+        self._apps: list[str] | None = None
         self._sent: dict[tuple[str, str], None] = {}
         """Invocations sent as ``adk_celery.invoke`` tasks, oldest first: an orchestrator
         records them when it takes the task, and until then ``wait`` and ``follow`` wait
@@ -104,6 +111,7 @@ class Client:
         check_identifier("app_name", app_name, limits)
         check_identifier("user_id", user_id, limits)
         check_optional_identifier("session_id", session_id, limits)
+        self._check_app(app_name)
         if state is not None:
             if not isinstance(state, dict):
                 raise PayloadError("state", f"must be a JSON object, not {type(state).__name__}.")
@@ -133,10 +141,15 @@ class Client:
         into every event of the invocation, as ``RunConfig.custom_metadata`` does in process.
         A malformed message, state delta or metadata makes a
         failed invocation whose error says what was wrong; a malformed app name, user,
-        session or invocation id raises RequestError (a ValueError; nothing is stored).
-        Enqueueing again with the same ``invocation_id`` is a no-op (RequestError if another
-        user or session has that id).
+        session or invocation id (an empty one too: leave it out) raises RequestError (a
+        ValueError), and so does an app the client's ``Settings.apps`` does not name, when
+        it names any; a ``session_id`` of no session of that user raises
+        SessionNotFoundError. Nothing is stored then. Enqueueing again with the same
+        ``invocation_id`` is a no-op (RequestError if another user or session has that id).
         """
+        for field, value in (("session_id", session_id), ("invocation_id", invocation_id)):
+            if isinstance(value, str) and not value:
+                raise RequestError(field, "must not be empty (leave it out, None, for a new one).")
         invocation_id = invocation_id or platform.new_invocation_id()
         if isinstance(message, types.Content):
             payload: Any = message.model_dump(mode="json", exclude_none=True)
@@ -153,21 +166,33 @@ class Client:
             kwargs["streaming"] = True
         if custom_metadata is not None:
             kwargs["custom_metadata"] = custom_metadata
-        if self._via_celery:
+        # The checks of every door, before anything is stored or sent.
+        record, new_session = prepare_invocation(kwargs, self._runtime.limits)
+        self._check_app(app_name)
+        if record.status is InvocationStatus.FAILED or self._via_celery:
+            if session_id is not None and not self._sync_redis().exists(
+                    keys.session(app_name, user_id, session_id)):
+                raise _no_session(record)
+        if record.status is InvocationStatus.FAILED:  # refused payload: recorded, never sent
+            self._runtime.run(self._services().store.create(record))
+        elif self._via_celery:
+            shown = {field: kwargs[field] for field in _SHOWN_FIELDS}  # never the message or state
             self._celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=self._settings.invocations_queue,
-                                   argsrepr="()", kwargsrepr=kwargs_repr(kwargs))
+                                   argsrepr="()", kwargsrepr=kwargs_repr(shown))
             self._sent[(app_name, invocation_id)] = None
             while len(self._sent) > SENT_REMEMBERED:
                 del self._sent[next(iter(self._sent))]
-            return invocation_id
-        record, new_session = prepare_invocation(kwargs, self._runtime.limits)
-        services = self._services()
-        if record.status is InvocationStatus.FAILED:
-            self._runtime.run(services.store.create(record))
-        elif not self._record_and_queue(services, record, new_session):
-            existing = self._runtime.run(services.store.get(app_name, invocation_id))
-            if existing is not None:
-                check_same_invocation(existing, record, session_id is not None)
+        else:
+            services = self._services()
+            try:
+                queued = self._record_and_queue(services, record, new_session,
+                                                session_must_exist=session_id is not None)
+            except SessionNotFoundError:
+                raise _no_session(record) from None
+            if not queued:
+                existing = self._runtime.run(services.store.get(app_name, invocation_id))
+                if existing is not None:
+                    check_same_invocation(existing, record, session_id is not None)
         return invocation_id
 
     def _wait_here(
@@ -214,15 +239,18 @@ class Client:
             self._redis = connect_sync(self._settings.redis_url or "")
         return self._redis
 
-    def _record_and_queue(self, services: Any, record: InvocationRecord, new_session: bool) -> bool:
+    def _record_and_queue(self, services: Any, record: InvocationRecord, new_session: bool, *,
+                          session_must_exist: bool = False) -> bool:
         """The enqueue transaction, on a synchronous connection in the caller's thread.
 
-        False for a repeated invocation id (nothing changed). Raises what a script refused.
+        False for a repeated invocation id (nothing changed). Raises what a script refused,
+        and SessionNotFoundError (nothing written) for a session that must exist and does not.
         """
         redis_client = self._sync_redis()
         for _ in range(2):
             with redis_client.pipeline(transaction=True) as pipe:
-                queue_invocation(pipe, services.sessions, services.queue, record, new_session)
+                queue_invocation(pipe, services.sessions, services.queue, record, new_session,
+                                 session_must_exist=session_must_exist)
                 replies = pipe.execute(raise_on_error=False)
             if not scripts_missing(replies):
                 break
@@ -364,9 +392,13 @@ class Client:
         return self._runtime.run(self._services().store.list_invocations(query))
 
     def list_sessions(self, app_name: str, user_id: str | None = None) -> list[Session]:
-        """The sessions of a user (every user's when None), without events."""
+        """The sessions of a user (every user's when None), without events.
+
+        RequestError for a malformed app name or user id (an empty one too: leave it out).
+        """
         check_identifier("app_name", app_name, self._runtime.limits)
-        check_optional_identifier("user_id", user_id, self._runtime.limits)
+        if user_id is not None:
+            check_identifier("user_id", user_id, self._runtime.limits)
         sessions = self._services().sessions
         return list(self._runtime.run(
             sessions.list_sessions(app_name=app_name, user_id=user_id)).sessions)
@@ -408,6 +440,27 @@ class Client:
         check_identifier("app_name", app_name, self._runtime.limits)
         check_identifier("invocation_id", invocation_id, self._runtime.limits)
 
+    def _check_app(self, app_name: str) -> None:
+        """RequestError if the client knows its apps (``Settings.apps``) and not this one.
+
+        The apps are loaded once, at the first need: AppConfigError if they cannot be. A
+        client configured without apps checks nothing (an orchestrator fails the invocation
+        of an app it does not serve).
+        """
+        specs = self._settings.app_specs()
+        if not specs:
+            return
+        if self._apps is None:
+            try:
+                self._apps = AppRegistry.from_specs(specs).names
+            except (ValueError, TypeError) as error:
+                raise AppConfigError(
+                    f"ADK_CELERY_APPS (Settings.apps): {error} A client that names apps loads "
+                    "them to check the app of each request; leave it empty not to.") from None
+        if app_name not in self._apps:
+            raise RequestError("app_name", f"{preview(app_name)} is not an app of this client "
+                                           f"(ADK_CELERY_APPS: {', '.join(self._apps)}).")
+
     def close(self) -> None:
         """Close the client's Redis and broker connections and stop its background loop."""
         self._built = None
@@ -416,6 +469,13 @@ class Client:
             self._redis = None
         self._runtime.close()
         self._celery.close()
+
+
+def _no_session(record: InvocationRecord) -> SessionNotFoundError:
+    """The error for an enqueue naming a session its user does not have."""
+    return SessionNotFoundError(
+        f"session_id: no session {record.session_id!r} of app {record.app_name!r}, user "
+        f"{record.user_id!r} (leave it out for a new session).")
 
 
 def _timeout(timeout: Any) -> float | None:
