@@ -15,9 +15,11 @@ import pytest
 import redis
 
 from config import Settings
-from orchestrator.distributed.models import InvocationStatus
+from orchestrator.backends.redis import keys
+from orchestrator.distributed.models import InvocationStatus, WorkItem
 from orchestrator.errors import InvocationNotFoundError, RequestError, SessionNotFoundError
-from workers.client import Client
+from tests.support.redis_server import free_port
+from workers.client import Client, InvocationFinishedError
 
 BROKER_QUEUE = "adk.invocations"
 """The Redis list the ``adk_celery.invoke`` tasks wait in (nothing consumes db 1)."""
@@ -230,3 +232,36 @@ def test_a_client_that_knows_its_apps_refuses_another_name(unserved):
     # A client configured without apps checks no name: the orchestrator fails the invocation.
     assert client.status("tripplanner", client.enqueue("tripplanner", "u1", "hi")).status is (
         InvocationStatus.QUEUED)
+
+
+# --- H: cancel -------------------------------------------------------------------------------------
+
+
+def test_cancel_says_what_it_did_or_why_not(unserved):
+    client, check = unserved
+    with pytest.raises(InvocationNotFoundError, match="^no invocation 'e-nope' of app 'chat'.$"):
+        client.cancel("chat", "e-nope")
+    failed = failed_invocation(client)
+    with pytest.raises(InvocationFinishedError,
+                       match=f"^invocation '{failed}' is failed; it cannot be cancelled.$"):
+        client.cancel("chat", failed)
+    assert not check.exists(keys.cancel_flag("chat", failed))
+
+    queued = client.enqueue("chat", "u", "hi")
+    assert client.cancel("chat", queued) is InvocationStatus.QUEUED
+    record = client.status("chat", queued)
+    items = [WorkItem.model_validate_json(raw) for raw in
+             check.lrange(keys.session_queue("chat", "u", record.session_id), 0, -1)]
+    assert [(item.kind, item.invocation_id) for item in items] == [("start", queued),
+                                                                  ("cancel", queued)]
+    assert check.exists(keys.cancel_flag("chat", queued))
+
+
+def test_cancel_with_redis_out_of_reach_is_a_connection_error():
+    client = Client(Settings(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
+    try:
+        # It was Celery's "Retry limit exceeded ... must be restarted", after 19 s.
+        with pytest.raises(redis.ConnectionError):
+            client.cancel("chat", "e-1")
+    finally:
+        client.close()

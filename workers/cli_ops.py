@@ -164,12 +164,9 @@ def _answer(client: Client, args: argparse.Namespace) -> None:
 
 
 def _cancel(client: Client, args: argparse.Namespace) -> None:
-    record = require_invocation(client, args.app_name, args.invocation_id)
-    if record.status.is_finished:  # as the API's 409: nothing left to cancel
-        fail(f"invocation {args.invocation_id!r} is {record.status.value}; it cannot be "
-             "cancelled.")
-    client.cancel(args.app_name, args.invocation_id)
-    print(f"cancel requested for {args.invocation_id} (it was {record.status.value})")
+    # Unknown or finished (as the API's 404 and 409): the Client raises, main says it, exit 2.
+    status = client.cancel(args.app_name, args.invocation_id)
+    print(f"cancel requested for {args.invocation_id} (it was {status.value})")
 
 
 def _sessions(client: Client, args: argparse.Namespace) -> None:

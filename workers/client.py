@@ -40,7 +40,7 @@ from orchestrator.errors import (
 )
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
-from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app, kwargs_repr
+from workers.celery_app import TASK_INVOKE, create_celery_app, kwargs_repr
 from workers.enqueue import (
     check_same_invocation,
     enqueue_scripts,
@@ -61,6 +61,19 @@ SENT_REMEMBERED = 10_000
 
 _SHOWN_FIELDS = ("app_name", "user_id", "session_id", "invocation_id")
 """The fields of an ``adk_celery.invoke`` task Flower and the logs show: identifiers only."""
+
+
+class InvocationFinishedError(RequestError):
+    """The invocation has finished (completed, failed or cancelled): it cannot be cancelled.
+
+    A RequestError (the API answers 409), about ``invocation_id``; ``status`` is its status.
+    """
+
+    def __init__(self, invocation_id: str, status: InvocationStatus) -> None:
+        super().__init__("invocation_id", f"{invocation_id!r} is {status.value}; it cannot be "
+                                          "cancelled.")
+        self.args = (f"invocation {invocation_id!r} is {status.value}; it cannot be cancelled.",)
+        self.status = status
 
 
 def no_invocation(app_name: str, invocation_id: str) -> InvocationNotFoundError:
@@ -428,12 +441,26 @@ class Client:
         service = self._services().service
         self._runtime.run(service.answer(app_name, invocation_id, function_call_id, response))
 
-    def cancel(self, app_name: str, invocation_id: str) -> None:
-        """Cancel the invocation; RequestError for malformed identifiers."""
+    def cancel(self, app_name: str, invocation_id: str) -> InvocationStatus:
+        """Ask for the invocation to be cancelled; returns the status it had when asked.
+
+        Its orchestrator records the cancel (``wait`` or ``follow`` shows it ends
+        ``cancelled``, or ``completed`` if it was done by then). RequestError for malformed
+        identifiers, InvocationNotFoundError for an unknown invocation and
+        InvocationFinishedError for one that already finished (completed, failed or
+        cancelled), as the CLI's exit 2 and the API's 404 and 409; nothing is changed then.
+        Redis out of reach raises redis' ConnectionError (after the reconnect attempts).
+        """
         self._check_ids(app_name, invocation_id)
-        self._celery.send_task(TASK_CANCEL, kwargs={
-            "app_name": app_name, "invocation_id": invocation_id,
-        }, queue=self._settings.invocations_queue)
+        raw = self._sync_redis().hget(keys.invocation(app_name, invocation_id), "record")
+        if not raw:
+            raise no_invocation(app_name, invocation_id)
+        record = InvocationRecord.model_validate_json(raw)
+        if record.status.is_finished:
+            raise InvocationFinishedError(invocation_id, record.status)
+        # What the API's cancel route does: the cancel item (with its wake-up), then the flag.
+        self._runtime.run(self._services().service.cancel(app_name, invocation_id))
+        return record.status
 
     def _check_ids(self, app_name: Any, invocation_id: Any) -> None:
         """RequestError unless both are well-formed identifiers."""
