@@ -265,3 +265,34 @@ def test_cancel_with_redis_out_of_reach_is_a_connection_error():
             client.cancel("chat", "e-1")
     finally:
         client.close()
+
+
+# --- K: the README's follow example -----------------------------------------------------------------
+
+
+def test_the_readmes_follow_example_runs_over_progress_items(celery_stack, capsys):
+    import re
+
+    from tests.support.processes import ROOT
+
+    [example] = [block for block in re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(),
+                                               re.MULTILINE | re.DOTALL) if "client.follow(" in block]
+    example = example.replace('"trip_planner"', '"lookup"').replace("Plan 3 nights in Lisbon",
+                                                                    "look up Oslo")
+    client = celery_stack["client"]
+
+    class Finished:
+        """The client, whose enqueue returns once the invocation finished: the follow replays
+        all of it (its remote call's progress too) to its end."""
+
+        def enqueue(self, app_name, *args, **options):
+            invocation_id = client.enqueue(app_name, *args, **options)
+            client.wait(app_name, invocation_id, timeout=30, until=InvocationStatus.FINISHED)
+            return invocation_id
+
+        follow = staticmethod(client.follow)
+
+    exec(example, {"client": Finished()})  # it crashed on the progress item (no status)
+    printed = capsys.readouterr().out.splitlines()
+    assert "progress: slow_lookup {'step': 'looking', 'city': 'Oslo'}" in printed
+    assert printed[-1] == "status: completed"
