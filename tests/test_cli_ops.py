@@ -156,9 +156,10 @@ def test_enqueue_wait_exits_1_when_the_invocation_failed(env):
     done = cli(env, "enqueue", "chat", "u", "hi", "--wait", "--timeout", "15")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1])["status"] == "completed"
-    # No such session: the invocation fails, and the exit status says so, as follow's does.
-    failed = cli(env, "enqueue", "chat", "u", "hi", "--session-id", "missing-session", "--wait",
-                 "--timeout", "15")
+    # The invocation fails, and the exit status says so, as follow's does. (Without
+    # ADK_CELERY_APPS the command checks no app name: the orchestrator fails one it does not
+    # serve.)
+    failed = cli(env, "enqueue", "not_served", "u", "hi", "--wait", "--timeout", "15")
     assert json.loads(failed.stdout.splitlines()[-1])["status"] == "failed"
     assert failed.returncode == 1, failed.stderr
 

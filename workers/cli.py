@@ -96,15 +96,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of the ``adk-celery`` command.
 
     A refused request (a malformed id or message, an answer for a call that is not
-    pending) prints why on stderr and exits with status 2, without a traceback. When the
-    reader of its output goes away (``| head``), it stops quietly with status 141, as a
-    command ended by SIGPIPE.
+    pending, an unknown app, session or invocation) prints why on stderr and exits with
+    status 2, without a traceback. When the reader of its output goes away (``| head``), it
+    stops quietly with status 141, as a command ended by SIGPIPE.
     """
-    from orchestrator.errors import AnswerRejectedError, RequestError
+    from orchestrator.errors import (
+        AnswerRejectedError,
+        AppConfigError,
+        InvocationNotFoundError,
+        RequestError,
+        SessionNotFoundError,
+    )
 
     try:
         _main(argv)
-    except (RequestError, AnswerRejectedError) as error:
+    except (RequestError, AnswerRejectedError, InvocationNotFoundError, SessionNotFoundError,
+            AppConfigError) as error:
         print(f"adk-celery: error: {error}", file=sys.stderr)
         sys.exit(2)
     except BrokenPipeError:
@@ -189,10 +196,19 @@ def _main(argv: Sequence[str] | None) -> None:
     api.add_argument("--dev-ui", action="store_true",
                      help="also serve google-adk's web UI at /dev-ui/ (needs the installed "
                           "google-adk: pip install 'adk-celery[devui]')")
-    enqueue = sub.add_parser("enqueue", help="queue a message and print the invocation id")
+    enqueue = sub.add_parser(
+        "enqueue", help="queue a message and print the invocation id",
+        description="Queue a message for a new session of USER (or an existing one, "
+                    "--session-id) and print the invocation id. With ADK_CELERY_APPS set, APP "
+                    "must be one of its apps (they are loaded to check it); without, any app "
+                    "name is queued and an orchestrator that does not serve it fails the "
+                    "invocation. An unknown --session-id exits 2, storing nothing.")
     enqueue.add_argument("app_name", metavar="APP", help="the app to run (its name, e.g. chat)")
     enqueue.add_argument("user_id", metavar="USER", help="the user the session belongs to")
-    enqueue.add_argument("message", metavar="MESSAGE", help="the user's message (text)")
+    enqueue.add_argument("message", metavar="MESSAGE",
+                         help="the user's message (text); - reads it from stdin, @FILE from FILE "
+                              "(one trailing newline dropped; a message that starts with @ "
+                              "goes through stdin)")
     enqueue.add_argument("--session-id", default=None,
                          help="an existing session of USER (default: a new session)")
     enqueue.add_argument("--wait", action="store_true",
@@ -200,19 +216,28 @@ def _main(argv: Sequence[str] | None) -> None:
                               "print its events and record; exit status 1 if it failed or was "
                               "cancelled")
     enqueue.add_argument("--follow", action="store_true",
-                         help="print the events live, as they happen, and the final status")
+                         help="print the events live, as they happen, and the final status "
+                              "(not with --wait)")
     enqueue.add_argument("--stream", action="store_true",
                          help="run the model with streaming (partial chunks show with --follow)")
     follow = sub.add_parser("follow", help="print an invocation's events live (replayed from "
                                            "its start) and its final status")
     cli_ops.invocation_args(follow)
     cli_follow.add_follow_args(follow, "no limit")
-    cli_follow.add_follow_args(enqueue, "no limit with --follow, 60 s with --wait")
+    cli_follow.add_follow_args(enqueue, "no limit with --follow, 60 s with --wait",
+                               needs="--wait or --follow")
     cli_ops.add_commands(sub)
 
     args, extra = parser.parse_known_args(argv)
     if extra and args.command not in PASS_THROUGH:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command == "enqueue":
+        if args.wait and args.follow:
+            enqueue.error("--wait and --follow: choose one (--follow prints the events as they "
+                          "happen, --wait once it pauses or ends)")
+        if not (args.wait or args.follow) and (args.timeout is not None or args.until_paused):
+            given = "--timeout" if args.timeout is not None else "--until-paused"
+            enqueue.error(f"{given} needs --wait or --follow (without them enqueue does not wait)")
     if args.command in PASS_THROUGH:
         usage = {"orchestrator": orch, "worker": work, "flower": flower}[args.command]
         _pass_through(current, args, extra, usage)
@@ -223,11 +248,8 @@ def _main(argv: Sequence[str] | None) -> None:
     elif args.command == "enqueue":
         _enqueue(args)
     elif args.command == "follow":
-        def follow(client: Client) -> int:
-            cli_ops.require_invocation(client, args.app_name, args.invocation_id)
-            return cli_follow.follow(client, args)
-
-        sys.exit(cli_ops.with_client(follow))
+        # An unknown invocation: InvocationNotFoundError from Client.follow, at once.
+        sys.exit(cli_ops.with_client(lambda client: cli_follow.follow(client, args)))
     else:
         cli_ops.run(args)
 
@@ -269,9 +291,13 @@ def _run_flower(args: argparse.Namespace, extra: list[str]) -> None:
 
 
 def _enqueue(args: argparse.Namespace) -> None:
+    message = cli_ops.argument_text(args.message, "MESSAGE")
+    if args.message == "-" or args.message.startswith("@"):
+        message = message.removesuffix("\n").removesuffix("\r")
+
     def enqueue(client: Client) -> int:
         invocation_id = client.enqueue(
-            args.app_name, args.user_id, args.message, session_id=args.session_id,
+            args.app_name, args.user_id, message, session_id=args.session_id,
             streaming=args.stream,
         )
         print(invocation_id, flush=True)

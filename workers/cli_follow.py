@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from typing import TYPE_CHECKING, Any, TextIO
 
 from workers.cli_types import seconds
@@ -16,19 +17,62 @@ if TYPE_CHECKING:
     from workers.client import Client
 
 
-def add_follow_args(parser: argparse.ArgumentParser, timeout_default: str) -> None:
-    """Add ``--timeout`` (its default described by ``timeout_default``) and ``--until-paused``."""
+QUEUED_HINT_SECONDS = 5.0
+"""How long a follow sees an invocation queued before it says on stderr what that may mean."""
+
+
+def add_follow_args(parser: argparse.ArgumentParser, timeout_default: str,
+                    needs: str | None = None) -> None:
+    """Add ``--timeout`` (its default described by ``timeout_default``) and ``--until-paused``.
+
+    ``needs``: the options without which they are refused (said in their help).
+    """
+    only = f"; only with {needs}" if needs else ""
     parser.add_argument("--timeout", type=seconds, default=None,
                         help=f"give up after this many seconds (exit status 2; default: "
-                             f"{timeout_default})")
+                             f"{timeout_default}{only})")
     parser.add_argument("--until-paused", action="store_true",
-                        help="stop when the invocation pauses (default: follow until it ends)")
+                        help=f"stop when the invocation pauses (default: follow until it "
+                             f"ends{only})")
 
 
-def follow(client: Client, args: argparse.Namespace, out: TextIO | None = None) -> int:
+class _QueuedHint:
+    """Says once on stderr that the invocation is still queued after ``after`` seconds."""
+
+    def __init__(self, app_name: str, after: float, err: TextIO) -> None:
+        self._text = (f"adk-celery: still queued after {after:g} s: is an orchestrator running "
+                      f"for app {app_name!r} (`adk-celery orchestrator` with it in "
+                      "ADK_CELERY_APPS)?")
+        self._err = err
+        self._lock = threading.Lock()
+        self._queued = True
+        self._timer = threading.Timer(after, self._say)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def saw(self, status: InvocationStatus) -> None:
+        """A status of the invocation: anything but queued ends the hint's wait."""
+        if status.value != "queued":
+            self.cancel()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._queued = False
+        self._timer.cancel()
+
+    def _say(self) -> None:
+        with self._lock:
+            if self._queued:
+                print(one_line(self._text), file=self._err, flush=True)
+
+
+def follow(client: Client, args: argparse.Namespace, out: TextIO | None = None, *,
+           err: TextIO | None = None, queued_hint_after: float = QUEUED_HINT_SECONDS) -> int:
     """Print the invocation's live stream and final status; return the exit status.
 
     0: completed (or paused, with ``--until-paused``); 1: failed or cancelled; 2: timed out.
+    An invocation still queued after ``queued_hint_after`` seconds gets a line on ``err``
+    (stderr) asking whether an orchestrator serves its app.
     """
     from orchestrator.distributed.models import InvocationStatus
 
@@ -36,16 +80,21 @@ def follow(client: Client, args: argparse.Namespace, out: TextIO | None = None) 
     printer = EventPrinter(out)
     until = InvocationStatus.SETTLED if args.until_paused else InvocationStatus.FINISHED
     last: InvocationStatus | None = None
+    items = client.follow(args.app_name, args.invocation_id, timeout=args.timeout, until=until)
+    hint = _QueuedHint(args.app_name, queued_hint_after, err or sys.stderr)
     try:
-        for item in client.follow(args.app_name, args.invocation_id, timeout=args.timeout,
-                                  until=until):
+        for item in items:
             printer.print(item)
-            if item.status is not None and item.status in until:
-                last = item.status
+            if item.status is not None:
+                hint.saw(item.status)
+                if item.status in until:
+                    last = item.status
     except TimeoutError as error:
         printer.end_line()
         out.flush()
         return timed_out(client, args.app_name, args.invocation_id, error)
+    finally:
+        hint.cancel()
     record = client.status(args.app_name, args.invocation_id)
     if record is not None and record.error:
         print(f"error: {one_line(record.error)}", file=out)
@@ -65,11 +114,16 @@ def timed_out(client: Client, app_name: str, invocation_id: str, error: TimeoutE
         hint = (" Last seen queued: no orchestrator has taken it: is `adk-celery orchestrator` "
                 "running with this app?")
     elif record is not None and record.status is InvocationStatus.PAUSED:
-        waiting = [c.function_call_id for c in client.calls(app_name, invocation_id)
-                   if c.where == "waiting for an answer"] or record.pending_calls
-        hint = (f" Last seen paused, waiting for an answer to {', '.join(waiting)}: answer with "
-                f"`adk-celery answer {app_name} {invocation_id} CALL_ID RESPONSE`, or use "
-                "--until-paused to stop at a pause.")
+        calls = client.calls(app_name, invocation_id)
+        waiting = [c.function_call_id for c in calls if c.where == "waiting for an answer"]
+        if calls and all(c.where == "answered" for c in calls):
+            hint = (" Last seen paused with its calls answered: its resume is queued; is "
+                    "`adk-celery orchestrator` running with this app?")
+        else:
+            hint = (f" Last seen paused, waiting for an answer to "
+                    f"{', '.join(waiting or record.pending_calls)}: answer with "
+                    f"`adk-celery answer {app_name} {invocation_id} CALL_ID RESPONSE`, or use "
+                    "--until-paused to stop at a pause.")
     elif record is not None:
         hint = f" Last seen {record.status.value}."
     print(one_line(f"adk-celery: error: {error}{hint}"), file=sys.stderr)

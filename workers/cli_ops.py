@@ -41,7 +41,8 @@ def add_commands(sub: Any) -> None:
     answer.add_argument("function_call_id", metavar="CALL_ID",
                         help="the pending call (see `status`)")
     answer.add_argument("response", metavar="RESPONSE",
-                        help='JSON object, e.g. \'{"approved": true}\'')
+                        help='JSON object, e.g. \'{"approved": true}\'; - reads it from stdin, '
+                             "@FILE from FILE (for one longer than a command line takes)")
     cancel = command("cancel", "cancel an invocation (queued, running or paused)",
                      "Ask for the invocation to be cancelled; the orchestrator holding its "
                      "session records it. Prints the status it had when asked. Exits 2 if the "
@@ -102,8 +103,10 @@ def run(args: argparse.Namespace) -> None:
 def with_client(body: Callable[[Client], Any]) -> Any:
     """Run ``body`` with a Client, closed afterwards.
 
-    A missing setting, an unreachable Redis or a wait that timed out exits 2 with one line
-    instead of a traceback; a closed stdout (BrokenPipeError) goes on to the caller.
+    A missing setting, an unreachable Redis, a Redis that refuses the connection's set-up or
+    does not speak its protocol (a wrong database number, password or port) or a wait that
+    timed out exits 2 with one line instead of a traceback, never saying the URL's password;
+    a closed stdout (BrokenPipeError) goes on to the caller.
     """
     import redis
 
@@ -120,10 +123,57 @@ def with_client(body: Callable[[Client], Any]) -> Any:
     except TimeoutError as error:  # a wait that gave up, not a connection (an OSError too)
         fail(str(error))
     except (redis.ConnectionError, redis.TimeoutError, OSError) as error:
-        fail(f"cannot reach Redis ({type(error).__name__}: {error}); is it running, and is "
-             "ADK_CELERY_REDIS_URL right?")
+        fail(_without_password(f"cannot reach Redis ({type(error).__name__}: {error}); is it "
+                               "running, and is ADK_CELERY_REDIS_URL right?"))
+    except redis.RedisError as error:  # DB index out of range, not Redis at that port, ...
+        fail(_without_password(f"Redis error ({type(error).__name__}: {error}); is "
+                               "ADK_CELERY_REDIS_URL right (the host and port of a Redis server, "
+                               "its database number, user and password)?"))
     finally:
         client.close()
+
+
+def _without_password(text: str) -> str:
+    """``text`` with the password of ADK_CELERY_REDIS_URL, if any, masked."""
+    from urllib.parse import unquote, urlsplit
+
+    from config import get_settings
+
+    try:
+        password = urlsplit(get_settings().redis_url or "").password
+    except ValueError:
+        password = None
+    for secret in {password, unquote(password)} if password else ():
+        text = text.replace(secret, "***")
+    return text
+
+
+def argument_text(value: str, name: str) -> str:
+    """A command-line argument as given, or read from stdin (``-``) or a file (``@FILE``).
+
+    Exits 2 with one line naming ``name`` if it cannot be read.
+    """
+    if value == "-":
+        source = "stdin"
+    elif value.startswith("@"):
+        source = repr(value[1:])
+    else:
+        return value
+    try:
+        if value == "-":
+            return sys.stdin.read()
+        with open(value[1:], encoding="utf-8") as file:
+            return file.read()
+    except UnicodeDecodeError:
+        fail(f"{name}: {source} is not UTF-8 text.")
+    except OSError as error:
+        fail(f"{name}: cannot read {source} ({error.strerror or error}).")
+    raise AssertionError("unreachable")
+
+
+JSON_TYPES = {type(None): "null", bool: "true or false", int: "a number", float: "a number",
+              str: "a string", list: "an array"}
+"""How a response that is not a JSON object is named in the error, in JSON's words."""
 
 
 def fail(message: str) -> None:
@@ -149,8 +199,9 @@ def _status(client: Client, args: argparse.Namespace) -> None:
 
 
 def _answer(client: Client, args: argparse.Namespace) -> None:
+    text = argument_text(args.response, "response")
     try:
-        response = json.loads(args.response)
+        response = json.loads(text)
     except ValueError as error:
         fail(f"response: not JSON ({error}).")
     except RecursionError:  # deeper than the parser goes, let alone the limit
@@ -158,18 +209,17 @@ def _answer(client: Client, args: argparse.Namespace) -> None:
 
         fail(f"response: nests too deep (the limit is {get_settings().max_nesting_depth} levels, "
              "ADK_CELERY_MAX_NESTING_DEPTH).")
+    if not isinstance(response, dict):
+        fail(f"response: must be a JSON object, not {JSON_TYPES.get(type(response), 'that')}.")
     require_invocation(client, args.app_name, args.invocation_id)
     client.answer(args.app_name, args.invocation_id, args.function_call_id, response)
     print(f"answered {args.function_call_id}")
 
 
 def _cancel(client: Client, args: argparse.Namespace) -> None:
-    record = require_invocation(client, args.app_name, args.invocation_id)
-    if record.status.is_finished:  # as the API's 409: nothing left to cancel
-        fail(f"invocation {args.invocation_id!r} is {record.status.value}; it cannot be "
-             "cancelled.")
-    client.cancel(args.app_name, args.invocation_id)
-    print(f"cancel requested for {args.invocation_id} (it was {record.status.value})")
+    # Unknown or finished (as the API's 404 and 409): the Client raises, main says it, exit 2.
+    status = client.cancel(args.app_name, args.invocation_id)
+    print(f"cancel requested for {args.invocation_id} (it was {status.value})")
 
 
 def _sessions(client: Client, args: argparse.Namespace) -> None:

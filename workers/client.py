@@ -7,6 +7,7 @@ can ``send_task`` the documented task names instead (see the README).
 from __future__ import annotations
 
 import contextlib
+import numbers
 from collections.abc import AsyncIterator, Collection, Iterator
 from typing import Any, TypeVar
 
@@ -24,14 +25,22 @@ from orchestrator.distributed.intake import (
     check_json,
     check_optional_identifier,
     check_size,
+    preview,
 )
 from orchestrator.distributed.invocation_lists import DEFAULT_LIMIT, InvocationPage, invocation_query
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, PendingCall
+from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.streams import StreamItem, time_limit
-from orchestrator.errors import PayloadError
+from orchestrator.errors import (
+    AppConfigError,
+    InvocationNotFoundError,
+    PayloadError,
+    RequestError,
+    SessionNotFoundError,
+)
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
-from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app, kwargs_repr
+from workers.celery_app import TASK_INVOKE, create_celery_app, kwargs_repr
 from workers.enqueue import (
     check_same_invocation,
     enqueue_scripts,
@@ -46,6 +55,30 @@ SETTLED = InvocationStatus.SETTLED
 """``InvocationStatus.SETTLED`` under a short name (the default ``until``)."""
 FINISHED = InvocationStatus.FINISHED
 """``InvocationStatus.FINISHED`` under a short name (``until=FINISHED`` follows through pauses)."""
+
+SENT_REMEMBERED = 10_000
+"""How many invocations sent with ``enqueue_via_celery`` a Client remembers (see ``wait``)."""
+
+_SHOWN_FIELDS = ("app_name", "user_id", "session_id", "invocation_id")
+"""The fields of an ``adk_celery.invoke`` task Flower and the logs show: identifiers only."""
+
+
+class InvocationFinishedError(RequestError):
+    """The invocation has finished (completed, failed or cancelled): it cannot be cancelled.
+
+    A RequestError (the API answers 409), about ``invocation_id``; ``status`` is its status.
+    """
+
+    def __init__(self, invocation_id: str, status: InvocationStatus) -> None:
+        super().__init__("invocation_id", f"{invocation_id!r} is {status.value}; it cannot be "
+                                          "cancelled.")
+        self.args = (f"invocation {invocation_id!r} is {status.value}; it cannot be cancelled.",)
+        self.status = status
+
+
+def no_invocation(app_name: str, invocation_id: str) -> InvocationNotFoundError:
+    """The error for an invocation that has no record, in the words of the CLI and the API."""
+    return InvocationNotFoundError(f"no invocation {invocation_id!r} of app {app_name!r}.")
 
 
 class Client:
@@ -66,9 +99,11 @@ class Client:
         self._runtime = Runtime(self._settings, load_apps=False, celery_app=self._celery)
         self._built: Any = None
         self._redis: redis.Redis | None = None
-        self._seen: dict[tuple[str, str], str] = {}
-        """Per invocation answered here: its newest status entry when it was answered (the
-        next ``wait`` returns a status that came after it, not the pause it answered)."""
+        self._apps: list[str] | None = None
+        self._sent: dict[tuple[str, str], None] = {}
+        """Invocations sent as ``adk_celery.invoke`` tasks, oldest first: an orchestrator
+        records them when it takes the task, and until then ``wait`` and ``follow`` wait
+        for them rather than saying they do not exist."""
 
     def _services(self) -> Any:
         """The runtime's services (built on its loop once; later calls cost no thread hop)."""
@@ -89,6 +124,7 @@ class Client:
         check_identifier("app_name", app_name, limits)
         check_identifier("user_id", user_id, limits)
         check_optional_identifier("session_id", session_id, limits)
+        self._check_app(app_name)
         if state is not None:
             if not isinstance(state, dict):
                 raise PayloadError("state", f"must be a JSON object, not {type(state).__name__}.")
@@ -118,10 +154,15 @@ class Client:
         into every event of the invocation, as ``RunConfig.custom_metadata`` does in process.
         A malformed message, state delta or metadata makes a
         failed invocation whose error says what was wrong; a malformed app name, user,
-        session or invocation id raises RequestError (a ValueError; nothing is stored).
-        Enqueueing again with the same ``invocation_id`` is a no-op (RequestError if another
-        user or session has that id).
+        session or invocation id (an empty one too: leave it out) raises RequestError (a
+        ValueError), and so does an app the client's ``Settings.apps`` does not name, when
+        it names any; a ``session_id`` of no session of that user raises
+        SessionNotFoundError. Nothing is stored then. Enqueueing again with the same
+        ``invocation_id`` is a no-op (RequestError if another user or session has that id).
         """
+        for field, value in (("session_id", session_id), ("invocation_id", invocation_id)):
+            if isinstance(value, str) and not value:
+                raise RequestError(field, "must not be empty (leave it out, None, for a new one).")
         invocation_id = invocation_id or platform.new_invocation_id()
         if isinstance(message, types.Content):
             payload: Any = message.model_dump(mode="json", exclude_none=True)
@@ -138,37 +179,70 @@ class Client:
             kwargs["streaming"] = True
         if custom_metadata is not None:
             kwargs["custom_metadata"] = custom_metadata
-        if self._via_celery:
-            self._celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=self._settings.invocations_queue,
-                                   argsrepr="()", kwargsrepr=kwargs_repr(kwargs))
-            return invocation_id
+        # The checks of every door, before anything is stored or sent.
         record, new_session = prepare_invocation(kwargs, self._runtime.limits)
-        services = self._services()
-        if record.status is InvocationStatus.FAILED:
-            self._runtime.run(services.store.create(record))
-        elif not self._record_and_queue(services, record, new_session):
-            existing = self._runtime.run(services.store.get(app_name, invocation_id))
-            if existing is not None:
-                check_same_invocation(existing, record, session_id is not None)
+        self._check_app(app_name)
+        if record.status is InvocationStatus.FAILED or self._via_celery:
+            if session_id is not None and not self._sync_redis().exists(
+                    keys.session(app_name, user_id, session_id)):
+                raise _no_session(record)
+        if record.status is InvocationStatus.FAILED:  # refused payload: recorded, never sent
+            self._runtime.run(self._services().store.create(record))
+        elif self._via_celery:
+            shown = {field: kwargs[field] for field in _SHOWN_FIELDS}  # never the message or state
+            self._celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=self._settings.invocations_queue,
+                                   argsrepr="()", kwargsrepr=kwargs_repr(shown))
+            self._sent[(app_name, invocation_id)] = None
+            while len(self._sent) > SENT_REMEMBERED:
+                del self._sent[next(iter(self._sent))]
+        else:
+            services = self._services()
+            try:
+                queued = self._record_and_queue(services, record, new_session,
+                                                session_must_exist=session_id is not None)
+            except SessionNotFoundError:
+                raise _no_session(record) from None
+            if not queued:
+                existing = self._runtime.run(services.store.get(app_name, invocation_id))
+                if existing is not None:
+                    check_same_invocation(existing, record, session_id is not None)
         return invocation_id
 
     def _wait_here(
         self, app_name: str, invocation_id: str, statuses: set[InvocationStatus],
         timeout: float | None,
     ) -> InvocationRecord | None:
-        """Follow the invocation's status entries on a synchronous connection, in this thread."""
-        timeout = time_limit(timeout)  # infinity: no limit; NaN: ValueError
+        """Follow the invocation's status entries on a synchronous connection, in this thread.
+
+        Never returns a pause that is over (its calls all answered); raises
+        InvocationNotFoundError at once for an invocation without a record.
+        """
         redis_client = self._sync_redis()
-        wait = StatusWait(app_name, invocation_id, statuses, timeout,
-                          after=self._seen.pop((app_name, invocation_id), None))
+        wait = StatusWait(app_name, invocation_id, statuses, timeout)
         with redis_client.pipeline(transaction=True) as pipe:
             wait.queue_start(pipe)
             found = wait.started(pipe.execute())
-        while found is None and (block_ms := wait.block_ms()) is not None:
-            found = wait.feed(redis_client.xread({wait.stream: wait.last_id}, block=block_ms))
-        if found is READ_RECORD:
-            return self.status(app_name, invocation_id)
-        return found if isinstance(found, InvocationRecord) else None
+        if wait.missing and (app_name, invocation_id) not in self._sent:
+            raise no_invocation(app_name, invocation_id)
+        while True:
+            while found is None and (block_ms := wait.block_ms()) is not None:
+                found = wait.feed(redis_client.xread({wait.stream: wait.last_id}, block=block_ms))
+            if found is READ_RECORD:  # an entry without its record: the record as it is now
+                raw = redis_client.hget(wait.record_key, "record")
+                record = InvocationRecord.model_validate_json(raw) if raw else None
+                found = record if record is not None and record.status in statuses else None
+                if record is None:
+                    return None
+                continue
+            if not isinstance(found, InvocationRecord):
+                return None  # timed out
+            if not wait.is_pause(found):
+                return found
+            with redis_client.pipeline(transaction=False) as pipe:
+                wait.queue_answers(pipe, found)
+                if wait.pause_still_on(pipe.execute()):
+                    return found
+            found = None  # answered, its resume queued: what comes next
 
     def _sync_redis(self) -> redis.Redis:
         """A synchronous connection for calls made in the caller's thread (no loop hop)."""
@@ -178,15 +252,18 @@ class Client:
             self._redis = connect_sync(self._settings.redis_url or "")
         return self._redis
 
-    def _record_and_queue(self, services: Any, record: InvocationRecord, new_session: bool) -> bool:
+    def _record_and_queue(self, services: Any, record: InvocationRecord, new_session: bool, *,
+                          session_must_exist: bool = False) -> bool:
         """The enqueue transaction, on a synchronous connection in the caller's thread.
 
-        False for a repeated invocation id (nothing changed). Raises what a script refused.
+        False for a repeated invocation id (nothing changed). Raises what a script refused,
+        and SessionNotFoundError (nothing written) for a session that must exist and does not.
         """
         redis_client = self._sync_redis()
         for _ in range(2):
             with redis_client.pipeline(transaction=True) as pipe:
-                queue_invocation(pipe, services.sessions, services.queue, record, new_session)
+                queue_invocation(pipe, services.sessions, services.queue, record, new_session,
+                                 session_must_exist=session_must_exist)
                 replies = pipe.execute(raise_on_error=False)
             if not scripts_missing(replies):
                 break
@@ -218,40 +295,61 @@ class Client:
         invocation_id: str,
         *,
         timeout: float | None = 60.0,
-        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
+        until: Collection[InvocationStatus | str] = InvocationStatus.SETTLED,
     ) -> InvocationRecord:
         """Block until the invocation is paused or finished; TimeoutError after ``timeout``.
 
-        After :meth:`answer` on this client, it waits for a status that came after that
-        answer, not the pause the answer ends (``wait``, ``answer``, ``wait`` reads as the
-        flow it is). An answer that leaves the invocation paused on its other calls gets a
-        status of its own (still paused; ``calls`` shows it answered).
+        ``until``: the statuses to wait for (``InvocationStatus`` members or their values);
+        a finished status always ends the wait, as nothing comes after it. A pause whose
+        calls all have their answers stored (by this client or any other: the CLI, the HTTP
+        API) is over, its resume queued: the wait goes on to the status that comes next, so
+        ``wait``, ``answer``, ``wait`` reads as the flow it is. A pause still waiting for a
+        call is returned at once, every time (an answer that leaves the invocation paused
+        on its other calls still returns it: ``calls`` shows which are answered).
+        InvocationNotFoundError at once for an unknown invocation; RequestError for a
+        malformed ``until`` or ``timeout`` (seconds, 0 or more; None or ``math.inf``: no
+        limit).
         """
         self._check_ids(app_name, invocation_id)
-        record = self._wait_here(app_name, invocation_id, set(until), timeout)
+        limit = _timeout(timeout)
+        statuses = set(_statuses(until) | InvocationStatus.FINISHED)
+        record = self._wait_here(app_name, invocation_id, statuses, limit)
         if record is None:
             raise TimeoutError(
-                f"Invocation {invocation_id!r} did not reach {sorted(s.value for s in until)} "
+                f"Invocation {invocation_id!r} did not reach {sorted(s.value for s in statuses)} "
                 f"within {timeout} s."
             )
         return record
 
-    async def afollow(
+    def afollow(
         self,
         app_name: str,
         invocation_id: str,
         *,
         timeout: float | None = None,
-        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
+        until: Collection[InvocationStatus | str] = InvocationStatus.SETTLED,
         from_start: bool = True,
     ) -> AsyncIterator[StreamItem]:
-        """``follow`` as an async iterator, on the caller's own event loop (see ``follow``)."""
+        """``follow`` as an async iterator, on the caller's own event loop (see ``follow``).
+
+        Malformed arguments raise at the call; an unknown invocation at the first item.
+        """
+        self._check_ids(app_name, invocation_id)
+        return self._afollow(app_name, invocation_id, _timeout(timeout), _statuses(until),
+                             from_start)
+
+    async def _afollow(
+        self, app_name: str, invocation_id: str, timeout: float | None,
+        until: frozenset[InvocationStatus], from_start: bool,
+    ) -> AsyncIterator[StreamItem]:
         redis_client = connect(self._settings.redis_url or "")
         stream = RedisEventStream(redis_client, ttl_seconds=self._settings.record_ttl_seconds)
         try:
+            if (not await redis_client.exists(keys.invocation(app_name, invocation_id))
+                    and (app_name, invocation_id) not in self._sent):
+                raise no_invocation(app_name, invocation_id)
             async for item in stream.follow(
-                app_name, invocation_id, from_start=from_start, until=until,
-                timeout=time_limit(timeout),
+                app_name, invocation_id, from_start=from_start, until=until, timeout=timeout,
             ):
                 yield item
         finally:
@@ -263,7 +361,7 @@ class Client:
         invocation_id: str,
         *,
         timeout: float | None = None,
-        until: Collection[InvocationStatus] = InvocationStatus.SETTLED,
+        until: Collection[InvocationStatus | str] = InvocationStatus.SETTLED,
         from_start: bool = True,
     ) -> Iterator[StreamItem]:
         """Iterate over the invocation's live stream: its events and status changes.
@@ -274,14 +372,19 @@ class Client:
         that is still current (default: paused; a replay goes past pauses the invocation has
         resumed from; pass ``FINISHED`` to follow through pauses), or raises TimeoutError
         after ``timeout`` seconds. Breaking out of the loop (or closing
-        the iterator) stops the follow cleanly.
+        the iterator) stops the follow cleanly. Raises at once InvocationNotFoundError for
+        an unknown invocation, RequestError for a malformed id, ``until`` or ``timeout``.
         """
+        self._check_ids(app_name, invocation_id)
+        limit, statuses = _timeout(timeout), _statuses(until)
+        if (not self._sync_redis().exists(keys.invocation(app_name, invocation_id))
+                and (app_name, invocation_id) not in self._sent):
+            raise no_invocation(app_name, invocation_id)
         services = self._services()
         stream = services.events or RedisEventStream(
             services.redis, ttl_seconds=self._settings.record_ttl_seconds)
         return _iterate(self._runtime, stream.follow(
-            app_name, invocation_id, from_start=from_start, until=until,
-            timeout=time_limit(timeout)))
+            app_name, invocation_id, from_start=from_start, until=statuses, timeout=limit))
 
     def invocations(
         self, app_name: str, *, status: InvocationStatus | str | None = None,
@@ -302,9 +405,13 @@ class Client:
         return self._runtime.run(self._services().store.list_invocations(query))
 
     def list_sessions(self, app_name: str, user_id: str | None = None) -> list[Session]:
-        """The sessions of a user (every user's when None), without events."""
+        """The sessions of a user (every user's when None), without events.
+
+        RequestError for a malformed app name or user id (an empty one too: leave it out).
+        """
         check_identifier("app_name", app_name, self._runtime.limits)
-        check_optional_identifier("user_id", user_id, self._runtime.limits)
+        if user_id is not None:
+            check_identifier("user_id", user_id, self._runtime.limits)
         sessions = self._services().sessions
         return list(self._runtime.run(
             sessions.list_sessions(app_name=app_name, user_id=user_id)).sessions)
@@ -332,22 +439,54 @@ class Client:
         """
         self._check_ids(app_name, invocation_id)
         service = self._services().service
-        seen = self._sync_redis().xrevrange(keys.invocation_statuses(app_name, invocation_id), count=1)
         self._runtime.run(service.answer(app_name, invocation_id, function_call_id, response))
-        if seen:
-            self._seen[(app_name, invocation_id)] = seen[0][0]
 
-    def cancel(self, app_name: str, invocation_id: str) -> None:
-        """Cancel the invocation; RequestError for malformed identifiers."""
+    def cancel(self, app_name: str, invocation_id: str) -> InvocationStatus:
+        """Ask for the invocation to be cancelled; returns the status it had when asked.
+
+        Its orchestrator records the cancel (``wait`` or ``follow`` shows it ends
+        ``cancelled``, or ``completed`` if it was done by then). RequestError for malformed
+        identifiers, InvocationNotFoundError for an unknown invocation and
+        InvocationFinishedError for one that already finished (completed, failed or
+        cancelled), as the CLI's exit 2 and the API's 404 and 409; nothing is changed then.
+        Redis out of reach raises redis' ConnectionError (after the reconnect attempts).
+        """
         self._check_ids(app_name, invocation_id)
-        self._celery.send_task(TASK_CANCEL, kwargs={
-            "app_name": app_name, "invocation_id": invocation_id,
-        }, queue=self._settings.invocations_queue)
+        raw = self._sync_redis().hget(keys.invocation(app_name, invocation_id), "record")
+        if not raw:
+            raise no_invocation(app_name, invocation_id)
+        record = InvocationRecord.model_validate_json(raw)
+        if record.status.is_finished:
+            raise InvocationFinishedError(invocation_id, record.status)
+        # What the API's cancel route does: the cancel item (with its wake-up), then the flag.
+        self._runtime.run(self._services().service.cancel(app_name, invocation_id))
+        return record.status
 
     def _check_ids(self, app_name: Any, invocation_id: Any) -> None:
         """RequestError unless both are well-formed identifiers."""
         check_identifier("app_name", app_name, self._runtime.limits)
         check_identifier("invocation_id", invocation_id, self._runtime.limits)
+
+    def _check_app(self, app_name: str) -> None:
+        """RequestError if the client knows its apps (``Settings.apps``) and not this one.
+
+        The apps are loaded once, at the first need: AppConfigError if they cannot be. A
+        client configured without apps checks nothing (an orchestrator fails the invocation
+        of an app it does not serve).
+        """
+        specs = self._settings.app_specs()
+        if not specs:
+            return
+        if self._apps is None:
+            try:
+                self._apps = AppRegistry.from_specs(specs).names
+            except (ValueError, TypeError) as error:
+                raise AppConfigError(
+                    f"ADK_CELERY_APPS (Settings.apps): {error} A client that names apps loads "
+                    "them to check the app of each request; leave it empty not to.") from None
+        if app_name not in self._apps:
+            raise RequestError("app_name", f"{preview(app_name)} is not an app of this client "
+                                           f"(ADK_CELERY_APPS: {', '.join(self._apps)}).")
 
     def close(self) -> None:
         """Close the client's Redis and broker connections and stop its background loop."""
@@ -357,6 +496,47 @@ class Client:
             self._redis = None
         self._runtime.close()
         self._celery.close()
+
+
+def _no_session(record: InvocationRecord) -> SessionNotFoundError:
+    """The error for an enqueue naming a session its user does not have."""
+    return SessionNotFoundError(
+        f"session_id: no session {record.session_id!r} of app {record.app_name!r}, user "
+        f"{record.user_id!r} (leave it out for a new session).")
+
+
+def _timeout(timeout: Any) -> float | None:
+    """A wait's or follow's ``timeout`` checked: seconds, 0 or more; None for no limit."""
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)):
+        raise RequestError("timeout", f"must be a number of seconds (None or math.inf: no limit), "
+                                      f"not {type(timeout).__name__}.")
+    limit = time_limit(None if timeout is None else float(timeout))  # NaN: ValueError
+    if limit is not None and limit < 0:
+        raise RequestError("timeout", f"must be 0 or more seconds (None or math.inf: no limit), "
+                                      f"not {timeout!r}.")
+    return limit
+
+
+def _statuses(until: Any) -> frozenset[InvocationStatus]:
+    """``until`` as a set of statuses: members of InvocationStatus or their values."""
+    if isinstance(until, str):  # one status (an InvocationStatus is a str too)
+        until = (until,)
+    try:
+        given = list(until)
+    except TypeError:
+        raise RequestError("until", f"must be a collection of statuses, not "
+                                    f"{type(until).__name__}.") from None
+    known = {status.value for status in InvocationStatus}
+    found = set()
+    for status in given:
+        if isinstance(status, InvocationStatus):
+            found.add(status)
+        elif isinstance(status, str) and status in known:
+            found.add(InvocationStatus(status))
+        else:
+            raise RequestError("until", f"{preview(status)} is not a status (one of: "
+                                        f"{', '.join(s.value for s in InvocationStatus)}).")
+    return frozenset(found)
 
 
 T = TypeVar("T")

@@ -45,15 +45,20 @@ class StatusWait:
     while nothing was found and :meth:`block_ms` is not None (the timeout), ``XREAD`` the
     :attr:`stream` after :attr:`last_id`, blocking that long, and hand the reply to
     :meth:`feed`. A found record is returned; :data:`READ_RECORD` asks for a plain read.
+
+    A caller that must not return a pause that is already over (its calls all answered, its
+    resume queued) asks :meth:`is_pause` of a found record, queues :meth:`queue_answers`,
+    and hands the replies to :meth:`pause_still_on`; when it is False, it goes on reading.
     """
 
     def __init__(self, app_name: str, invocation_id: str, statuses: set[InvocationStatus],
-                 timeout: float | None, *, after: str | None = None) -> None:
+                 timeout: float | None) -> None:
         self.stream = keys.invocation_statuses(app_name, invocation_id)
         self.record_key = keys.invocation(app_name, invocation_id)
         self.last_id = "0-0"
-        self._after = after
-        """A status entry id the caller has already seen: only later statuses count."""
+        self.missing = False
+        """After :meth:`started`: True if the invocation had no record (unknown, or not yet
+        recorded, as one whose ``adk_celery.invoke`` task no orchestrator has taken)."""
         self._statuses = statuses
         self._wanted = {status.value for status in statuses}
         self._deadline = None if timeout is None else time.monotonic() + timeout
@@ -66,13 +71,11 @@ class StatusWait:
     def started(self, replies: list[Any]) -> InvocationRecord | None:
         """The record if it is already in a wanted status; else follow from the newest entry."""
         raw, latest = replies
-        if self._after is not None:
-            self.last_id = self._after  # what came since: the current status was seen
-            return None
+        self.missing = not raw
+        self.last_id = latest[0][0] if latest else "0-0"
         record = InvocationRecord.model_validate_json(raw) if raw else None
         if record is not None and record.status in self._statuses:
             return record
-        self.last_id = latest[0][0] if latest else "0-0"
         return None
 
     def block_ms(self) -> int | None:
@@ -85,14 +88,44 @@ class StatusWait:
         return max(1, int(min(remaining, 1.0) * 1000))  # an infinite remainder blocks a second
 
     def feed(self, reply: Any) -> InvocationRecord | object | None:
-        """The record of the first wanted status entry of an ``XREAD`` reply, if any."""
-        for _, entries in reply or []:
-            for entry_id, fields in entries:
-                self.last_id = entry_id
-                if fields.get("kind") == "status" and fields.get("status") in self._wanted:
-                    saved = fields.get("record")
-                    return InvocationRecord.model_validate_json(saved) if saved else READ_RECORD
+        """The record of the first wanted status entry of an ``XREAD`` reply, if any.
+
+        A ``paused`` entry that another status entry follows in the same reply is passed
+        over: that pause is over already.
+        """
+        entries = [entry for _, found in reply or [] for entry in found]
+        for at, (entry_id, fields) in enumerate(entries):
+            self.last_id = entry_id
+            if fields.get("kind") != "status" or fields.get("status") not in self._wanted:
+                continue
+            if fields.get("status") == InvocationStatus.PAUSED.value and any(
+                    later.get("kind") == "status" for _, later in entries[at + 1:]):
+                continue
+            saved = fields.get("record")
+            return InvocationRecord.model_validate_json(saved) if saved else READ_RECORD
         return None
+
+    @staticmethod
+    def is_pause(record: InvocationRecord) -> bool:
+        """True for a paused record with calls: see :meth:`pause_still_on` before returning it."""
+        return record.status is InvocationStatus.PAUSED and bool(record.pending_calls)
+
+    @staticmethod
+    def queue_answers(pipe: Any, record: InvocationRecord) -> None:
+        """The stored results of the calls the paused ``record`` waits for."""
+        pipe.hmget(keys.invocation_results(record.app_name, record.invocation_id),
+                   record.pending_calls)
+
+    @staticmethod
+    def pause_still_on(replies: list[Any]) -> bool:
+        """False if every call of the pause has its answer stored: its resume is queued.
+
+        From anyone: this client, another one, the CLI, the HTTP API or a worker. A call
+        left to an outside answer (a pending placeholder) is not answered.
+        """
+        [results] = replies
+        return not all(raw is not None and ToolResult.model_validate_json(raw).answered
+                       for raw in results)
 
 
 def loaded_from(raw: str | None, cancelled: int, results: dict[str, str]) -> Loaded:
