@@ -100,6 +100,9 @@ class Client:
         self._built: Any = None
         self._redis: redis.Redis | None = None
         self._apps: list[str] | None = None
+        self._seen: dict[tuple[str, str], str] = {}
+        """Per invocation answered here: its newest status entry when it was answered (the
+        next ``wait`` returns a status that came after it, not the pause it answered)."""
         self._sent: dict[tuple[str, str], None] = {}
         """Invocations sent as ``adk_celery.invoke`` tasks, oldest first: an orchestrator
         records them when it takes the task, and until then ``wait`` and ``follow`` wait
@@ -218,7 +221,8 @@ class Client:
         InvocationNotFoundError at once for an invocation without a record.
         """
         redis_client = self._sync_redis()
-        wait = StatusWait(app_name, invocation_id, statuses, timeout)
+        wait = StatusWait(app_name, invocation_id, statuses, timeout,
+                          after=self._seen.pop((app_name, invocation_id), None))
         with redis_client.pipeline(transaction=True) as pipe:
             wait.queue_start(pipe)
             found = wait.started(pipe.execute())
@@ -300,12 +304,14 @@ class Client:
         """Block until the invocation is paused or finished; TimeoutError after ``timeout``.
 
         ``until``: the statuses to wait for (``InvocationStatus`` members or their values);
-        a finished status always ends the wait, as nothing comes after it. A pause whose
-        calls all have their answers stored (by this client or any other: the CLI, the HTTP
-        API) is over, its resume queued: the wait goes on to the status that comes next, so
-        ``wait``, ``answer``, ``wait`` reads as the flow it is. A pause still waiting for a
-        call is returned at once, every time (an answer that leaves the invocation paused
-        on its other calls still returns it: ``calls`` shows which are answered).
+        a finished status always ends the wait, as nothing comes after it. After
+        :meth:`answer` on this client, it waits for a status that came after that answer,
+        not the pause the answer ends (``wait``, ``answer``, ``wait`` reads as the flow it
+        is; an answer that leaves the invocation paused on its other calls gets a status of
+        its own, still paused: ``calls`` shows it answered). Whoever answered (another
+        client, the CLI, the HTTP API), a pause whose calls all have their answers stored is
+        over, its resume queued: it is never returned, the wait goes on to the status that
+        comes next. A pause still waiting for a call is returned at once, every time.
         InvocationNotFoundError at once for an unknown invocation; RequestError for a
         malformed ``until`` or ``timeout`` (seconds, 0 or more; None or ``math.inf``: no
         limit).
@@ -439,7 +445,10 @@ class Client:
         """
         self._check_ids(app_name, invocation_id)
         service = self._services().service
+        seen = self._sync_redis().xrevrange(keys.invocation_statuses(app_name, invocation_id), count=1)
         self._runtime.run(service.answer(app_name, invocation_id, function_call_id, response))
+        if seen:
+            self._seen[(app_name, invocation_id)] = seen[0][0]
 
     def cancel(self, app_name: str, invocation_id: str) -> InvocationStatus:
         """Ask for the invocation to be cancelled; returns the status it had when asked.

@@ -52,10 +52,12 @@ class StatusWait:
     """
 
     def __init__(self, app_name: str, invocation_id: str, statuses: set[InvocationStatus],
-                 timeout: float | None) -> None:
+                 timeout: float | None, *, after: str | None = None) -> None:
         self.stream = keys.invocation_statuses(app_name, invocation_id)
         self.record_key = keys.invocation(app_name, invocation_id)
         self.last_id = "0-0"
+        self._after = after
+        """A status entry id the caller has already seen: only later statuses count."""
         self.missing = False
         """After :meth:`started`: True if the invocation had no record (unknown, or not yet
         recorded, as one whose ``adk_celery.invoke`` task no orchestrator has taken)."""
@@ -72,6 +74,9 @@ class StatusWait:
         """The record if it is already in a wanted status; else follow from the newest entry."""
         raw, latest = replies
         self.missing = not raw
+        if self._after is not None:
+            self.last_id = self._after  # what came since: the current status was seen
+            return None
         self.last_id = latest[0][0] if latest else "0-0"
         record = InvocationRecord.model_validate_json(raw) if raw else None
         if record is not None and record.status in self._statuses:
