@@ -524,7 +524,7 @@ def test_enqueue_rejects_a_non_boolean_streaming_flag(stream_stack):
     client = stream_stack["client"]
     client._celery.send_task(TASK_INVOKE, kwargs={
         "app_name": "stream_chat", "user_id": "u", "new_message": "hi", "streaming": "yes",
-        "invocation_id": "e-bad-streaming"})
+        "invocation_id": "e-bad-streaming"}).get(timeout=30)  # recorded (wait: unknown before)
     record = client.wait("stream_chat", "e-bad-streaming", timeout=30)
     assert record.status is S.FAILED and "streaming" in (record.error or "")
 

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from workers.client import Client
@@ -168,7 +168,6 @@ def argument_text(value: str, name: str) -> str:
         fail(f"{name}: {source} is not UTF-8 text.")
     except OSError as error:
         fail(f"{name}: cannot read {source} ({error.strerror or error}).")
-    raise AssertionError("unreachable")
 
 
 JSON_TYPES = {type(None): "null", bool: "true or false", int: "a number", float: "a number",
@@ -176,7 +175,7 @@ JSON_TYPES = {type(None): "null", bool: "true or false", int: "a number", float:
 """How a response that is not a JSON object is named in the error, in JSON's words."""
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """Print ``adk-celery: error: message`` on stderr and exit with status 2."""
     print(f"adk-celery: error: {message}", file=sys.stderr)
     sys.exit(2)

@@ -40,7 +40,7 @@ from orchestrator.errors import (
 )
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
-from workers.celery_app import TASK_INVOKE, create_celery_app, kwargs_repr
+from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app, kwargs_repr
 from workers.enqueue import (
     check_same_invocation,
     enqueue_scripts,
@@ -453,12 +453,13 @@ class Client:
     def cancel(self, app_name: str, invocation_id: str) -> InvocationStatus:
         """Ask for the invocation to be cancelled; returns the status it had when asked.
 
-        Its orchestrator records the cancel (``wait`` or ``follow`` shows it ends
-        ``cancelled``, or ``completed`` if it was done by then). RequestError for malformed
-        identifiers, InvocationNotFoundError for an unknown invocation and
-        InvocationFinishedError for one that already finished (completed, failed or
-        cancelled), as the CLI's exit 2 and the API's 404 and 409; nothing is changed then.
-        Redis out of reach raises redis' ConnectionError (after the reconnect attempts).
+        Sends the ``adk_celery.cancel`` task; an orchestrator records the cancel (``wait``
+        or ``follow`` shows it ends ``cancelled``, or ``completed`` if it was done by then).
+        RequestError for malformed identifiers, InvocationNotFoundError for an unknown
+        invocation and InvocationFinishedError for one that already finished (completed,
+        failed or cancelled), as the CLI's exit 2 and the API's 404 and 409; nothing is sent
+        then. Redis out of reach raises redis' ConnectionError (after the reconnect attempts)
+        as the record is read.
         """
         self._check_ids(app_name, invocation_id)
         raw = self._sync_redis().hget(keys.invocation(app_name, invocation_id), "record")
@@ -467,8 +468,9 @@ class Client:
         record = InvocationRecord.model_validate_json(raw)
         if record.status.is_finished:
             raise InvocationFinishedError(invocation_id, record.status)
-        # What the API's cancel route does: the cancel item (with its wake-up), then the flag.
-        self._runtime.run(self._services().service.cancel(app_name, invocation_id))
+        self._celery.send_task(TASK_CANCEL, kwargs={
+            "app_name": app_name, "invocation_id": invocation_id,
+        }, queue=self._settings.invocations_queue)
         return record.status
 
     def _check_ids(self, app_name: Any, invocation_id: Any) -> None:
