@@ -26,7 +26,6 @@ orchestrator dispatched (see :data:`~orchestrator.backends.redis.jobs.CLAIM`).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -46,9 +45,9 @@ from orchestrator.backends.redis.stats import queue_lists
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.transport import timeout_error
-from orchestrator.errors import is_infrastructure_error
 from orchestrator.flows.contents import RUN_BRANCH
 from workers import metrics
+from workers.periodic import Periodic
 from workers.transport import CeleryTransport
 
 if TYPE_CHECKING:
@@ -60,52 +59,37 @@ _BATCH = 100
 """Calls looked at per sweep at most (the rest are due next time)."""
 
 
-class JobWatchdog:
+class JobWatchdog(Periodic):
     """Finds lost jobs in the watch index and dispatches them again (see the module doc)."""
 
+    what = "Job watchdog sweep"
+
     def __init__(self, services: Services, transport: CeleryTransport, settings: Settings) -> None:
+        super().__init__(settings.watchdog_interval_seconds)
         self._services = services
         self._redis = services.redis
         self._count_death = COUNT_DEATH.register(self._redis)
         self._transport = transport
         self._watch_key = keys.job_watch(settings.invocations_queue)
-        self._interval = settings.watchdog_interval_seconds
         self._silent_after = silence_limit(settings.job_heartbeat_seconds)
         self._missing_after = queued_look_after(settings.job_lost_after_seconds)
         self._max_attempts = max(1, settings.tool_max_attempts)
         self._default_timeout = settings.tool_timeout_seconds
         self._missing_since: dict[str, float] = {}
         """Calls seen neither queued nor claimed, and since when (this orchestrator's view)."""
-        self._task: asyncio.Task[None] | None = None
         self._seeing_since = time.time()
         """Since when this watchdog reads Redis without failing: silence from before that
         (its start, or the end of an outage, when no worker could beat) is not held
         against a job."""
         self._blind = False
 
-    def start(self) -> None:
-        """Start sweeping (on the running loop) every ``watchdog_interval_seconds``."""
-        if self._interval > 0 and self._task is None:
-            self._task = asyncio.ensure_future(self._run())
+    async def run_pass(self) -> None:
+        """One sweep (every ``watchdog_interval_seconds``)."""
+        await self.sweep()
 
-    async def stop(self) -> None:
-        """Stop sweeping."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval)
-            try:
-                await self.sweep()
-            except Exception as error:
-                if not is_infrastructure_error(error):
-                    logger.exception("Job watchdog sweep failed")
-                else:
-                    self._blind = True
-                    logger.warning("Job watchdog sweep failed (%s); retrying", error)
+    def on_outage(self) -> None:
+        """A sweep that failed on Redis: the next one that reads gives workers time to beat."""
+        self._blind = True
 
     async def sweep(self, now: float | None = None) -> int:
         """Look at every call due by ``now``; return how many were dispatched again or ended."""
