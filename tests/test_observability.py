@@ -14,8 +14,7 @@ import queue
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
@@ -29,6 +28,7 @@ from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS, PARKED_QUEUE
 from tests.apps_extra import APP_SPECS as EXTRA_SPECS
 from tests.apps_extra import gate_key
+from tests.support.polling import eventually
 from tests.support.processes import ROOT, ManagedProcess, stack_env, start_celery_process
 from tests.support.redis_server import free_port
 from tests.test_api import start_api
@@ -58,16 +58,6 @@ def scrape(url: str, headers: dict[str, str] | None = None) -> dict[tuple[str, f
 def value(samples: dict[tuple[str, frozenset], float], name: str, **labels: str) -> float:
     """One sample's value (0 when absent: a labelled series not observed yet)."""
     return samples.get((name, frozenset(labels.items())), 0.0)
-
-
-def eventually(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    """Poll a condition that has no event to wait on (a watchdog's sweep, a lease expiring)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if result := check():
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def metrics_url(process: ManagedProcess, port: int) -> str:

@@ -22,7 +22,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
@@ -35,21 +34,13 @@ from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS
 from tests.apps_extra import APP_SPECS as EXTRA_SPECS
 from tests.apps_extra import gate_key
+from tests.support.polling import eventually
 from tests.support.processes import ROOT, ManagedProcess, stack_env, start_celery_process
 from tests.support.redis_server import free_port
 from tests.test_security_flower import start_flower, wait_until_up
 
 SPECS = f"{APP_SPECS},{EXTRA_SPECS}"
 LOGIN = ("admin", "s3cret-pass")
-
-
-def eventually(what: str, check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        if result := check():
-            return result
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def basic(credentials: str) -> dict[str, str]:
@@ -196,7 +187,8 @@ def test_a_workers_running_and_reserved_tasks_show_without_their_arguments(stack
             return text if all(label in text for label in labels) else None
 
         # Full: Flower shows the arguments as the worker reports them.
-        shown = eventually("the two tool jobs on the worker, as Flower shows them", both_on_the_worker)
+        shown = eventually("the two tool jobs on the worker, as Flower shows them", both_on_the_worker,
+                           timeout=15)
         assert '"active": [{' in shown and '"reserved": [{' in shown
         assert all(label in _workers(full, "refresh=1") for label in labels)
 
@@ -226,22 +218,24 @@ def test_a_finished_tools_progress_leaves_nothing_in_the_result_backend(stack):
     meta_key = f"celery-task-meta-{task_id}"
     try:
         # While it runs: PROGRESS, with its payload, in the backend and in Flower.
-        meta = eventually("the PROGRESS state", lambda: store.get(meta_key))
+        meta = eventually("the PROGRESS state", lambda: store.get(meta_key), timeout=15)
         assert '"PROGRESS"' in meta and label in meta
         result = httpx.get(f"{base}/api/task/result/{task_id}", auth=LOGIN, timeout=5).json()
         assert result["state"] == "PROGRESS"
-        page = eventually("the task page in state PROGRESS", lambda: _task_page(base, task_id, "PROGRESS"))
+        page = eventually("the task page in state PROGRESS",
+                          lambda: _task_page(base, task_id, "PROGRESS"), timeout=15)
         assert "adk_celery.run_tool:gated_step" in page
     finally:
         store.lpush(gate_key(inv), "test")
     record = client.wait("gated", inv, timeout=15, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.COMPLETED, record.error
-    eventually("the PROGRESS state removed", lambda: store.get(meta_key) is None)
+    eventually("the PROGRESS state removed", lambda: store.get(meta_key) is None, timeout=15)
     assert not any(label in (store.get(key) or "") for key in store.scan_iter("celery-task-meta-*"))
     result = httpx.get(f"{base}/api/task/result/{task_id}", auth=LOGIN, timeout=5).json()
     assert result["state"] != "PROGRESS" and label not in str(result)
     # Flower's task page follows the task's events: it says it succeeded.
-    eventually("the task page in state SUCCESS", lambda: _task_page(base, task_id, "SUCCESS"))
+    eventually("the task page in state SUCCESS", lambda: _task_page(base, task_id, "SUCCESS"),
+               timeout=15)
 
     # A tool that reports and returns at once (no gate) leaves nothing either.
     inv = client.enqueue("lookup", "u", "look up Oslo")
