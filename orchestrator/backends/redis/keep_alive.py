@@ -21,6 +21,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.codec import text
 from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
 from orchestrator.distributed.models import InvocationStatus
 
@@ -93,7 +94,7 @@ async def keep_paused_alive(client: aioredis.Redis, ttl: int, *, batch: int = KE
         records = await pipe.execute()
     script = KEEP_PAUSED.register(client)
     for member, raw in zip(due, records, strict=True):
-        operands = _operands(index, _text(member), raw, ttl)
+        operands = _operands(index, text(member), raw, ttl)
         if operands is not None:
             await script(operands)
         else:  # gone, or not a record: nothing to keep
@@ -125,7 +126,3 @@ def _operands(index: str, record_key: str, raw: Any, ttl: int) -> KeepPaused | N
         session_meta=keys.session(app, user, session_id),
         invocation_id=invocation_id, ttl=ttl,
     )
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
