@@ -23,6 +23,7 @@ from celery import Celery, signals
 
 from config import Settings, get_settings
 from config.settings import describe_settings_error
+from orchestrator.backends.redis.connection import is_unix_socket
 from workers.broker import transport_path
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def kwargs_repr(fields: dict[str, Any], limit: int = REPR_LIMIT) -> str:
 
 def celery_url(redis_url: str) -> str:
     """``redis_url`` as Celery and kombu name it: a ``unix://`` socket is ``redis+socket://``."""
-    return "redis+socket:" + redis_url.removeprefix("unix:") if redis_url.startswith("unix:") else redis_url
+    return "redis+socket:" + redis_url.removeprefix("unix:") if is_unix_socket(redis_url) else redis_url
 
 
 def _keepalive_options() -> dict[int, int]:
@@ -94,7 +95,8 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
         "socket_connect_timeout": 5,
         "visibility_timeout": settings.visibility_timeout_seconds,
     }
-    if not url.startswith("redis+socket:"):  # a local socket's connection takes no TCP options
+    tcp = not is_unix_socket(settings.redis_url or "")  # a local socket takes no TCP options
+    if tcp:
         transport_options.update(socket_keepalive=True, socket_keepalive_options=_keepalive_options())
     transport_options.update(settings.broker_transport_options)
     routes = {name: {"queue": settings.invocations_queue} for name in ORCHESTRATOR_TASKS}
@@ -137,7 +139,7 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
         # exponential backoff (from 0.2 s doubling to 1 s, full jitter: about 4 s in all, at
         # most 8.4 s) of an operation that meets a connection error, instead of failing the
         # job's bookkeeping.
-        redis_socket_keepalive=not url.startswith("redis+socket:"),
+        redis_socket_keepalive=tcp,
         redis_socket_connect_timeout=5,
         redis_backend_health_check_interval=10,
         result_backend_always_retry=True,
