@@ -1,5 +1,6 @@
 """What ``Client`` refuses or says at once: unknown invocations, sessions and apps, malformed
 ids, statuses and timeouts, a cancel with nothing to cancel; nothing is stored or sent then.
+And which status its ``wait`` returns when a pause is over already.
 
 A real redis-server: Redis db 1, which no orchestrator serves (an invocation stays queued),
 and, for what must run, real orchestrator and worker processes (``celery_stack``).
@@ -10,14 +11,17 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
+from typing import Any
 
 import pytest
 import redis
 
 from config import Settings
 from orchestrator.backends.redis import keys
-from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.errors import InvocationNotFoundError, RequestError, SessionNotFoundError
+from tests.support.polling import eventually
 from tests.support.redis_server import free_port
 from workers.client import Client, InvocationFinishedError
 
@@ -143,6 +147,50 @@ def test_a_pause_still_waiting_is_returned_at_once_every_time(celery_stack):
     again = client.wait("approval", invocation_id, timeout=0)  # nothing changed: no need to block
     assert first.status is again.status is InvocationStatus.PAUSED
     assert again.pending_calls == first.pending_calls
+
+
+def _blocked_in_xread(check: redis.Redis) -> bool:
+    """True once some connection is blocked in an ``XREAD`` (the waiting client's)."""
+    return any(c.get("cmd") == "xread" and "b" in c.get("flags", "") for c in check.client_list())
+
+
+def _status_entry(check: Any, record: InvocationRecord) -> None:
+    """Queue the status entry an orchestrator adds with a saved record (record included)."""
+    check.xadd(keys.invocation_statuses(record.app_name, record.invocation_id), {
+        "kind": "status", "status": record.status.value, "record": record.model_dump_json(),
+    })
+
+
+def test_a_pause_read_together_with_the_status_after_it_is_not_returned(unserved):
+    """The pause was over before the client saw it: it gets the end, as it would one read later."""
+    client, check = unserved
+    invocation_id = client.enqueue("chat", "u", "hello")
+    queued = client.status("chat", invocation_id)
+    assert queued.status is InvocationStatus.QUEUED
+    got: dict[str, Any] = {}
+
+    def wait() -> None:
+        try:
+            got["record"] = client.wait("chat", invocation_id, timeout=30,
+                                        until={InvocationStatus.PAUSED})
+        except BaseException as error:  # handed to the test's thread
+            got["error"] = error
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    eventually("the client blocked in its read of the status stream",
+               lambda: _blocked_in_xread(check))
+    paused = queued.model_copy(update={"status": InvocationStatus.PAUSED})
+    completed = queued.model_copy(update={"status": InvocationStatus.COMPLETED})
+    with check.pipeline(transaction=True) as pipe:
+        _status_entry(pipe, paused)
+        _status_entry(pipe, completed)
+        pipe.hset(keys.invocation("chat", invocation_id), "record", completed.model_dump_json())
+        pipe.execute()
+    waiter.join(30)
+    assert not waiter.is_alive()
+    assert "error" not in got, got.get("error")
+    assert got["record"].status is InvocationStatus.COMPLETED
 
 
 # --- B, C, D, F: what an enqueue checks before it stores or sends anything ----------------------
