@@ -28,6 +28,8 @@ from workers.api.outages import UNAVAILABLE, is_outage, log_outage
 from workers.api.runs import RunFailedError, enqueued, run_body, run_events
 
 router = APIRouter()
+PUBLIC_PATHS = frozenset({"/health"})
+"""The routes here any caller may request, tokens set or not."""
 
 _NO_BODY = Body(default=None)
 """An optional JSON body."""

@@ -27,6 +27,7 @@ from workers.api.header_limit import protocol_class
 from workers.api.local_guard import LocalOnlyGuard
 from workers.api.outages import OutageAnswer
 from workers.api.security import BodyLimit
+from workers.api.token_gate import TokenGate
 
 logger = logging.getLogger(__name__)
 
@@ -58,15 +59,25 @@ def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) 
     app.include_router(invocation_routes.router)
     app.include_router(invocation_list_routes.router)
     app.include_router(metrics_route.router)
-    # First added, so the innermost middleware: the size limit, CORS and the local guard
-    # apply to the requests it answers as to any other.
+    # First added, so the innermost middleware: the size limit, CORS, the token gate and the
+    # local guard apply to the requests it answers as to any other.
     app.add_middleware(DirectRun)
     # Around every route, DirectRun's /run included: Redis out of reach is a 503.
     app.add_middleware(OutageAnswer)
+    public: set[str] = set(adk_routes.PUBLIC_PATHS)
+    public_prefixes: tuple[str, ...] = ()
     if dev_ui is not None:
         from workers.api import dev_ui as dev_ui_routes
 
         dev_ui_routes.install(app, dev_ui)
+        public |= dev_ui_routes.PUBLIC_PATHS
+        public_prefixes = dev_ui_routes.PUBLIC_PREFIXES
+    if backend.access.required:
+        # Around the routes and DirectRun, inside CORS (a 401 a browser can read) and the
+        # size limit (a run's body it reads is bounded): the token before anything else.
+        app.add_middleware(TokenGate, access=backend.access,
+                           public=public | _docs_paths(app) | _metrics_path(settings),
+                           public_prefixes=public_prefixes)
     if settings.api_cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.api_cors_origins,
                            allow_methods=["*"], allow_headers=["*"])
@@ -74,6 +85,19 @@ def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) 
     if not backend.access.required:  # no tokens: this machine's own clients only, however served
         app.add_middleware(LocalOnlyGuard, allowed_origins=settings.api_cors_origins)
     return app
+
+
+def _docs_paths(app: FastAPI) -> set[str]:
+    """FastAPI's OpenAPI schema and documentation pages: no token needed."""
+    paths = {app.openapi_url, app.docs_url, app.redoc_url}
+    if app.docs_url:
+        paths.add(app.swagger_ui_oauth2_redirect_url)
+    return {path for path in paths if path}
+
+
+def _metrics_path(settings: Settings) -> set[str]:
+    """``/metrics`` if ``ADK_CELERY_API_METRICS_PUBLIC`` opens it to every caller."""
+    return {metrics_route.PATH} if settings.api_metrics_public else set()
 
 
 def _version() -> str:

@@ -26,6 +26,10 @@ MISSING = ("--dev-ui needs google-adk's web UI, which ships in the google-adk pa
            "pip install 'adk-celery[devui]'")
 
 router = APIRouter(tags=["dev-ui"])
+PUBLIC_PATHS = frozenset({"/", "/dev-ui", "/config/telemetry"})
+"""The routes here any caller may request, tokens set or not: the UI's own, not the app's."""
+PUBLIC_PREFIXES = ("/dev-ui/",)
+"""The UI's files and configuration, which any caller may request."""
 
 
 def find_files() -> Path | None:

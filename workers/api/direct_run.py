@@ -18,8 +18,8 @@ What a client sees is the FastAPI route's, by construction rather than by imitat
 - the refusals of ``/run`` itself (401, 403, 404, 422, 500) are HTTPExceptions raised by the
   shared function and answered by the application's own handler for them, as FastAPI's
   exception layer would; any other error goes up to the application's server-error layer;
-- it sits inside every middleware the application adds (body size limit, CORS, the dev
-  UI's guard), and the FastAPI route stays registered: ``/run`` is listed at ``/docs``.
+- it sits inside every middleware the application adds (body size limit, CORS, the token
+  gate, the local guard), and the FastAPI route stays registered: ``/run`` is listed at ``/docs``.
 
 What it passes by: FastAPI's own spans of the route's steps (dependencies, endpoint) where
 FastAPI's OpenTelemetry support is on (the request's span is made outside, as before), and

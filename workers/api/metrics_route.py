@@ -37,9 +37,10 @@ from workers.api.security import ANY_APP
 
 logger = logging.getLogger(__name__)
 router = APIRouter(tags=["metrics"])
+PATH = "/metrics"
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(PATH, response_class=Response)
 async def metrics(request: Request) -> Response:
     """The deployment's gauges and counters, in Prometheus' text format."""
     backend = backend_of(request)

@@ -13,6 +13,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from config import Settings
 
 ANY_APP = "*"
+"""In a token's list of apps: every app."""
+UNAUTHENTICATED = "a valid bearer token is required (Authorization: Bearer ...)"
+"""The detail of every 401: it says what is missing, and nothing of the request."""
+CHALLENGE = {"WWW-Authenticate": "Bearer"}
+"""The headers of every 401."""
 
 
 @dataclass(frozen=True)
@@ -43,27 +48,35 @@ class Access:
         """True when requests must carry a token."""
         return bool(self.tokens)
 
-    def apps_of(self, request: Request) -> frozenset[str] | None:
-        """The apps the request's token opens (None: every app, no tokens configured).
+    def token_apps(self, authorization: str) -> frozenset[str] | None:
+        """The apps an ``Authorization`` header's bearer token opens; None for no known token.
 
-        Raises 401 without a known token. Tokens are compared in constant time.
+        Tokens are compared in constant time.
         """
-        if not self.tokens:
-            return None
-        header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
+        scheme, _, token = authorization.partition(" ")
         if scheme.lower() == "bearer" and token:
             for known, apps in self.tokens.items():
                 if hmac.compare_digest(known.encode(), token.strip().encode()):
                     return apps
-        raise HTTPException(401, "a valid bearer token is required (Authorization: Bearer ...)",
-                            headers={"WWW-Authenticate": "Bearer"})
+        return None
+
+    def apps_of(self, request: Request) -> frozenset[str] | None:
+        """The apps the request's token opens (None: every app, no tokens configured).
+
+        Raises 401 without a known token.
+        """
+        if not self.tokens:
+            return None
+        apps = self.token_apps(request.headers.get("authorization", ""))
+        if apps is None:
+            raise HTTPException(401, UNAUTHENTICATED, headers=CHALLENGE)
+        return apps
 
     def check_app(self, request: Request, app_name: str) -> None:
         """403 unless the request's token opens ``app_name`` (401 without a token)."""
         apps = self.apps_of(request)
-        if apps is not None and ANY_APP not in apps and app_name not in apps:
-            raise HTTPException(403, f"this token does not open app {app_name!r}")
+        if apps is not None and not opens(apps, app_name):
+            raise HTTPException(403, closed_to(app_name))
 
     def visible(self, request: Request, names: list[str]) -> list[str]:
         """The app names the request's token opens, of ``names``."""
@@ -71,6 +84,16 @@ class Access:
         if apps is None or ANY_APP in apps:
             return names
         return [name for name in names if name in apps]
+
+
+def opens(apps: frozenset[str], app_name: str) -> bool:
+    """Whether a token that opens ``apps`` may use ``app_name``."""
+    return ANY_APP in apps or app_name in apps
+
+
+def closed_to(app_name: str) -> str:
+    """The detail of the 403 for a token that does not open ``app_name``."""
+    return f"this token does not open app {app_name!r}"
 
 
 class BodyLimit:
