@@ -45,7 +45,7 @@ from workers.enqueue import (
     was_queued,
 )
 from workers.heartbeat import Heartbeats
-from workers.keep_alive import PausedKeeper
+from workers.keep_alive import UnfinishedKeeper
 from workers.loop import LoopThread
 from workers.transport import CeleryTransport
 from workers.watchdog import JobWatchdog
@@ -87,8 +87,8 @@ class Services:
     """Where the service's remote jobs go."""
     watchdog: JobWatchdog | None = None
     """This process's job watchdog, once :meth:`Runtime.start_orchestrating` ran."""
-    keeper: PausedKeeper | None = None
-    """This process's keeper of paused invocations, once :meth:`Runtime.start_orchestrating` ran."""
+    keeper: UnfinishedKeeper | None = None
+    """This process's keeper of unfinished invocations, once :meth:`Runtime.start_orchestrating` ran."""
 
     @cached_property
     def service(self) -> InvocationService:
@@ -271,7 +271,7 @@ class Runtime:
         if services.transport is not None:
             services.watchdog = JobWatchdog(services, services.transport, settings)
             services.watchdog.start()
-        services.keeper = PausedKeeper(services.redis, settings.record_ttl_seconds)
+        services.keeper = UnfinishedKeeper(services.redis, settings.record_ttl_seconds)
         services.keeper.start()
 
     def stop_orchestrating(self, timeout: float = 10.0) -> None:
