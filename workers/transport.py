@@ -70,6 +70,11 @@ class CeleryTransport:
         self._producer: CommandProducer | None = None
         self._producer_lock = threading.Lock()
 
+    @property
+    def app(self) -> Celery:
+        """The Celery app jobs are sent with (its result backend holds their tasks' states)."""
+        return self._app
+
     def route(self, tool: BaseTool) -> str | None:
         """Long-running tools and tools listed in ``tool_queues`` run on workers."""
         return tool_route(tool, self._settings)
