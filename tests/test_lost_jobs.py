@@ -337,14 +337,15 @@ def _task_result(url: str, task_id: str) -> Any:
     return AsyncResult(task_id, app=create_celery_app(Settings(redis_url=url)))
 
 
-def _dead_attempt_running(s: Stack, app: str) -> tuple[str, str]:
+def _dead_attempt_running(s: Stack) -> tuple[str, str]:
     """A ``fragile`` call that reported progress on a worker now killed: (invocation, its task)."""
     first = s.start_worker("doomed-worker")
-    inv = s.client.enqueue(app, "u", "go")
+    inv = s.client.enqueue("fragile", "u", "go")
     started = s.check.blpop([runs_key(inv)], timeout=15)  # it reported progress, then started
     assert started is not None, first.output()
     task_id = f"{inv}:{started[1].split()[1]}"
     assert _task_result(s.url, task_id).state == "PROGRESS"
+    assert '"label": "x"' in s.check.get(f"celery-task-meta-{task_id}")  # the tool's report
     first.kill()
     return inv, task_id
 
@@ -367,7 +368,7 @@ def _assert_lost_as(s: Stack, task_id: str, outcome: str) -> None:
 def test_a_killed_workers_progress_state_says_its_worker_was_lost(redis_url):
     with _stack(redis_url, 2, worker=False) as s:  # visibility timeout: the default hour
         check, client = s.check, s.client
-        inv, dead = _dead_attempt_running(s, "fragile")
+        inv, dead = _dead_attempt_running(s)
         second = s.start_worker("heir-worker")
 
         again = check.blpop([runs_key(inv)], timeout=20)  # attempt 2, settled before it went out
@@ -388,7 +389,7 @@ def test_a_killed_workers_progress_state_says_its_worker_was_lost(redis_url):
 
 def test_a_killed_workers_progress_state_says_its_call_was_answered_with_an_error(redis_url):
     with _stack(redis_url, 3, worker=False, tool_max_attempts="1") as s:
-        inv, dead = _dead_attempt_running(s, "fragile")
+        inv, dead = _dead_attempt_running(s)
 
         record = s.client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, record.error
@@ -403,7 +404,7 @@ def test_a_killed_workers_progress_state_says_its_call_was_answered_with_an_erro
 def test_settling_a_dead_attempt_survives_redis_away_and_a_dying_watchdog(redis_url, failpoint):
     with _stack(redis_url, 4, worker=False, failpoints=failpoint) as s:
         check, client = s.check, s.client
-        inv, dead = _dead_attempt_running(s, "fragile")
+        inv, dead = _dead_attempt_running(s)
         s.start_worker("heir-worker")
         if failpoint.endswith("=kill"):
             s.orchestrator.proc.wait(30)
