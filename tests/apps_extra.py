@@ -2,9 +2,9 @@
 
 ``gated``: one remote long-running tool that reports progress and then blocks until the test
 releases it (or a bounded timeout passes), so a test can watch the call while it is running.
-``fragile``: the same wait, after recording which worker process started it, so a test can
-kill that worker mid-call and see the job run again elsewhere. ``slow``: an async tool that
-waits 30 s, so a test can cancel its invocation while it runs.
+``fragile``: the same report and wait, after recording which worker process started it, so a
+test can kill that worker mid-call and see the job run again elsewhere. ``slow``: an async
+tool that waits 30 s, so a test can cancel its invocation while it runs.
 The gate is a Redis list: the test pushes to :func:`gate_key` of the invocation, the tool
 pops it with BLPOP. The model is a stateless function of the request, like tests/apps.py.
 """
@@ -68,9 +68,10 @@ def runs_key(invocation_id: str) -> str:
 
 
 def fragile_step(label: str, tool_context: ToolContext) -> dict[str, Any]:
-    """Record this start (worker pid, call id), then wait until the test releases the gate."""
+    """Report progress and record this start (worker pid, call id), then wait at the gate."""
     import os
 
+    tool_context.report_progress({"step": "waiting for release", "label": label, "pid": os.getpid()})
     client = redis.Redis.from_url(get_settings().redis_url or "", decode_responses=True)
     try:
         client.rpush(runs_key(tool_context.invocation_id), f"{os.getpid()} {tool_context.function_call_id}")

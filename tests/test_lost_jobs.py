@@ -19,6 +19,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import redis
 
 from config import Settings
@@ -30,6 +31,7 @@ from orchestrator.distributed.models import AgentJob, InvocationStatus
 from tests.apps import APP_SPECS, PARKED_QUEUE
 from tests.apps_extra import APP_SPECS as EXTRA_SPECS
 from tests.apps_extra import gate_key, runs_key
+from tests.support.polling import eventually
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 
 SPECS = f"{APP_SPECS},{EXTRA_SPECS}"
@@ -324,3 +326,125 @@ def test_without_fast_publish_a_job_waiting_in_its_queue_is_not_taken_for_lost(r
                                    and score, what="the watchdog's next look"))
         assert s.check.hget(keys.invocation_jobs("parked", inv), f"a:{call.function_call_id}") == "1"
         assert s.check.llen(PARKED_QUEUE) == 1
+
+
+def _task_result(url: str, task_id: str) -> Any:
+    """The task's result as Flower's ``/api/task/result`` reads it (Celery's result backend)."""
+    from celery.result import AsyncResult
+
+    from workers.celery_app import create_celery_app
+
+    return AsyncResult(task_id, app=create_celery_app(Settings(redis_url=url)))
+
+
+def _dead_attempt_running(s: Stack) -> tuple[str, str]:
+    """A ``fragile`` call that reported progress on a worker now killed: (invocation, its task)."""
+    first = s.start_worker("doomed-worker")
+    inv = s.client.enqueue("fragile", "u", "go")
+    started = s.check.blpop([runs_key(inv)], timeout=15)  # it reported progress, then started
+    assert started is not None, first.output()
+    task_id = f"{inv}:{started[1].split()[1]}"
+    assert _task_result(s.url, task_id).state == "PROGRESS"
+    assert '"label": "x"' in s.check.get(f"celery-task-meta-{task_id}")  # the tool's report
+    first.kill()
+    return inv, task_id
+
+
+def _assert_lost_as(s: Stack, task_id: str, outcome: str) -> None:
+    """The dead attempt's task reads as FAILURE (its worker lost), saying ``outcome``."""
+    from celery.exceptions import WorkerLostError
+
+    result = _task_result(s.url, task_id)
+    assert result.state == "FAILURE"
+    assert isinstance(result.result, WorkerLostError)
+    reason = str(result.result)
+    assert reason.startswith("Worker lost: its worker ") and "no sign of life" in reason
+    assert reason.endswith(outcome), reason
+    meta_key = f"celery-task-meta-{task_id}"
+    assert '"label": "x"' not in s.check.get(meta_key)  # the tool's report is gone with it
+    assert 0 < s.check.ttl(meta_key) <= Settings().task_result_ttl_seconds  # it expires
+
+
+def test_a_killed_workers_progress_state_says_its_worker_was_lost(redis_url):
+    with _stack(redis_url, 2, worker=False) as s:  # visibility timeout: the default hour
+        check, client = s.check, s.client
+        inv, dead = _dead_attempt_running(s)
+        second = s.start_worker("heir-worker")
+
+        again = check.blpop([runs_key(inv)], timeout=20)  # attempt 2, settled before it went out
+        assert again is not None, s.orchestrator.output()
+        _assert_lost_as(s, dead, f"; sent again as attempt 2 (task {dead}:2).")
+        # `adk-celery status` (Client.calls) shows the attempt now out, and its own progress.
+        [call] = client.calls("fragile", inv)
+        assert (call.attempt, call.progress["pid"]) == (2, second.pid)
+
+        check.lpush(gate_key(inv), "test")
+        record = client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        _assert_lost_as(s, dead, f"; sent again as attempt 2 (task {dead}:2).")
+        # Attempt 2 ended as usual: its own PROGRESS state is removed.
+        eventually("attempt 2's PROGRESS removed",
+                   lambda: check.get(f"celery-task-meta-{dead}:2") is None, timeout=15)
+
+
+def test_a_killed_workers_progress_state_says_its_call_was_answered_with_an_error(redis_url):
+    with _stack(redis_url, 3, worker=False, tool_max_attempts="1") as s:
+        inv, dead = _dead_attempt_running(s)
+
+        record = s.client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        _assert_lost_as(s, dead, "; not sent again (its worker died in 1 of 1 attempt(s)): "
+                                 "the call is answered with an error.")
+
+
+@pytest.mark.parametrize("failpoint", [
+    "watchdog.settling_lost=error*1",  # Redis away as the watchdog settles the dead attempt
+    "watchdog.lost_settled=kill",  # the watchdog dies between settling it and sending again
+])
+def test_settling_a_dead_attempt_survives_redis_away_and_a_dying_watchdog(redis_url, failpoint):
+    with _stack(redis_url, 4, worker=False, failpoints=failpoint) as s:
+        check, client = s.check, s.client
+        inv, dead = _dead_attempt_running(s)
+        s.start_worker("heir-worker")
+        if failpoint.endswith("=kill"):
+            s.orchestrator.proc.wait(30)
+            assert s.orchestrator.proc.returncode == -9, s.orchestrator.output()
+            heir = start_celery_process("orchestrator", "heir-orch", {
+                k: v for k, v in s.env.items() if k != "ADK_CELERY_FAILPOINTS"})
+            s.stack.callback(heir.stop)
+        else:
+            s.orchestrator.wait_for_line(lambda line: "Job watchdog sweep failed" in line)
+
+        again = check.blpop([runs_key(inv)], timeout=20)  # sent again once, all the same
+        assert again is not None, s.orchestrator.output()
+        _assert_lost_as(s, dead, f"; sent again as attempt 2 (task {dead}:2).")
+        check.lpush(gate_key(inv), "test")
+        record = client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error  # never its failure
+        assert len(_responses(client, "fragile", inv)) == 1
+        assert check.lrange(runs_key(inv) + ":attempts", 0, -1) == ["1", "2"]
+
+
+@pytest.mark.filterwarnings("ignore:Call to deprecated setex:DeprecationWarning")  # Celery's own
+async def test_settling_replaces_only_a_progress_state_and_only_once(redis_client, redis_url):
+    from celery import states
+
+    from orchestrator.distributed.models import ToolJob
+    from workers.celery_app import create_celery_app
+    from workers.lost_attempts import LostAttempts
+
+    backend = create_celery_app(Settings(redis_url=redis_url)).backend
+    lost = LostAttempts(redis_client, backend)
+    job = ToolJob(app_name="a", user_id="u", session_id="s", invocation_id="e-1",
+                  function_call_id="c1", tool_name="t", agent_name="agent", queue="tools")
+    backend.store_result("e-1:c1", {"step": "secret"}, "PROGRESS")  # attempt 1 reported
+    backend.store_result("e-1:c1:2", {"done": True}, states.SUCCESS)  # attempt 2 finished
+
+    assert await lost.settle(job, 1, "gone") is True
+    assert await lost.settle(job, 1, "gone again") is False  # settled already: unchanged
+    assert await lost.settle(job, 2, "gone") is False  # another state: left as it is
+    assert await lost.settle(job, 3, "gone") is False  # never reported: no state written
+    assert backend.get_task_meta("e-1:c1")["status"] == states.FAILURE
+    assert str(backend.exception_to_python(backend.get_task_meta("e-1:c1")["result"])) == "gone"
+    assert backend.get_task_meta("e-1:c1:2")["status"] == states.SUCCESS
+    assert not await redis_client.exists("celery-task-meta-e-1:c1:3")

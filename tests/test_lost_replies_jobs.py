@@ -26,6 +26,7 @@ class _Sent:
 
     def __init__(self) -> None:
         self.jobs: list[Any] = []
+        self.app = SimpleNamespace(backend=None)  # the transport's app: no result backend
 
     async def submit(self, job: Any) -> None:
         self.jobs.append(job)

@@ -28,6 +28,9 @@ from orchestrator.errors import is_infrastructure_error
 
 logger = logging.getLogger(__name__)
 
+PROGRESS_STATE = "PROGRESS"
+"""The custom task state a progress report sets in Celery's result backend (Flower shows it)."""
+
 
 class ProgressPublisher:
     """Writes progress reports of the jobs this process runs (thread-safe, lazily connected)."""
@@ -69,7 +72,8 @@ class BackendProgress:
     ``PROGRESS``, with its last payload (the tool's data), until the backend expires it. So
     the first report marks the task, and its end (Celery's ``task_postrun``, in the thread
     that ran it) forgets that key; a report arriving after the end (from a thread the tool
-    left behind) writes nothing. Made with :func:`backend_progress` as the task starts.
+    left behind) writes nothing. Made with :func:`backend_progress` as the task starts. A task
+    whose worker died never ends: the job watchdog ends its state (:mod:`workers.lost_attempts`).
     """
 
     def __init__(self, task: Task, task_id: str) -> None:
@@ -85,7 +89,7 @@ class BackendProgress:
             if self._ended:
                 return False
             self._written = True
-            self._task.update_state(task_id=self._task_id, state="PROGRESS", meta=meta)
+            self._task.update_state(task_id=self._task_id, state=PROGRESS_STATE, meta=meta)
             return True
 
     def end(self) -> None:

@@ -30,6 +30,16 @@ from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL, kwargs_repr
 from workers.publish_commands import CommandProducer, RedisCommand, collects_publishes
 
 
+def job_task_id(invocation_id: str, function_call_id: str, attempt: int) -> str:
+    """The Celery task id of one attempt of a call's job (what Flower and the backend know it by).
+
+    Attempt 1 is ``<invocation>:<call>``; a later one, dispatched again by the watchdog,
+    ends in ``:<attempt>``, so each attempt is a task of its own.
+    """
+    task_id = f"{invocation_id}:{function_call_id}"
+    return task_id if attempt <= 1 else f"{task_id}:{attempt}"
+
+
 def tool_route(tool: BaseTool, settings: Settings) -> str | None:
     """The queue ``tool``'s calls go to with ``settings`` (None: run in the orchestrator)."""
     return default_route(tool, default_queue=settings.tools_queue, tool_queues=settings.tool_queues)
@@ -59,6 +69,11 @@ class CeleryTransport:
         self._watch_key = keys.job_watch(settings.invocations_queue)
         self._producer: CommandProducer | None = None
         self._producer_lock = threading.Lock()
+
+    @property
+    def app(self) -> Celery:
+        """The Celery app jobs are sent with (its result backend holds their tasks' states)."""
+        return self._app
 
     def route(self, tool: BaseTool) -> str | None:
         """Long-running tools and tools listed in ``tool_queues`` run on workers."""
@@ -119,7 +134,7 @@ class CeleryTransport:
             "kwargs": kwargs,
             "queue": queue,
             "shadow": f"{task}:{shown_as}",
-            "task_id": f"{job.invocation_id}:{job.function_call_id}",
+            "task_id": job_task_id(job.invocation_id, job.function_call_id, job.attempt),
             # The worker stores the result itself: no result-backend subscription per job.
             "ignore_result": True,
             "argsrepr": "()",
@@ -128,8 +143,6 @@ class CeleryTransport:
                 "function_call_id": job.function_call_id, **fields,
             }),
         }
-        if job.attempt > 1:
-            options["task_id"] += f":{job.attempt}"
         return options
 
     async def _publish(

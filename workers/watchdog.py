@@ -17,6 +17,10 @@ and, for each one that has no result yet:
   with an error naming the tool and the cause, so the model can go on (a message lost before
   any worker started it does not count: that is not the tool's doing).
 
+An attempt whose worker died may have left its task in the state ``PROGRESS`` in Celery's
+result backend (a tool that reported progress): before the call is sent again or answered,
+that state is replaced by ``FAILURE`` saying so (:mod:`workers.lost_attempts`).
+
 Several orchestrators may look at one call at once: a job goes out once per attempt
 (:data:`~orchestrator.backends.redis.jobs.PUBLISH`), and a late copy of an older
 attempt is skipped by the worker that receives it (it claims 'superseded'). Each attempt is
@@ -32,6 +36,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from config import Settings
+from orchestrator import failpoints
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.jobs import (
     COUNT_DEATH,
@@ -45,10 +50,12 @@ from orchestrator.backends.redis.stats import queue_lists
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.transport import timeout_error
+from orchestrator.errors import is_infrastructure_error
 from orchestrator.flows.contents import RUN_BRANCH
 from workers import metrics
+from workers.lost_attempts import LostAttempts
 from workers.periodic import Periodic
-from workers.transport import CeleryTransport
+from workers.transport import CeleryTransport, job_task_id
 
 if TYPE_CHECKING:
     from workers.runtime import Services
@@ -70,6 +77,7 @@ class JobWatchdog(Periodic):
         self._redis = services.redis
         self._count_death = COUNT_DEATH.register(self._redis)
         self._transport = transport
+        self._lost = LostAttempts(self._redis, transport.app.backend)
         self._watch_key = keys.job_watch(settings.invocations_queue)
         self._silent_after = silence_limit(settings.job_heartbeat_seconds)
         self._missing_after = queued_look_after(settings.job_lost_after_seconds)
@@ -217,6 +225,9 @@ class JobWatchdog(Periodic):
                        f"finish: {cause}; its worker died in {deaths} of {attempt} attempt(s).")
             logger.warning("Call %s of invocation %s: %s", job.function_call_id,
                            job.invocation_id, message)
+            await self._settle_dead(job, attempt, deaths, (
+                f"{cause}; not sent again (its worker died in {deaths} of {attempt} "
+                "attempt(s)): the call is answered with an error"))
             await self._answer_with_error(
                 job, name if isinstance(job, ToolJob) else RUN_BRANCH, message)
             metrics.WATCHDOG_ANSWERS.labels("gave_up").inc()
@@ -224,6 +235,9 @@ class JobWatchdog(Periodic):
         again = job.model_copy(update={"attempt": attempt + 1})
         logger.warning("Call %s (%s) of invocation %s: %s; dispatching attempt %d",
                        job.function_call_id, name, job.invocation_id, cause, attempt + 1)
+        task_id = job_task_id(job.invocation_id, job.function_call_id, attempt + 1)
+        await self._settle_dead(job, attempt, deaths,
+                                f"{cause}; sent again as attempt {attempt + 1} (task {task_id})")
         if isinstance(again, AgentJob):
             await self._transport.submit_agent(again)
         else:
@@ -231,6 +245,28 @@ class JobWatchdog(Periodic):
         # ``deaths`` is only counted for a job found running: its worker went silent.
         metrics.REDELIVERIES.labels("branch" if isinstance(again, AgentJob) else "tool",
                                     "worker_died" if deaths else "message_lost").inc()
+
+    async def _settle_dead(
+        self, job: ToolJob | AgentJob, attempt: int, deaths: int, what: str
+    ) -> None:
+        """A dead attempt's ``PROGRESS`` state ends as ``FAILURE``: worker lost, and ``what``.
+
+        Done before the call is sent again or answered, the step after which this call is
+        not looked at as lost again: a watchdog that dies in between, or meets Redis away
+        (the sweep fails and is retried, as for any of its reads), does it all again on its
+        next look, and the settling is idempotent. Any other error is logged: the call goes on.
+        """
+        if not deaths:
+            return  # no worker ran this attempt (its message was lost): no task state
+        failpoints.hit("watchdog.settling_lost")
+        try:
+            await self._lost.settle(job, attempt, f"Worker lost: {what}.")
+        except Exception as error:
+            if is_infrastructure_error(error):
+                raise
+            logger.exception("Call %s of invocation %s: the PROGRESS state of its attempt %d "
+                             "not settled", job.function_call_id, job.invocation_id, attempt)
+        failpoints.hit("watchdog.lost_settled")
 
     async def _forget(self, member: str) -> None:
         self._missing_since.pop(member, None)

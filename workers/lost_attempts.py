@@ -1,0 +1,98 @@
+"""A lost job attempt's task in Celery's result backend: the ``PROGRESS`` it left says it ended.
+
+A tool that reports progress puts its task in the state ``PROGRESS`` in Celery's result
+backend, and the task's end removes it (:class:`workers.progress.BackendProgress`). A worker
+killed mid-tool never ends its task: that state, with the tool's last payload, would stay
+until the backend expires it (``result_expires``, an hour), and Flower's
+``/api/task/result``, ``AsyncResult(task_id).state`` or anything else reading that task id
+would see a running task that is long dead. So when the job watchdog takes an attempt's
+worker for dead, before it sends the call again or answers it, :class:`LostAttempts`
+replaces that state by ``FAILURE`` with a ``WorkerLostError`` saying what became of the call
+(sent again as attempt n, under which task id; or answered with an error). That is what
+Celery itself records for a task whose worker process died, so an operator reads it as one.
+
+The replacement is one script, and replaces only a ``PROGRESS`` state: an attempt that never
+reported has no state and gets none, a settled or finished one is left as it is. Run again
+(a watchdog that died before sending the call again looks at it again; two watchdogs at
+once), it changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from celery import states
+from celery.backends.base import BaseKeyValueStoreBackend
+from celery.exceptions import WorkerLostError
+from kombu.utils.encoding import bytes_to_str
+
+from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
+from orchestrator.distributed.models import AgentJob, ToolJob
+from workers.progress import PROGRESS_STATE
+from workers.transport import job_task_id
+
+
+@dataclass(frozen=True, kw_only=True)
+class SettleProgress(Operands):
+    """Operands of :data:`SETTLE`: one task's state in the result backend, and its end."""
+
+    meta: str = key_field()
+    """The task's key in the result backend (``celery-task-meta-<task id>``)."""
+    progress: str
+    """The state replaced (:data:`~workers.progress.PROGRESS_STATE`)."""
+    failure: str
+    """The ``FAILURE`` meta stored instead, encoded as the backend stores a task's meta."""
+    ttl: int
+    """Seconds it is kept (the backend's ``result_expires``; 0: for ever)."""
+
+
+SETTLE = LuaScript(SettleProgress, """
+local current = redis.call('GET', meta)
+if not current then return 0 end
+local ok, stored = pcall(cjson.decode, current)
+if not ok or type(stored) ~= 'table' or stored['status'] ~= progress then return 0 end
+if tonumber(ttl) > 0 then
+  redis.call('SET', meta, failure, 'EX', ttl)
+else
+  redis.call('SET', meta, failure)
+end
+-- As Celery's Redis backend does when it stores a state: a client waiting on the task wakes.
+redis.call('PUBLISH', meta, failure)
+return 1
+""")
+"""Replace a task's ``PROGRESS`` state by ``failure``: 1, or 0 (nothing written) if the task
+has no state or another one."""
+
+
+class LostAttempts:
+    """Settles the result-backend state of job attempts whose worker died (see the module doc).
+
+    ``backend``: the Celery app's result backend, whose key names and encoding are used; it
+    must keep its states in the Redis ``redis`` talks to (the project's: one Redis URL).
+    Another kind of backend (none configured) has nothing to settle.
+    """
+
+    def __init__(self, redis: aioredis.Redis, backend: Any) -> None:
+        self._settle = SETTLE.register(redis)
+        self._backend = backend if isinstance(backend, BaseKeyValueStoreBackend) else None
+
+    async def settle(self, job: ToolJob | AgentJob, attempt: int, what: str) -> bool:
+        """If ``attempt`` of ``job`` left its task in ``PROGRESS``, end it as ``FAILURE``.
+
+        ``what``: the reason the task's ``WorkerLostError`` gives. True if a state was
+        replaced. Redis errors are raised (the caller retries on its next look).
+        """
+        backend = self._backend
+        if backend is None:
+            return False
+        task_id = job_task_id(job.invocation_id, job.function_call_id, attempt)
+        meta = {  # what Celery's backend stores for a failed task (result_extended is off)
+            "status": states.FAILURE, "result": backend.prepare_exception(WorkerLostError(what)),
+            "traceback": None, "children": [], "date_done": backend.app.now().isoformat(),
+            "task_id": task_id,
+        }
+        return bool(await self._settle(SettleProgress(
+            meta=bytes_to_str(backend.get_key_for_task(task_id)), progress=PROGRESS_STATE,
+            failure=backend.encode(meta), ttl=int(backend.expires or 0))))
