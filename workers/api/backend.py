@@ -81,7 +81,7 @@ class Backend:
     async def transactions(self) -> TurnBatcher:
         """As :meth:`batcher`, for commands that must run together: one MULTI/EXEC per turn.
 
-        The enqueues.
+        The enqueues; a run's look at its pause (the record, and the entries up to its own).
         """
         if self._transactions is None or self._transactions.loop is not asyncio.get_running_loop():
             services = await self.services()
