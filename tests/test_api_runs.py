@@ -146,8 +146,14 @@ async def test_a_pause_while_a_worker_runs_the_call_is_not_the_end(backend, pair
 async def test_a_run_that_goes_on_soon_after_a_pause_never_looks_at_it(
         backend, pair, checks, pause_read, monkeypatch, live):
     # A call that a worker answers quickly: no round trip to tell that pause from one for an
-    # outside answer (the look would come _FIRST_LOOK_SECONDS after the pause).
+    # outside answer (the look would come _FIRST_LOOK_SECONDS after the pause), nor to read
+    # its record (the live stream's entries do not carry it).
     monkeypatch.setattr(runs, "_FIRST_LOOK_SECONDS", GUARD)
+
+    async def no_read(*_):
+        raise AssertionError("the pause's record was read")
+
+    monkeypatch.setattr(runs, "_read_on", no_read)
     shown = await _start_and_pause(pair, job_out=True)
     run = _run(backend, live)
     await asyncio.wait_for(pause_read.wait(), GUARD)
@@ -230,6 +236,95 @@ async def test_a_call_left_to_outside_earlier_does_not_end_a_later_pause(
     assert not run.done()
     rest = await _resume_and_complete(pair)
     assert await run == [event.to_wire() for event in [second, *rest]]
+
+
+def _answer_event(call_id: str = "c1") -> Event:
+    """The answer to a call as the orchestrator commits it on resuming."""
+    return Event(invocation_id="e-1", author="agent", content=types.Content(role="user", parts=[
+        types.Part(function_response=types.FunctionResponse(id=call_id, name="tool",
+                                                            response={"ok": True}))]))
+
+
+@pytest.fixture(params=["/run_sse", "/run", "resumed"])
+def way(request) -> str:
+    """How the run is followed: its live stream from the start (``/run_sse``), its status
+    stream (``/run``), its live stream after an entry (either, after an answer)."""
+    return request.param
+
+
+async def _follow(backend: Backend, pair: _Pair, way: str) -> asyncio.Task[list[Any]]:
+    """A run followed the ``way`` said (a resumed one after its ``running`` entry)."""
+    if way != "resumed":
+        return _run(backend, way == "/run_sse")
+    after = (await pair.store._redis.xrange(keys.invocation_stream(APP, "e-1"), count=2))[1][0]
+    return asyncio.create_task(asyncio.wait_for(_collect_after(backend, after), GUARD))
+
+
+class _GoesOn:
+    """What the orchestrator commits while a run stands at pause P1 (on c1) and has done
+    nothing with it yet: c1's answer, the model's next call c2, pause P2 on c2."""
+
+    def __init__(self, pair: _Pair) -> None:
+        self.pair = pair
+        self.answer, self.second = _answer_event("c1"), _call_event(call_id="c2")
+        self.second_job_out = False
+        """Whether a worker runs c2 (its job journaled), or it is left to outside."""
+        self.done = asyncio.Event()
+
+    async def commit(self) -> None:
+        self.done.set()
+        await self.pair.store.put_result(APP, "e-1", ToolResult(
+            function_call_id="c1", tool_name="tool", response={"ok": True}))
+        record = _record()
+        record.status = S.PAUSED  # a resume saves no status of its own before its next one
+        for event in (self.answer, self.second):
+            await self.pair.stream.publish(record, event)
+        if self.second_job_out:
+            await self.pair.store._redis.hset(keys.invocation_jobs(APP, "e-1"), "a:c2", "1")
+        record.pending_calls, record.pending_tools = ["c2"], {"c2": "tool"}
+        await self.pair.status(record, S.PAUSED)
+
+
+@pytest.fixture
+def goes_on(pair, monkeypatch) -> _GoesOn:
+    """:class:`_GoesOn`, committed as soon as a run has read a pause (before it returns
+    from that read); the run's look at P1 is due at once."""
+    monkeypatch.setattr(runs, "_FIRST_LOOK_SECONDS", 0.0)
+    going = _GoesOn(pair)
+    read = Watch.read
+
+    async def reading(self: Watch, timeout: float | None = None) -> Any:
+        items, at_end = await read(self, timeout)
+        if not going.done.is_set() and any(item.status is S.PAUSED for item in items):
+            await going.commit()
+        return items, at_end
+
+    monkeypatch.setattr(Watch, "read", reading)
+    return going
+
+
+async def test_a_pause_the_run_went_past_before_it_was_looked_at_is_not_taken_for_the_next(
+        backend, pair, goes_on, way):
+    # The record is P2's by the time the run reads it, and c2 waits for outside: the run
+    # must still show c2's call (the client answers it by its id), and end at P2.
+    shown = await _start_and_pause(pair, job_out=True)
+    run = await _follow(backend, pair, way)
+    assert await run == [event.to_wire() for event in [*shown, goes_on.answer, goes_on.second]]
+    assert goes_on.done.is_set()
+    paused = await backend.record(APP, "e-1")
+    assert paused.status is S.PAUSED and paused.pending_calls == ["c2"]
+
+
+async def test_the_entries_read_with_a_pause_record_are_shown_once(backend, pair, goes_on, checks, way):
+    # A worker runs c2: the run goes on past P2, and the entries it read with P2's record
+    # (also handed to it by the stream reader meanwhile) come out once.
+    goes_on.second_job_out = True
+    shown = await _start_and_pause(pair, job_out=True)
+    run = await _follow(backend, pair, way)
+    await asyncio.wait_for(checks.wait(), GUARD)
+    assert not run.done()
+    rest = await _resume_and_complete(pair)
+    assert await run == [event.to_wire() for event in [*shown, goes_on.answer, goes_on.second, *rest]]
 
 
 async def _collect_after(backend: Backend, after: str) -> list[Any]:

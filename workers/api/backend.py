@@ -54,7 +54,7 @@ class Backend:
         self.runtime = Runtime(settings, load_apps=False)
         self._hub: StreamHub | None = None
         self._batcher: TurnBatcher | None = None
-        self._enqueuer: TurnBatcher | None = None
+        self._transactions: TurnBatcher | None = None
 
     async def services(self) -> Services:
         """The Redis services of the server's event loop."""
@@ -78,22 +78,25 @@ class Backend:
             self._batcher = TurnBatcher(services.redis)
         return self._batcher
 
-    async def _enqueue_batcher(self) -> TurnBatcher:
-        """As :meth:`batcher`, for the enqueue transactions (one MULTI/EXEC per turn)."""
-        if self._enqueuer is None or self._enqueuer.loop is not asyncio.get_running_loop():
+    async def transactions(self) -> TurnBatcher:
+        """As :meth:`batcher`, for commands that must run together: one MULTI/EXEC per turn.
+
+        The enqueues; a run's look at its pause (the record, and the entries up to its own).
+        """
+        if self._transactions is None or self._transactions.loop is not asyncio.get_running_loop():
             services = await self.services()
-            self._enqueuer = TurnBatcher(services.redis, transaction=True)
-        return self._enqueuer
+            self._transactions = TurnBatcher(services.redis, transaction=True)
+        return self._transactions
 
     async def aclose(self) -> None:
         """Stop the stream reader (on the server's loop, as it shuts down)."""
         if self._hub is not None:
             hub, self._hub = self._hub, None
             await hub.aclose()
-        for batcher in (self._batcher, self._enqueuer):
+        for batcher in (self._batcher, self._transactions):
             if batcher is not None:
                 await batcher.aclose()
-        self._batcher = self._enqueuer = None
+        self._batcher = self._transactions = None
 
     def close(self) -> None:
         """Close the Redis connections."""
@@ -109,7 +112,7 @@ class Backend:
         """
         # The services with this server's connection cap; the transaction goes with those
         # of the other requests of this turn of the loop.
-        batcher = await self._enqueue_batcher()
+        batcher = await self.transactions()
 
         async def send(queue: Callable[[Any], object]) -> list[Any]:
             if rider is None:

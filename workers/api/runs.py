@@ -10,6 +10,16 @@ runs) can only be seen in Redis (jobs out, answers stored), so a run that pauses
 nothing more for :data:`_FIRST_LOOK_SECONDS` looks once (one round trip), and keeps
 following meanwhile.
 
+A run decides on a pause with that pause's own record, never a later one. The status
+stream's entries carry it (unless large); the live stream's do not, and the record read
+then may be a later pause's: the run went on meanwhile (the call answered, the model's next
+call left to outside), and the reader has not had those entries yet. So the record is read
+together with the entries past those the run has (one transaction, in the round trip that
+read the record alone), and they go out before the run decides on the pause they end with,
+which is the record's own (saved with its status entry in one script). A pause that news
+soon ends reads nothing: the record is read only when the look is due or a call was left
+to outside.
+
 The events go out as the live stream holds them (ADK's wire JSON), with no parse into an
 ``Event`` and back: ``/run``'s body is their JSON joined as it is, never encoded again (each
 is decoded only to leave the user's message out). ``/run``, which answers once the run is
@@ -133,17 +143,19 @@ async def run_items(backend: Backend, record: InvocationRecord, *, partial: bool
                 items, at_end = await watch.read(pause.wait())
             except TimeoutError:  # still paused, and nothing came: look
                 items, at_end = [], True
-            for item in items:
-                if item.kind == "progress":  # a tool's report changes nothing of the pause
-                    continue
-                pause.saw(item)
-                if item.kind == "event":
-                    if _shown(item, partial):
-                        yield item
-                elif item.status is not None and item.status.is_finished:
-                    ended = item
-                    break
-            if at_end and await pause.waits_for_outside(backend, record):
+            shown, ended = _taken(items, pause, partial)
+            for item in shown:
+                yield item
+            if ended is None and at_end and pause.needs_record():
+                # The record as it is now may be a later pause's (the run went on meanwhile):
+                # read with it every entry up to its own status entry, show them, and decide
+                # on the pause it describes.
+                paused, ahead = await _read_on(backend, record, watch)
+                shown, ended = _taken(ahead, pause, partial)
+                for item in shown:
+                    yield item
+                pause.read(paused)
+            if ended is None and at_end and await pause.waits_for_outside(backend):
                 break
     if at_the_end:
         # Read by the stream reader along with the finished status (else, after a pause for
@@ -156,12 +168,39 @@ async def run_items(backend: Backend, record: InvocationRecord, *, partial: bool
         yield RuntimeError(final.error or "the invocation failed")
 
 
+def _taken(items: list[LiveItem], pause: _Pause, partial: bool
+           ) -> tuple[list[LiveItem], LiveItem | None]:
+    """Entries read, told to ``pause``: the events the run shows, and its finished status.
+
+    The status is None if none came; the entries after it are left.
+    """
+    shown: list[LiveItem] = []
+    for item in items:
+        if item.kind == "progress":  # a tool's report changes nothing of the pause
+            continue
+        pause.saw(item)
+        if item.kind == "event":
+            if _shown(item, partial):
+                shown.append(item)
+        elif item.status is not None and item.status.is_finished:
+            return shown, item
+    return shown, None
+
+
 class _Pause:
-    """The pause a run's stream ends with, if it does, and whether it waits for outside."""
+    """The pause a run's stream ends with, if it does, and whether it waits for outside.
+
+    What it waits for is read in the pause's own record, never in a later one: a run that
+    went on meanwhile may be paused on other calls (the first answered, the model's next
+    call left to outside), and the entries up to that later pause not yet shown.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._pause: LiveItem | None = None
+        self._record: InvocationRecord | None = None
+        """The pause's own record: from its status entry (the status stream's carry it,
+        unless large), or read with every entry up to that one (:meth:`read`)."""
         self._look_at: float | None = None
         """When to look in Redis whether the pause waits for outside (loop time); None: no
         look due."""
@@ -177,28 +216,51 @@ class _Pause:
         if item.kind == "waiting":  # says what the pause waits for; ends nothing
             self._left_outside.add(item.call or "")
         elif item.status is InvocationStatus.PAUSED:
-            self._pause, self._look_at = item, self._loop.time() + _FIRST_LOOK_SECONDS
+            self._pause, self._record = item, item.record
+            self._look_at = self._loop.time() + _FIRST_LOOK_SECONDS
         else:
-            self._pause = self._look_at = None
+            self._pause = self._record = self._look_at = None
 
-    async def waits_for_outside(self, backend: Backend, record: InvocationRecord) -> bool:
+    def needs_record(self) -> bool:
+        """At the stream's end: whether deciding on the pause needs its record, not had yet.
+
+        Only once a call was left to outside (its entry may be one of the pause's calls) or
+        the look is due: a pause that a worker's answer soon ends costs no read.
+        """
+        return self._pause is not None and self._record is None and (
+            bool(self._left_outside) or self._look_due())
+
+    def read(self, record: InvocationRecord) -> None:
+        """The record, read with every entry up to its status entry, all of them :meth:`saw`.
+
+        The stream's last status entry then is the record's: the pause's own, if it still
+        stands (an entry that ended it left none).
+        """
+        if self._pause is not None:
+            self._record = record
+
+    async def waits_for_outside(self, backend: Backend) -> bool:
         """At the stream's end: whether the run ends at its pause (the pause waits for outside).
 
         A ``waiting`` entry for one of the pause's calls says so at once. Otherwise, once
         :data:`_FIRST_LOOK_SECONDS` have passed without news, one look in Redis finds a
         call that no worker runs, or a placeholder whose entry came before the place this
         run follows from. After that look every change comes on the stream (an answer's
-        resume, a placeholder's ``waiting`` entry): no look again.
+        resume, a placeholder's ``waiting`` entry): no look again. Decided on the pause's
+        own record only (:meth:`needs_record` says when to read it).
         """
-        if self._pause is None:
+        paused = self._record
+        if self._pause is None or paused is None:
             return False
-        paused = self._pause.record or await backend.record(record.app_name, record.invocation_id)
         if self._left_outside.intersection(paused.pending_calls):
             return True
-        if self._look_at is None or self._loop.time() < self._look_at:
+        if not self._look_due():
             return False
         self._look_at = None
         return await _waits_for_outside(backend, paused)
+
+    def _look_due(self) -> bool:
+        return self._look_at is not None and self._loop.time() >= self._look_at
 
 
 @contextlib.asynccontextmanager
@@ -225,6 +287,29 @@ async def _committed(backend: Backend, record: InvocationRecord) -> list[LiveIte
     entries, = await (await backend.batcher()).run(lambda pipe: pipe.xrange(key))
     return [item for entry_id, fields in entries if fields.get("kind") == "event"
             and (item := LiveItem.parse(entry_id, fields)) is not None]
+
+
+async def _read_on(backend: Backend, record: InvocationRecord, watch: Watch
+                   ) -> tuple[InvocationRecord, list[LiveItem]]:
+    """The invocation's record, and the watched stream's entries past those its follower has.
+
+    Read together (one transaction): the record is saved with its status entry in one
+    script, so the last status among what the follower then has is the record's own. The
+    watch follows on after them (:meth:`Watch.caught_up`).
+    """
+    record_key = keys.invocation(record.app_name, record.invocation_id)
+    start = watch.read_to
+    raw, entries = await (await backend.transactions()).run(
+        lambda pipe: (pipe.hget(record_key, "record"), pipe.xrange(watch.key, start)))
+    # XRANGE's start is inclusive (an exclusive one needs Redis 6.2).
+    entries = [(entry_id, fields) for entry_id, fields in entries if entry_id != start]
+    if entries:
+        watch.caught_up(entries[-1][0])
+    # A record gone (expired) is the 404 Backend.record says.
+    current = (InvocationRecord.model_validate_json(raw) if raw
+               else await backend.record(record.app_name, record.invocation_id))
+    return current, [item for entry_id, fields in entries
+                     if (item := LiveItem.parse(entry_id, fields)) is not None]
 
 
 async def _waits_for_outside(backend: Backend, pause: InvocationRecord) -> bool:

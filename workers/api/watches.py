@@ -118,6 +118,9 @@ class Watch:
         self.last_id = last_id
         """The last entry handed to this watch (``0-0``: none yet)."""
         self.position = position_of(last_id)
+        self.read_to = last_id
+        """The last entry its follower has (handed out by :meth:`read`, or read on its own:
+        :meth:`caught_up`); those after it, up to :attr:`last_id`, wait to be read."""
         self._items: list[LiveItem] = []
         self._at_end = False
         self._end_seen = True
@@ -160,6 +163,17 @@ class Watch:
             self.last_id, self.position = entry_id, position
             self._items = [item for item in self._items if item.position > position]
 
+    def caught_up(self, entry_id: str) -> None:
+        """Its follower read the entries up to ``entry_id`` on its own: follow on after them.
+
+        Those of them handed to the watch meanwhile are dropped, not read twice.
+        """
+        position = position_of(entry_id)
+        self._items = [item for item in self._items if item.position > position]
+        self.read_to = entry_id
+        if position > self.position:
+            self.last_id, self.position = entry_id, position
+
     def fail(self, error: BaseException) -> None:
         """The reader could not read: the next :meth:`read` raises ``error``."""
         self._error = error
@@ -178,6 +192,7 @@ class Watch:
             error, self._error = self._error, None
             raise error
         items, self._items = self._items, []
+        self.read_to = self.last_id
         self._ready.clear()
         self._end_seen = self._at_end
         return items, self._at_end
