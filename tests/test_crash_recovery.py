@@ -9,6 +9,7 @@ exactly once, each agent gives its final answer once.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from contextlib import ExitStack
 from typing import Any
@@ -19,6 +20,7 @@ import redis
 from config import Settings
 from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS
+from tests.support.polling import eventually
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 
 EXPECTED_FINAL = {
@@ -81,6 +83,11 @@ def _doomed_orchestrator(
 def _wait_dead(process: ManagedProcess, timeout: float = 30.0) -> None:
     process.proc.wait(timeout)
     assert process.proc.returncode == -9, process.output()  # killed by its failpoint
+
+
+def _unacked_on(check: redis.Redis, queue: str) -> list[bytes]:
+    """The broker's unacknowledged messages taken from ``queue`` (kombu's ``unacked`` hash)."""
+    return [tag for tag, raw in check.hgetall("unacked").items() if json.loads(raw)[2] == queue]
 
 
 def _assert_answered_once(events, app: str) -> None:
@@ -293,6 +300,34 @@ def test_an_orchestrator_killed_as_it_cancels_is_taken_over(redis_url, failpoint
         answers = [r.response for e in client.events("approval", inv)
                    for r in e.get_function_responses()]
         assert answers == [{"error": "Invocation was cancelled."}]
+
+
+def test_a_cancel_cut_before_its_flag_still_keeps_the_invocations_queued_job_from_running(redis_url):
+    # The orchestrator running the cancel died after queuing the item, before setting the
+    # flag: the heir ended the invocation cancelled from the item, but workers read only the
+    # flag, so the call's job, still queued, ran its tool after the cancel.
+    from tests.apps import PARKED_QUEUE
+
+    url, env, armed = _stack(redis_url, 8, "cancel.queued=kill")
+    with ExitStack() as stack:
+        doomed, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
+        inv = client.enqueue("parked_plain", "u", "after-cancel")
+        assert client.wait("parked_plain", inv, timeout=20).status is InvocationStatus.PAUSED
+        client.cancel("parked_plain", inv)
+        _wait_dead(doomed)
+        heir = start_celery_process("orchestrator", "heir", env)
+        stack.callback(heir.stop)
+        record = client.wait("parked_plain", inv, timeout=40, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.CANCELLED, (record, heir.output())
+
+        # Only now a worker for the job's queue: it takes the job and must skip it.
+        check = redis.Redis.from_url(url)
+        stack.callback(check.close)
+        late = start_celery_process("worker", "late-worker", env, "-Q", PARKED_QUEUE)
+        stack.callback(late.stop)
+        eventually("the job taken and done with", lambda: not check.llen(PARKED_QUEUE)
+                   and not _unacked_on(check, PARKED_QUEUE), timeout=30)
+        assert not check.exists("test:parked:after-cancel"), late.output()  # the tool never ran
 
 
 def test_a_cancel_whose_first_write_meets_redis_away_is_done_not_dropped(redis_url):

@@ -300,6 +300,10 @@ class InvocationService:
         earlier: Session | None,
     ) -> tuple[InvocationRecord, Session | None]:
         """End the invocation cancelled, its open calls sealed (see :mod:`.cancel_seals`)."""
+        # The flag is what workers read (a queued job skipped, a running async tool or branch
+        # stopped, no lost job sent again): set here too, for a cancel whose requester died
+        # between queuing this item and setting it. Setting it again changes nothing.
+        await self.store.request_cancel(record.app_name, record.invocation_id)
         if record.status is not InvocationStatus.QUEUED:  # it ran: it may leave calls open
             if session is None:
                 session = await self._read_session(record, earlier)
