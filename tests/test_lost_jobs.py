@@ -129,6 +129,35 @@ def test_a_worker_killed_mid_tool_is_noticed_without_waiting_for_the_visibility_
         assert check.lrange(runs_key(inv) + ":attempts", 0, -1) == ["1", "2"]  # tools see it
 
 
+def test_a_live_job_on_a_worker_whose_clock_is_behind_is_not_taken_for_lost(redis_url, tmp_path):
+    # Beats were stamped with the worker's clock and judged by the watchdog's: a worker a
+    # minute behind looked silent for a minute from its first beat, its job was sent again
+    # (the tool ran twice) and its attempt counted as a death. Both read Redis's clock now.
+    skew = tmp_path / "skewed"
+    skew.mkdir()
+    (skew / "sitecustomize.py").write_text(
+        "import time\n_real = time.time\ntime.time = lambda: _real() - 60.0  # a minute behind\n")
+    with _stack(redis_url, 10, worker=False) as s:
+        check, client = s.check, s.client
+        env = {**s.env, "PYTHONPATH": f"{skew}:{s.env['PYTHONPATH']}"}
+        behind = start_celery_process("worker", "behind-worker", env)
+        s.stack.callback(behind.stop)
+        inv = client.enqueue("fragile", "u", "go")
+        started = check.blpop([runs_key(inv)], timeout=15)
+        assert started is not None, behind.output()
+
+        # Three silence limits (0.9 s each here) with the tool running and beating: waiting
+        # that long is the behaviour under test (a job taken for lost is sent again at once).
+        time.sleep(3.0)
+        check.lpush(gate_key(inv), "test")
+        record = client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
+
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        assert check.lrange(runs_key(inv) + ":attempts", 0, -1) == ["1"], s.orchestrator.output()
+        assert check.llen(runs_key(inv)) == 0  # no second start (the first was taken above)
+        assert not check.hget(keys.invocation_jobs("fragile", inv), f"k:{started[1].split()[1]}")
+
+
 def _lose_the_parked_job(check: redis.Redis) -> None:
     """Take the job's message out of its queue, as a worker killed right after popping it."""
     _wait_for(lambda: check.llen(PARKED_QUEUE), what="the job in its queue")

@@ -75,7 +75,6 @@ class Heartbeats:
                 running = list(self._running.items())
             if not running:
                 continue
-            now = time.time()
             try:
                 with client.pipeline(transaction=False) as pipe:
                     for _, (job, _) in running:
@@ -85,8 +84,8 @@ class Heartbeats:
                             cancel=keys.cancel_flag(job.app_name, job.invocation_id),
                             results=keys.invocation_results(job.app_name, job.invocation_id),
                             call_id=job.function_call_id, attempt=job.attempt, worker=self._worker,
-                            now=now, member=watch_member(job.app_name, job.invocation_id,
-                                                         job.function_call_id),
+                            member=watch_member(job.app_name, job.invocation_id,
+                                                job.function_call_id),
                             lost_after=self.lost_after), client=pipe)
                     replies = pipe.execute()
             except redis.RedisError as error:  # Redis away: the next beat tries again

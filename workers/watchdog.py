@@ -85,11 +85,11 @@ class JobWatchdog(Periodic):
         self._default_timeout = settings.tool_timeout_seconds
         self._missing_since: dict[str, float] = {}
         """Calls seen neither queued nor claimed, and since when (this orchestrator's view)."""
-        self._seeing_since = time.time()
+        self._seeing_since = 0.0
         """Since when this watchdog reads Redis without failing: silence from before that
         (its start, or the end of an outage, when no worker could beat) is not held
-        against a job."""
-        self._blind = False
+        against a job. Redis's clock, as every time here: set by the first sweep."""
+        self._blind = True
 
     async def run_pass(self) -> None:
         """One sweep (every ``watchdog_interval_seconds``)."""
@@ -100,17 +100,21 @@ class JobWatchdog(Periodic):
         self._blind = True
 
     async def sweep(self, now: float | None = None) -> int:
-        """Look at every call due by ``now``; return how many were dispatched again or ended."""
-        asked = time.time()
-        due = await self._redis.zrangebyscore(
-            self._watch_key, "-inf", asked if now is None else now, start=0, num=_BATCH)
+        """Look at every call due by ``now``; return how many were dispatched again or ended.
+
+        ``now``: Redis's clock by default, which stamps the workers' beats too (a worker or
+        an orchestrator whose own clock is off does not make a live job look silent).
+        """
+        asked = time.monotonic()
         if now is None:
-            now = time.time()
+            seconds, micros = await self._redis.time()
+            now = seconds + micros / 1_000_000
             # A read that waited out a Redis outage (the client retries through a restart),
-            # or one after failed sweeps: Redis is back, and every worker gets its time to
-            # beat again before its silence counts.
-            if self._blind or now - asked > self._interval + 1.0:
+            # the first sweep, or one after failed sweeps: Redis is back, and every worker
+            # gets its time to beat again before its silence counts.
+            if self._blind or time.monotonic() - asked > self._interval + 1.0:
                 self._blind, self._seeing_since = False, now
+        due = await self._redis.zrangebyscore(self._watch_key, "-inf", now, start=0, num=_BATCH)
         acted = 0
         for member in due:
             acted += await self._look(member, now)

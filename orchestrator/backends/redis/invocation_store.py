@@ -215,7 +215,7 @@ class RedisInvocationStore:
             cancel=keys.cancel_flag(app_name, invocation_id),
             results=keys.invocation_results(app_name, invocation_id),
             jobs=keys.invocation_jobs(app_name, invocation_id), watch=self.job_watch_key,
-            call_id=function_call_id, attempt=attempt, worker=worker, now=time.time(),
+            call_id=function_call_id, attempt=attempt, worker=worker,
             branch="1" if branch else "", member=watch_member(app_name, invocation_id, function_call_id),
             lost_after=lost_after, digest=digest))
         return str(verdict)

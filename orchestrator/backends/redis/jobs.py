@@ -124,8 +124,14 @@ return published
 """Journal a job and send it, once per attempt (``publish_job``): 1 if published, else 0."""
 
 # When the watchdog should look at a running job next: when it would be silent too long,
-# or at its deadline (field d:<call id>) if that comes first.
+# or at its deadline (field d:<call id>) if that comes first. A running job's beats are
+# stamped with Redis's clock, which the watchdog reads too: a worker whose own clock is
+# behind is not taken for silent (and its deaths counted) while it beats.
 _NEXT_LOOK = """
+local function redis_now()
+  local clock = redis.call('TIME')
+  return tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+end
 local function next_look(jobs, id, beat, lost_after)
   local at = tonumber(beat) + tonumber(lost_after)
   local deadline = redis.call('HGET', jobs, 'd:' .. id)
@@ -147,7 +153,6 @@ class ClaimJob(Operands):
     call_id: str
     attempt: int
     worker: str
-    now: float
     branch: str
     """'1' for a branch job, else ''."""
     member: str
@@ -173,8 +178,9 @@ if done then
   if branch ~= '1' then return 'waiting' end
   if type(result['events']) == 'table' and #result['events'] > 0 then return 'answered' end
 end
+local now = redis_now()
 redis.call('HSET', jobs, 'r:' .. call_id, cjson.encode({state = 'running',
-  worker = worker, beat = tonumber(now), attempt = tonumber(attempt)}))
+  worker = worker, beat = now, attempt = tonumber(attempt)}))
 redis.call('ZADD', watch, next_look(jobs, call_id, now, lost_after), member)
 return 'run'
 """, functions=[_NEXT_LOOK])
@@ -203,7 +209,6 @@ class Beat(Operands):
     call_id: str
     attempt: int
     worker: str
-    now: float
     member: str
     lost_after: float
 
@@ -214,8 +219,9 @@ if redis.call('EXISTS', cancel) == 1 or redis.call('HEXISTS', results, call_id) 
 end
 local current = redis.call('HGET', jobs, 'a:' .. call_id)
 if current ~= attempt then return 0 end
+local now = redis_now()
 redis.call('HSET', jobs, 'r:' .. call_id, cjson.encode({state = 'running',
-  worker = worker, beat = tonumber(now), attempt = tonumber(attempt)}))
+  worker = worker, beat = now, attempt = tonumber(attempt)}))
 if redis.call('ZSCORE', watch, member) then
   redis.call('ZADD', watch, next_look(jobs, call_id, now, lost_after), member)
 end
