@@ -12,7 +12,7 @@ from typing import Any
 from google.genai import types
 
 from orchestrator import failpoints, platform
-from orchestrator.agents.agent_runs import runs_going_on
+from orchestrator.agents.agent_runs import RunsGoingOn, runs_going_on
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
@@ -270,8 +270,9 @@ class Runner:
         Resumable apps continue from their agents' checkpoints. Other apps can be continued
         when the agent that was running is an LlmAgent reached by transfers only: its step
         is rebuilt from the log (open calls pause it again, calls left unanswered run
-        again, a final answer already committed ends it). A workflow agent without
-        checkpoints cannot be continued: that raises, naming the setting that would.
+        again). If its final answer is committed, no agent is re-entered: only the runs
+        whose after-callbacks are not in the log after that answer end. A workflow agent
+        without checkpoints cannot be continued: that raises, naming the setting that would.
         """
         run_config = run_config or RunConfig()
         if session is None:
@@ -283,7 +284,7 @@ class Runner:
         ctx = self._new_context(session, invocation_id, None, run_config, None)
         ctx.user_content = original_user_content(session, invocation_id)
         ctx.start_recovery()
-        self._take_up_runs(ctx, session, recovering=True)
+        runs = self._take_up_runs(ctx, session, recovering=True)
         # Answers committed last, by a run that stopped before acting on them (a transfer,
         # no summary: see orchestrator.flows.answers_in), are acted on now.
         ctx.hand_answers_in(last_answers(session, invocation_id))
@@ -295,8 +296,12 @@ class Runner:
                 "such invocations."
             )
         writer = session_writer or self.session_service
+        # Its final answer in, an agent's turn is over: calling its model again would answer
+        # twice, running its after-callbacks again would apply their effect twice.
+        answered = runs is not None and runs.answered
         async with contextlib.aclosing(self._run(
-            ctx, session, writer, no_events, lambda: self._run_agent(ctx, session, True, None, writer)
+            ctx, session, writer, no_events,
+            lambda: self._run_agent(ctx, session, True, None, writer, answered=answered),
         )) as events:
             async for event in events:
                 yield event
@@ -371,23 +376,28 @@ class Runner:
         resuming: bool,
         call_event: Event | None,
         writer: SessionWriter | None = None,
+        *,
+        answered: bool = False,
     ) -> AsyncGenerator[Event, None]:
-        """Pick the agent, run it, and commit each non-partial event before yielding it."""
+        """Pick the agent, run it, and commit each non-partial event before yielding it.
+
+        ``answered``: a recovered run whose agent's final answer is in the log re-enters no
+        agent; it only ends the runs it takes up (see ``orchestrator.agents.agent_runs``).
+        """
         writer = writer or self.session_service
-        agent = self._agent_to_run(ctx, session, resuming)
-        if agent is None:
-            return
-        ctx.agent = agent
-        ctx.branch = continued_branch(session, agent, self.agent, call_event)
-        async with contextlib.aclosing(agent.run_async(ctx)) as events:
-            async for event in events:
-                if ctx.is_aborted:
-                    return
-                apply_run_metadata(event, ctx.run_config)
-                event = await process_event(ctx, event)
-                if not event.partial:
-                    await writer.append_event(session, event)
-                yield event
+        agent = None if answered else self._agent_to_run(ctx, session, resuming)
+        if agent is not None:
+            ctx.agent = agent
+            ctx.branch = continued_branch(session, agent, self.agent, call_event)
+            async with contextlib.aclosing(agent.run_async(ctx)) as events:
+                async for event in events:
+                    if ctx.is_aborted:
+                        return
+                    apply_run_metadata(event, ctx.run_config)
+                    event = await process_event(ctx, event)
+                    if not event.partial:
+                        await writer.append_event(session, event)
+                    yield event
         # Agents under way before the pause that this run did not re-enter (they
         # transferred to the agent it continued) end with it, innermost first.
         for name in reversed(ctx.counters.unfinished):
@@ -403,20 +413,22 @@ class Runner:
 
     def _take_up_runs(
         self, ctx: InvocationContext, session: Session, *, recovering: bool = False
-    ) -> None:
-        """Tell ``ctx`` which agents' runs, under way before this run, it takes up.
+    ) -> RunsGoingOn | None:
+        """Tell ``ctx`` which agents' runs, under way before this run, it takes up; return them.
 
         Read from the log before the run commits anything; see
         ``orchestrator.agents.agent_runs``. A recovered run also goes down to the agents it
         takes up; a continued one goes down to the agent its answers are for, so there only
-        agent callbacks care: without any, nothing is read.
+        agent callbacks care: without any, nothing is read (None).
         """
         if not recovering and not (
                 self.plugin_manager.plugins or _has_agent_callbacks(self.agent)):
-            return
-        ctx.take_up_runs(runs_going_on(
+            return None
+        runs = runs_going_on(
             self.agent, session.events, ctx.invocation_id, self._is_resumable,
-            recovering=recovering))
+            recovering=recovering)
+        ctx.take_up_runs(runs)
+        return runs
 
     @property
     def _is_resumable(self) -> bool:

@@ -13,7 +13,15 @@ from typing import Any
 
 from google.genai import types
 
-from orchestrator import App, FunctionTool, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
+from orchestrator import (
+    App,
+    CallbackContext,
+    FunctionTool,
+    LlmAgent,
+    LlmRequest,
+    LongRunningFunctionTool,
+    ToolContext,
+)
 from orchestrator.distributed.transport import QUEUE_METADATA_KEY
 from orchestrator.models.fake import FunctionLlm
 
@@ -365,6 +373,23 @@ tool_branches_app = _resumable("tool_branches", _tool_branches_root())
 
 ALL_APPS += [nested_app, failing_branch_app, tool_branches_app]
 APP_SPECS += ",tests.apps:nested_app,tests.apps:failing_branch_app,tests.apps:tool_branches_app"
+
+# -- after_agent: an agent whose after_agent callback writes state --------------------------
+
+def count_after_runs(callback_context: CallbackContext) -> None:
+    """An after_agent callback with an effect (an audit count): ``after_runs`` + 1 in state."""
+    callback_context.state["after_runs"] = callback_context.state.get("after_runs", 0) + 1
+
+
+chat_after_app = App(name="chat_after", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_chat_model),
+    after_agent_callback=count_after_runs))
+lookup_after_app = App(name="lookup_after", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_lookup_model),
+    tools=[LongRunningFunctionTool(slow_lookup)], after_agent_callback=count_after_runs))
+
+ALL_APPS += [chat_after_app, lookup_after_app]
+APP_SPECS += ",tests.apps:chat_after_app,tests.apps:lookup_after_app"
 
 # -- plugins: apps whose plugins show where each callback runs (tests/apps_plugins.py) -------
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from google.genai import types
 
 from orchestrator import (
     App,
@@ -394,6 +395,81 @@ async def test_a_recovered_resumable_transfer_goes_on_in_the_sub_agent(failpoint
     in_process = await _run(build(False))
     assert _shown(await rt.events(app.name, inv)) == in_process[1]
     assert in_process[1][-3][:2] == ("child", "CHILD")
+
+
+def saying_after(on_workers: bool, resumable: bool) -> App:
+    """An after_agent callback that also says something: an event with content, by the
+    agent, after its final answer."""
+    def sign(callback_context: Any) -> types.Content:
+        after(callback_context)
+        return types.Content(role="model", parts=[types.Part(text="SIGNED")])
+
+    agent = LlmAgent(name="agent", model=ScriptedLlm(responses=[call("plain"), "DONE"]),
+                     tools=[_tool(plain, on_workers)], before_agent_callback=before,
+                     after_agent_callback=sign)
+    return _app(agent, resumable)
+
+
+async def _recovered_after_stop(app: App, failpoint: str) -> tuple[Any, list, dict]:
+    """Run ``app`` with ``failpoint`` armed to fail once (the drain that meets it stops, as
+    if its orchestrator were killed there), then let the next holder recover it."""
+    rt = EmbeddedRuntime(AppRegistry([app]))
+    failpoints.arm(f"{failpoint}=error*1")
+    try:
+        inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+        await _quiet(rt)
+    finally:
+        failpoints.disarm()
+    rec = await rt.status(app.name, inv)
+    assert rec.status is not InvocationStatus.COMPLETED
+    await rt.service.drain((app.name, "u", rec.session_id))  # the next holder recovers it
+    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
+    session = await rt.session_service.get_session(
+        app_name=app.name, user_id="u", session_id=rec.session_id)
+    return (rec.status, rec.error), _shown(await rt.events(app.name, inv)), dict(session.state)
+
+
+@pytest.mark.parametrize("build", [single, transfer, saying_after])
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_run_recovered_after_its_agents_ended_answers_once(build: Callable, resumable: bool):
+    """Everything committed (the final text, then the after_agent callbacks' events, the
+    plugin's and the agent's), the orchestrator stops before saving the record: the run
+    that recovers the invocation calls no model and runs no after-callback again."""
+    recovered = await _recovered_after_stop(build(True, resumable),
+                                            "orchestrator.resume.before_save")
+    in_process = await _run(build(False, resumable))
+    assert recovered == in_process
+    assert in_process[0] == (InvocationStatus.COMPLETED, None)
+
+
+def stopping_in_after(build: Callable[[bool, bool], App], agent_name: str) -> Callable[[bool, bool], App]:
+    """``build``, whose agent ``agent_name`` has an after_agent callback that first meets
+    the failpoint ``after_agent.<agent_name>`` (the plugin's callback ran before it)."""
+    def stopping(on_workers: bool, resumable: bool) -> App:
+        def stop(callback_context: Any) -> None:
+            failpoints.hit(f"after_agent.{agent_name}")
+
+        app = build(on_workers, resumable)
+        agent = app.root_agent.find_agent(agent_name)
+        assert agent is not None
+        agent.after_agent_callback = [stop, after]
+        return app
+    return stopping
+
+
+@pytest.mark.parametrize(("build", "agent_name"), [
+    (single, "agent"),
+    (transfer, "child"),  # the final text committed, no end
+    (transfer, "root"),  # the final text and the child's end committed
+])
+async def test_a_run_recovered_as_its_agents_end_ends_each_once(build: Callable, agent_name: str):
+    """Not resumable: the orchestrator stops in an after_agent callback. The recovered run
+    calls no model and ends each agent whose end is not committed, once, innermost first."""
+    stopping = stopping_in_after(build, agent_name)
+    recovered = await _recovered_after_stop(stopping(True, False), f"after_agent.{agent_name}")
+    in_process = await _run(stopping(False, False))
+    assert recovered == in_process
+    assert in_process[0] == (InvocationStatus.COMPLETED, None)
 
 
 async def _quiet(rt: EmbeddedRuntime) -> None:

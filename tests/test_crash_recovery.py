@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import Counter
 from contextlib import ExitStack
 from typing import Any
@@ -19,7 +20,7 @@ import redis
 
 from config import Settings
 from orchestrator.distributed.models import InvocationStatus
-from tests.apps import APP_SPECS
+from tests.apps import ALL_APPS, APP_SPECS
 from tests.support.polling import eventually
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 
@@ -145,6 +146,54 @@ def test_an_orchestrator_killed_mid_invocation_is_taken_over_and_answers_once(
             record, heir.output())
         assert record.pending_calls == []
         _assert_answered_once(client.events(app, inv), app)
+
+
+async def _in_process(app_name: str, message: str) -> list[Any]:
+    """The events of one invocation of ``app_name`` run in process, nothing killed."""
+    from orchestrator.distributed.embedded import EmbeddedRuntime
+    from orchestrator.distributed.registry import AppRegistry
+
+    rt = EmbeddedRuntime(AppRegistry([app for app in ALL_APPS if app.name == app_name]))
+    inv = await rt.enqueue(app_name=app_name, user_id="u", new_message=message)
+    record = await rt.wait(app_name, inv, timeout=10, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    return await rt.events(app_name, inv)
+
+
+def _answers_and_after_runs(events: list[Any]) -> tuple[list[str], list[int]]:
+    """The agent's texts (the pid a tool ran in left out) and each ``after_runs`` written."""
+    texts = [re.sub(r"pid \d+", "pid N", e.content.parts[0].text) for e in events
+             if e.author != "user" and e.content and e.content.parts and e.content.parts[0].text]
+    return texts, [e.actions.state_delta["after_runs"] for e in events
+                   if "after_runs" in e.actions.state_delta]
+
+
+@pytest.mark.parametrize(("app", "failpoint"), [
+    # No tool: the start commits the reply, then the after_agent callback's state, and dies.
+    ("chat_after", "orchestrator.start.before_save=kill"),
+    # A remote long-running tool: after_agent runs at the pause (as in google-adk) and at the
+    # end of the resume, which commits the answer, the final text and the callback's state,
+    # and dies.
+    ("lookup_after", "orchestrator.resume.before_save=kill"),
+])
+def test_an_orchestrator_killed_after_the_after_agent_callback_answers_once(
+    redis_url, app, failpoint
+):
+    """Not resumable. The heir recovers the invocation from its log: it must not call the
+    model again (a second answer) nor run after_agent again (its effect twice)."""
+    url, env, armed = _stack(redis_url, 8, failpoint)
+    with ExitStack() as stack:
+        doomed, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
+        inv = client.enqueue(app, "u", "find Oslo")
+        _wait_dead(doomed)
+        heir = start_celery_process("orchestrator", "heir", env)
+        stack.callback(heir.stop)
+        record = client.wait(app, inv, timeout=40, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record, heir.output())
+        recovered = _answers_and_after_runs(client.events(app, inv))
+    in_process = _answers_and_after_runs(asyncio.run(_in_process(app, "find Oslo")))
+    assert recovered == in_process
+    assert len(in_process[0]) == 1
 
 
 @pytest.mark.parametrize("failpoint", [

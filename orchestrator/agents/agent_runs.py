@@ -32,6 +32,12 @@ transferred is not re-entered).
 A tool's calls count as work for workers when the calling agent declares the tool itself
 and it is not long-running: a toolset's tools are listed per invocation, so the pause for
 one of them ends the runs of the agents waiting, as a long-running one does.
+
+A run recovered after its orchestrator stopped may find, in a non-resumable app, that the
+agent it was going down to had given its final answer: its turn is over (its model must
+not be called again), and what was left were the after-callbacks of the runs under way.
+They end innermost first, each committing at most one event, so the events after the
+answer tell which runs ended; the recovered run ends only the others.
 """
 
 from __future__ import annotations
@@ -58,6 +64,10 @@ class RunsGoingOn:
     unfinished: list[str] = field(default_factory=list)
     """Not re-entered (outermost first): their after-callbacks run when the run ends,
     unless they still wait for workers then."""
+    answered: bool = False
+    """Recovering a non-resumable app: the log holds the final answer of the agent the run
+    was going down to. No agent is re-entered; ``unfinished`` are the runs under way whose
+    after-callbacks the log does not show committed after that answer."""
 
 
 def answered_by_workers(root: BaseAgent, entry: CallEntry) -> bool:
@@ -106,6 +116,8 @@ def runs_going_on(
     continued run takes up with it.
     """
     runs = _RunStack(root, events, invocation_id, resumable)
+    if recovering and not resumable and (unfinished := runs.unfinished_after_answer()) is not None:
+        return RunsGoingOn(unfinished=unfinished, answered=True)
     names = _waiting(root, events, invocation_id, runs)
     if recovering and (current := runs.current()) is not None:
         under_way = runs.taken_up_with(current)
@@ -208,6 +220,34 @@ class _RunStack:
             return agent.name if agent is not None else None
         return None
 
+    def unfinished_after_answer(self) -> list[str] | None:
+        """If the current run's innermost agent gave its final answer: the runs not ended.
+
+        Non-resumable apps. The runs under way (outermost first) whose ends the events
+        after that answer do not show; None if there is no such answer, or the events after
+        it are not ends of those runs (then the run is not over: nothing is claimed).
+        """
+        from orchestrator.agents.llm_agent import LlmAgent
+
+        stack = self._transfers()
+        if not stack or not isinstance(self._root.find_agent(stack[-1]), LlmAgent):
+            return None  # only an LlmAgent's turn ends at its final answer
+        answer = _final_answer_at(self._since_start, stack[-1])
+        if answer is None:
+            return None
+        under_way = self.taken_up_with(stack[-1])
+        # Each end commits at most one event (the plugins' and the agent's callbacks
+        # together), innermost run first: each event is the end of the innermost run not
+        # ended yet that is its author's. A run whose callbacks left nothing is passed over.
+        ended_from = len(under_way)
+        for event in self._since_start[answer + 1:]:
+            found = next((i for i in range(ended_from - 1, -1, -1)
+                          if under_way[i] == event.author), None)
+            if found is None:
+                return None
+            ended_from = found
+        return under_way[:ended_from]
+
     def _transfers(self) -> list[str]:
         """The agents of the current run, outermost first.
 
@@ -222,6 +262,24 @@ class _RunStack:
             if target and event.author == stack[-1] and target != stack[-1]:
                 stack.append(target)
         return stack
+
+
+def _final_answer_at(events: list[Event], name: str) -> int | None:
+    """Where in ``events`` agent ``name`` gave its final answer, if it did.
+
+    Its first final text after its last call or answer: the model's (the agent's turn
+    ended there). Its after-callback's content, which can follow it, reads the same, but
+    comes later.
+    """
+    at = None
+    for i, event in enumerate(events):
+        if event.author != name:
+            continue
+        if event.get_function_calls() or event.get_function_responses():
+            at = None
+        elif at is None and event.content is not None and event.is_final_response():
+            at = i
+    return at
 
 
 def _only_answers(event: Event) -> bool:
