@@ -4,7 +4,9 @@
 releases it (or a bounded timeout passes), so a test can watch the call while it is running.
 ``fragile``: the same report and wait, after recording which worker process started it, so a
 test can kill that worker mid-call and see the job run again elsewhere. ``slow``: an async
-tool that waits 30 s, so a test can cancel its invocation while it runs.
+tool that waits 30 s, so a test can cancel its invocation while it runs. ``export_fan``: a
+ParallelAgent whose branch's long-running tool is pending on its first run and done on the
+next, for two runs of one branch job that differ.
 The gate is a Redis list: the test pushes to :func:`gate_key` of the invocation, the tool
 pops it with BLPOP. The model is a stateless function of the request, like tests/apps.py.
 """
@@ -18,8 +20,9 @@ from google.genai import types
 
 from config import get_settings
 from orchestrator import App, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
+from orchestrator.apps.app import ResumabilityConfig
 from orchestrator.models.fake import FunctionLlm
-from tests.apps import function_responses, last_user_text
+from tests.apps import _branch_model, _summary_model, function_responses, last_user_text
 
 GATE_TIMEOUT_SECONDS = 15
 """The longest a gated tool waits for its release before answering ``released: False``."""
@@ -117,4 +120,46 @@ slow_app = App(name="slow", root_agent=LlmAgent(
     name="agent", model=FunctionLlm(record_requests=False, fn=_slow_model),
     tools=[LongRunningFunctionTool(long_wait)]))
 
+# -- export_fan: a branch whose long-running tool is pending on one run, done on the next ----
+
+EXPORT_RUNS: dict[str, int] = {}
+"""How often :func:`check_export` ran, by invocation id, in this process."""
+
+
+def check_export(export: str, tool_context: ToolContext) -> dict[str, Any] | None:
+    """Start an export and say nothing yet (pending); a later run finds it done.
+
+    An idempotent long-running tool, as a real one would be: two runs of one branch job (a
+    copy delivered again while the first ran) differ, the first pausing, the second ending.
+    Counted in the process that runs it: the test runs both runs itself.
+    """
+    runs = EXPORT_RUNS[tool_context.invocation_id] = EXPORT_RUNS.get(tool_context.invocation_id, 0) + 1
+    return None if runs == 1 else {"export": export, "done": True}
+
+
+def _export_model(request: LlmRequest) -> Any:
+    answers = function_responses(request)
+    if not answers:
+        return types.Part(function_call=types.FunctionCall(name="check_export", args={"export": "report"}))
+    return f"x heard {answers[-1].response}"
+
+
+def _export_fan_root() -> Any:
+    from orchestrator import ParallelAgent, SequentialAgent
+
+    fan = ParallelAgent(name="fan", sub_agents=[
+        LlmAgent(name="x", model=FunctionLlm(record_requests=False, fn=_export_model),
+                 tools=[LongRunningFunctionTool(check_export)]),
+        LlmAgent(name="y", model=_branch_model("y")),
+    ])
+    return SequentialAgent(name="pipeline", sub_agents=[
+        fan, LlmAgent(name="after", model=FunctionLlm(record_requests=False, fn=_summary_model)),
+    ])
+
+
+export_fan_app = App(name="export_fan", root_agent=_export_fan_root(),
+                     resumability_config=ResumabilityConfig(is_resumable=True))
+
 APP_SPECS = "tests.apps_extra:gated_app,tests.apps_extra:fragile_app,tests.apps_extra:slow_app"
+EXPORT_FAN_SPEC = "tests.apps_extra:export_fan_app"
+"""Only the lost-job tests load it (its counter is this process's: see :func:`check_export`)."""

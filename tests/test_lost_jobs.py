@@ -21,20 +21,24 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
 from config import Settings
+from orchestrator.backends.memory.stores import InMemoryInvocationStore
 from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.jobs import dispatched_job, job_digest, watch_member
 from orchestrator.distributed.executor import execute_agent_job
 from orchestrator.distributed.hand_back import deliver_result
-from orchestrator.distributed.models import AgentJob, InvocationStatus
+from orchestrator.distributed.models import AgentJob, InvocationStatus, ToolResult
+from orchestrator.flows.contents import RUN_BRANCH
 from tests.apps import APP_SPECS, PARKED_QUEUE
 from tests.apps_extra import APP_SPECS as EXTRA_SPECS
-from tests.apps_extra import gate_key, runs_key
+from tests.apps_extra import EXPORT_FAN_SPEC, gate_key, runs_key
 from tests.support.polling import eventually
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 
-SPECS = f"{APP_SPECS},{EXTRA_SPECS}"
+SPECS = f"{APP_SPECS},{EXTRA_SPECS},{EXPORT_FAN_SPEC}"
 FAST_WATCH = {"job_heartbeat_seconds": "0.3", "job_lost_after_seconds": "1",
               "watchdog_interval_seconds": "0.2", "lease_retry_seconds": "0.2"}
 
@@ -336,6 +340,108 @@ def test_two_runs_of_one_branch_job_commit_one_turn(redis_url):
                  if e.author == "x" and e.get_function_calls()]
         assert len(turns) == 1
         assert sorted(record.pending_tools.values()).count("ask_human") == 1
+
+
+def test_a_second_run_that_ends_a_branch_its_first_run_paused_is_not_committed(redis_url):
+    """Two runs of x's branch job are claimed (a copy delivered again while the first ran,
+    or sent again by the watchdog while it was slow): the first pauses on its long-running
+    tool (the export starts), the second finds the export done and ends the branch. The
+    first stored turn is the branch's: users see x's call once, the invocation waits on that
+    call (not paused falsely after a final answer), and its answer ends it with one final
+    answer, x's branch continued from that turn."""
+    from workers.runtime import Runtime
+
+    app = "export_fan"
+    with _stack(redis_url, 6, worker=False) as s:  # the test runs the branch jobs itself
+        inv = s.client.enqueue(app, "u", "go")
+        record = s.client.wait(app, inv, timeout=20)
+        jobs = keys.invocation_jobs(app, inv)
+        sent = {cid: dispatched_job(json.loads(s.check.hget(jobs, f"c:{cid}")))
+                for cid in record.pending_calls}
+        [(x_id, x_sent)] = [(cid, job) for cid, job in sent.items() if job["agent_name"] == "x"]
+        [y_sent] = [job for job in sent.values() if job["agent_name"] == "y"]
+        runtime = Runtime(Settings(redis_url=s.url, apps=SPECS))
+        s.stack.callback(runtime.close)
+        key = (app, "u", record.session_id)
+
+        async def claim_twice() -> list[str]:
+            services = await runtime.services()
+            return [await services.store.claim_job(
+                app, inv, x_id, attempt=1, worker=worker, branch=True, lost_after=15.0,
+                digest=job_digest(x_sent)) for worker in ("w-a:1", "w-b:2")]
+
+        async def run(raw: dict[str, Any]) -> tuple[Any, Any]:
+            services = await runtime.services()
+            result = await execute_agent_job(AgentJob.model_validate(raw), services.registry,
+                                             artifact_service=services.artifacts)
+            return result, await deliver_result(services.store, services.queue, app, inv,
+                                                result, key=key)
+
+        def x_turns() -> list[Any]:
+            return [e for e in s.client.events(app, inv) if e.author == "x" and e.get_function_calls()]
+
+        assert runtime.run(claim_twice()) == ["run", "run"]
+        first, stored = runtime.run(run(x_sent))
+        assert first.response is None and stored is not None  # paused: its turn is stored
+        _wait_for(x_turns, what="x's turn")  # and committed, before the second run ends
+        second, stored = runtime.run(run(x_sent))
+        assert second.response == {"status": "completed"} and stored is None  # refused
+        runtime.run(run(y_sent))
+        _wait_for(lambda: any(e.author == "y" for e in s.client.events(app, inv)), what="y")
+        record = s.client.wait(app, inv, timeout=20)
+        turns = x_turns()
+        assert len(turns) == 1, f"x's turn committed {len(turns)} times"
+        [export_id] = [c.id for c in turns[0].get_function_calls()]
+        assert record.status is InvocationStatus.PAUSED
+        assert record.pending_tools == {x_id: "adk_celery_run_branch", export_id: "check_export"}
+        assert not any(e.author == "after" for e in s.client.events(app, inv))
+
+        s.client.answer(app, inv, export_id, {"export": "report", "done": True})
+        record = s.client.wait(app, inv, timeout=20, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        assert record.pending_calls == []
+        events = s.client.events(app, inv)
+        assert len(x_turns()) == 1
+        heard = [p.text for e in events if e.author == "x" and e.content
+                 for p in e.content.parts or [] if p.text]
+        assert heard == ["x heard {'export': 'report', 'done': True}"]
+        finals = [e for e in events if e.author == "after" and e.content and e.content.parts]
+        assert len(finals) == 1
+        branch_answers = [r.id for e in events for r in e.get_function_responses()
+                          if r.name == "adk_celery_run_branch"]
+        assert sorted(branch_answers) == sorted(sent)  # each branch answered once
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request):
+    if request.param == "memory":
+        yield InMemoryInvocationStore()
+        return
+    client = aioredis.Redis.from_url(request.getfixturevalue("redis_url"), decode_responses=True)
+    await client.flushdb()
+    yield RedisInvocationStore(client)
+    await client.aclose()
+
+
+async def test_a_paused_branch_turn_is_the_only_result_its_call_keeps(store):
+    """Both stores: once a branch's paused turn is in, no other result of its call is stored
+    (another run's turn, its end, an error); a tool's pending placeholder still gives way to
+    its answer."""
+    def turn(text: str, response: dict[str, Any] | None = None) -> ToolResult:
+        return ToolResult(function_call_id="b1", tool_name=RUN_BRANCH, response=response,
+                          events=[{"id": text, "author": "x", "invocation_id": "e-1"}])
+
+    assert await store.put_result("app", "e-1", turn("first"))
+    assert not await store.put_result("app", "e-1", turn("second"))
+    assert not await store.put_result("app", "e-1", turn("ended", {"status": "completed"}))
+    assert not await store.put_result("app", "e-1", ToolResult(
+        function_call_id="b1", tool_name=RUN_BRANCH, response={"error": "lost"}, error="lost"))
+    assert (await store.results("app", "e-1"))["b1"].events[0]["id"] == "first"
+
+    assert await store.put_result("app", "e-1", ToolResult(function_call_id="t1", tool_name="tool"))
+    assert await store.put_result("app", "e-1", ToolResult(
+        function_call_id="t1", tool_name="tool", response={"ok": True}))
+    assert (await store.results("app", "e-1"))["t1"].response == {"ok": True}
 
 
 def test_without_fast_publish_a_job_waiting_in_its_queue_is_not_taken_for_lost(redis_url):

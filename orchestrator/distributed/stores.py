@@ -44,7 +44,11 @@ class InvocationStore(Protocol):
         ...
 
     async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
-        """Store a call's result unless a final one exists (first final writer wins)."""
+        """Store a call's result unless a final one or a paused branch's turn is there.
+
+        First final writer wins; a branch's paused turn (its events, no response) is final
+        for its call, whose answer the orchestrator makes itself. False: nothing stored.
+        """
         ...
 
     async def results(self, app_name: str, invocation_id: str) -> dict[str, ToolResult]:

@@ -62,10 +62,14 @@ class InMemoryInvocationStore:
                 condition.notify_all()
 
     async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
-        """First final result wins."""
+        """First final result wins, and so does a paused branch's turn (as on Redis).
+
+        A paused branch is continued by the orchestrator, which answers its call with an
+        event: any other result for that call is another run of its job, never committed.
+        """
         results = self._results.setdefault((app_name, invocation_id), {})
         existing = results.get(result.function_call_id)
-        if existing is not None and existing.response is not None:
+        if existing is not None and (existing.response is not None or existing.events):
             return False
         results[result.function_call_id] = result
         return True

@@ -276,7 +276,7 @@ class RedisInvocationStore:
         return await list_invocations(self._redis, query)
 
     async def put_result(self, app_name: str, invocation_id: str, result: ToolResult) -> bool:
-        """First final result wins (a pending placeholder can be replaced).
+        """First final result wins, and so does a paused branch's turn (see :mod:`.lua_functions`).
 
         A pending placeholder (the tool left its call to an answer from outside) also puts a
         ``waiting`` entry on the invocation's live and status streams, in the same script

@@ -146,22 +146,23 @@ over :data:`STATUS_ENTRY_RECORD_MAX` bytes; ``keys.invocation_record_keys`` name
 keys); file it in the lists of invocations (:data:`LUA_INDEX_RECORD`) in the same step."""
 
 LUA_PUT_RESULT = """
-local function result_refused(results, call_id, result)
+local function result_refused(results, call_id)
   local existing = redis.call('HGET', results, call_id)
   if existing then
     local decoded = cjson.decode(existing)
     if decoded['response'] ~= nil and decoded['response'] ~= cjson.null then return true end
-    if type(decoded['events']) == 'table' and #decoded['events'] > 0 then
-      -- A paused branch's turn is in: another run of that branch (a copy of its job
-      -- delivered again) may end it, not replace it with a second turn.
-      local new = cjson.decode(result)
-      if new['response'] == nil or new['response'] == cjson.null then return true end
-    end
+    -- A paused branch's turn (its events, no response) is the branch's run: its own calls
+    -- wait for answers, and once they come the orchestrator continues the branch itself and
+    -- answers this call with an event, never with a stored result. So any other result
+    -- for the call is another run of the same job (a copy delivered again, claimed while
+    -- the first still ran), paused or ended: its events (new ids) would be committed beside
+    -- the first turn's, whose calls would stay open. The first stored turn wins.
+    if type(decoded['events']) == 'table' and #decoded['events'] > 0 then return true end
   end
   return false
 end
 local function put_result(results, watch, jobs, call_id, result, ttl, member, final)
-  if result_refused(results, call_id, result) then return false end
+  if result_refused(results, call_id) then return false end
   redis.call('HSET', results, call_id, result)
   redis.call('EXPIRE', results, ttl)
   redis.call('ZREM', watch, member)
@@ -173,10 +174,11 @@ local function put_result(results, watch, jobs, call_id, result, ttl, member, fi
   return true
 end
 """
-"""``result_refused(results, call_id, result)``: true if ``put_result`` would not store it.
+"""``result_refused(results, call_id)``: true if ``put_result`` would store no result for
+the call (whatever the result).
 ``put_result(results, watch, jobs, call_id, result, ttl, member, final)``: store a call's
 result in the invocation's results hash unless a final one is there, or a paused branch's
-and this one is not final (then false, nothing written; a pending placeholder may be
-replaced), and end the watchdog's watch over the call (its ``member`` of the job watch index
-``watch``); a ``final`` ('1') result also drops the call's dispatch from the jobs hash
-``jobs`` (field ``c:<call id>``, see :mod:`.jobs`)."""
+turn (then false, nothing written; a tool's pending placeholder may be replaced), and end
+the watchdog's watch over the call (its ``member`` of the job watch index ``watch``); a
+``final`` ('1') result also drops the call's dispatch from the jobs hash ``jobs`` (field
+``c:<call id>``, see :mod:`.jobs`)."""

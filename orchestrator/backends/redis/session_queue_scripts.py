@@ -138,7 +138,7 @@ local fresh = {}
 for i = 0, call_ids_count - 1 do
   local call_id, answer = ARGV[call_ids_first + i], ARGV[answers_first + i]
   if redis.call('HGET', results, call_id) ~= answer then
-    if result_refused(results, call_id, answer) then return call_id end
+    if result_refused(results, call_id) then return call_id end
     fresh[#fresh + 1] = i
   end
 end
