@@ -168,6 +168,10 @@ class Settings(BaseSettings):
     """How long ``adk-celery api`` waits for a request's body once its headers are in before
     answering 408 and closing the connection; 0: no limit. Neither timeout counts the time a
     response takes."""
+    api_send_timeout_seconds: float = Field(default=60.0, ge=0)
+    """How long a response of ``adk-celery api`` may wait for its client to read it (the
+    connection's send buffer full) before the connection is closed; 0: no limit. A client
+    that reads, however slowly the response streams, is never cut."""
     api_max_connections: int = Field(default=1000, ge=0)
     """Most connections ``adk-celery api`` serves at once (each open SSE follow or ``/run``
     holds one): a request arriving on one more is answered 503 and its connection closed

@@ -38,11 +38,12 @@ TRICKLE = 0.1
 
 @pytest.fixture(scope="module")
 def timed(redis_url) -> Iterator[tuple[str, str]]:
-    """An api with both deadlines at TIMEOUT, and an orchestrator: (address, base URL)."""
+    """An api with its three deadlines at TIMEOUT, and an orchestrator: (address, base URL)."""
     url = redis_url.rsplit("/", 1)[0] + "/11"
     redis.Redis.from_url(url).flushdb()
     env = stack_env(url, APP_SPECS, lease_retry_seconds="0.2",
-                    api_header_timeout_seconds=str(TIMEOUT), api_body_timeout_seconds=str(TIMEOUT))
+                    api_header_timeout_seconds=str(TIMEOUT), api_body_timeout_seconds=str(TIMEOUT),
+                    api_send_timeout_seconds=str(TIMEOUT))
     orchestrator = ManagedProcess("slow-orch", celery_argv("orchestrator", "slow-orch"), env)
     try:
         api, base = start_api(env)  # while the orchestrator starts
@@ -220,6 +221,49 @@ def test_requests_and_a_stream_longer_than_the_timeouts_are_served(timed):
     for sock in runs:  # then idle: closed a deadline after its response
         assert _until_closed(sock) == b""
         sock.close()
+
+
+def _unread(address: str) -> socket.socket:
+    """A connection whose client reads little at a time (a small receive buffer)."""
+    host, port = address.rsplit(":", 1)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(GUARD)
+    sock.connect((host, int(port)))
+    return sock
+
+
+def test_requests_pipelined_without_reading_the_answers_close_the_connection(timed):
+    # uvicorn queued every request of each read and read again after each response: one
+    # connection sending requests and never reading made the server hold hundreds of MB.
+    address, _ = timed
+    sock = _unread(address)
+    sock.setblocking(False)
+    pending = GET * 200
+    deadline = time.monotonic() + GUARD
+    while pending and time.monotonic() < deadline:
+        try:
+            pending = pending[sock.send(pending):]
+        except BlockingIOError:
+            select.select([], [sock], [], 0.05)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+    sock.setblocking(True)
+    received = _until_closed(sock)
+    assert received.count(b"HTTP/1.1 200 ") < 200, "every pipelined request was answered"
+
+
+def test_a_response_its_client_does_not_read_is_cut_after_the_send_timeout(timed):
+    address, base = timed
+    big = httpx.post(f"{base}/apps/chat/users/u/sessions",
+                     json={"state": {"big": "x" * 1_500_000}}, timeout=GUARD)
+    assert big.status_code == 200, big.text
+    sock = _unread(address)
+    request = f"GET /apps/chat/users/u/sessions/{big.json()['id']} HTTP/1.1\r\n".encode()
+    sock.sendall((request + b"host: 127.0.0.1\r\n\r\n") * 6)  # 9 MB: more than both buffers
+    time.sleep(TIMEOUT * 4)  # not reading: the time under test
+    received = _until_closed(sock)
+    assert received.count(b"HTTP/1.1 200 ") < 6, "all the answers were kept for a client not reading"
 
 
 def test_zero_turns_both_timeouts_off(untimed):

@@ -147,7 +147,8 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
                 access_log=settings.api_access_log if access_log is None else access_log,
                 http=protocol_class(settings.api_max_header_bytes,
                                     header_timeout=settings.api_header_timeout_seconds,
-                                    body_timeout=settings.api_body_timeout_seconds),
+                                    body_timeout=settings.api_body_timeout_seconds,
+                                    send_timeout=settings.api_send_timeout_seconds),
                 # uvicorn's own cap, used if it serves with h11 (httptools missing)
                 h11_max_incomplete_event_size=settings.api_max_header_bytes or None,
                 # uvicorn answers 503 to a request when as many connections as its limit are

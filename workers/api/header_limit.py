@@ -27,8 +27,18 @@ is uvicorn's ``HttpToolsProtocol`` that
   closes if the request was answered already.
 
 The time a response takes is never counted: no deadline runs while a response is being
-sent, however long it streams (a ``/run``, an SSE follow). Each limit is switched off by 0;
-with all three off, uvicorn's own protocol serves.
+sent, however long it streams (a ``/run``, an SSE follow), as long as the client reads it.
+Two more limits close a connection whose client makes the server hold what it does not take:
+
+- more than :data:`MAX_PIPELINED` requests waiting behind the one being answered (HTTP/1.1
+  pipelining): uvicorn queues every complete request of each read, and reads again each
+  time a response is done, so a client that sends requests without reading the answers
+  made it hold hundreds of megabytes per connection, before any token was checked;
+- a response that could not be written for ``ADK_CELERY_API_SEND_TIMEOUT_SECONDS``: the
+  client stopped reading (the transport's buffer stayed over its high-water mark).
+
+Each limit is switched off by 0 (the pipelining cap comes with any of them); with all four
+off, uvicorn's own protocol serves.
 
 The uvicorn internals used (:data:`UVICORN_INTERNALS`) are checked by
 :func:`internals_present`; :func:`protocol_class` falls back to uvicorn's own protocol (with
@@ -54,14 +64,20 @@ UVICORN_INTERNALS: dict[str, tuple[str, ...]] = {
     "on_headers_complete": (),
     "on_message_complete": (),
     "on_response_complete": (),
+    "pause_writing": (),
+    "resume_writing": (),
 }
 """Each method of uvicorn's ``HttpToolsProtocol`` overridden, with the parameters it takes.
 
 ``on_message_begin``, ``on_headers_complete`` and ``on_message_complete`` are httptools'
 parser callbacks, which its parser looks up on the protocol (so the overrides are what it
 calls); ``on_response_complete`` is what uvicorn's request cycle calls once a response is
-all written (see :func:`internals_present` for the attributes read).
+all written (see :func:`internals_present` for the attributes read); ``pause_writing`` and
+``resume_writing`` are asyncio's flow control, which uvicorn passes on to its cycles.
 """
+
+MAX_PIPELINED = 16
+"""Requests a connection may have waiting behind the one being answered; past it, closed."""
 
 
 def _answer(status: bytes, text: bytes) -> bytes:
@@ -75,6 +91,7 @@ def _answer(status: bytes, text: bytes) -> bytes:
 
 
 _REFUSAL = _answer(b"431 Request Header Fields Too Large", b"Request header fields too large.")
+_NOT_NOW = _answer(b"503 Service Unavailable", b"Too many pipelined requests.")
 _TIMED_OUT = _answer(b"408 Request Timeout", b"Request not received in time.")
 
 
@@ -128,6 +145,9 @@ class _RequestLimits:
     """Seconds a request's line and headers may take to arrive; 0: no limit."""
     body_timeout = 0.0
     """Seconds a request's body may take to arrive once its headers have; 0: no limit."""
+    send_timeout = 0.0
+    """Seconds a response may wait for its client to read before the connection is closed;
+    0: no limit."""
     _adk_header_bytes: int | None = 0
     """Bytes read of the current request's line and headers; None while reading a body."""
     _adk_head_begun = False
@@ -136,6 +156,8 @@ class _RequestLimits:
     """The latest request's headers have arrived and not all of its body."""
     _adk_deadline: asyncio.TimerHandle | None = None
     """The deadline running, of a request's head or of its body (never both at once)."""
+    _adk_send_deadline: asyncio.TimerHandle | None = None
+    """The deadline of a response its client does not read (while writing is paused)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         # Kept here: the refusals need only asyncio's transport, not uvicorn's attributes.
@@ -146,7 +168,18 @@ class _RequestLimits:
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._adk_disarm()
+        self._adk_send_disarm()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.send_timeout and self._adk_send_deadline is None:
+            self._adk_send_deadline = self._adk_loop.call_later(self.send_timeout,
+                                                                self._adk_send_late)
+
+    def resume_writing(self) -> None:
+        self._adk_send_disarm()
+        super().resume_writing()
 
     def data_received(self, data: bytes) -> None:
         counted = self._adk_header_bytes
@@ -189,12 +222,20 @@ class _RequestLimits:
         super().on_message_begin()
 
     def on_headers_complete(self) -> None:
+        if self._adk_transport.is_closing():
+            return  # hung up (the rest of the read is parsed still): no request taken
         self._adk_header_bytes = None
         self._adk_head_begun = False
         self._adk_disarm()  # the head's deadline
         # Read before uvicorn replaces it: is a response of this connection being sent?
         idle = self.cycle is None or self.cycle.response_complete
         super().on_headers_complete()
+        if len(self.pipeline) > MAX_PIPELINED:
+            logger.warning("More than %d pipelined requests waiting on one connection: closed.",
+                           MAX_PIPELINED)
+            self.pipeline.clear()  # never started: nothing of them is held any more
+            self._adk_hang_up(_NOT_NOW if idle else None)
+            return
         if self.parser.should_upgrade():  # the connection may be handed to a WebSocket
             return
         self._adk_body_due = True
@@ -253,6 +294,19 @@ class _RequestLimits:
                        "connection closed" if answered else "answered 408")
         self._adk_hang_up(None if answered else _TIMED_OUT)
 
+    def _adk_send_disarm(self) -> None:
+        if self._adk_send_deadline is not None:
+            self._adk_send_deadline.cancel()
+            self._adk_send_deadline = None
+
+    def _adk_send_late(self) -> None:
+        self._adk_send_deadline = None
+        logger.warning("A response not read by its client for %g s: connection closed.",
+                       self.send_timeout)
+        transport = self._adk_transport
+        if not transport.is_closing() and transport.get_protocol() is self:
+            transport.abort()  # what is still buffered would never be read
+
     def _adk_hang_up(self, answer: bytes | None) -> None:
         transport = self._adk_transport
         if transport.is_closing() or transport.get_protocol() is not self:  # a WebSocket's now
@@ -271,28 +325,32 @@ def _define() -> type[asyncio.Protocol]:
 
 
 def protocol_class(max_header_bytes: int, header_timeout: float = 0.0,
-                   body_timeout: float = 0.0) -> type[asyncio.Protocol] | str:
+                   body_timeout: float = 0.0, send_timeout: float = 0.0
+                   ) -> type[asyncio.Protocol] | str:
     """What to pass uvicorn as ``http=``: a protocol with the limits of this module.
 
-    It caps a request's line and headers at ``max_header_bytes`` and times out requests whose
-    head (``header_timeout``) or body (``body_timeout``) is slow to arrive, in seconds.
+    It caps a request's line and headers at ``max_header_bytes`` and the requests pipelined
+    on a connection at :data:`MAX_PIPELINED`, times out requests whose head
+    (``header_timeout``) or body (``body_timeout``) is slow to arrive, and responses whose
+    client does not read them (``send_timeout``), in seconds.
 
-    All three 0: ``"auto"``, uvicorn's own choice, without limits. ``"auto"`` too, with a
+    All four 0: ``"auto"``, uvicorn's own choice, without limits. ``"auto"`` too, with a
     warning, when uvicorn's httptools protocol is missing or changed (see
     :func:`internals_present`).
     """
-    if max_header_bytes <= 0 and header_timeout <= 0 and body_timeout <= 0:
+    if max_header_bytes <= 0 and header_timeout <= 0 and body_timeout <= 0 and send_timeout <= 0:
         return "auto"
     if not internals_present():
         missing = []
         if max_header_bytes > 0:
             missing.append("request headers are not limited (ADK_CELERY_API_MAX_HEADER_BYTES)")
-        if header_timeout > 0 or body_timeout > 0:
-            missing.append("slow requests are not timed out (ADK_CELERY_API_HEADER_TIMEOUT_SECONDS, "
-                           "ADK_CELERY_API_BODY_TIMEOUT_SECONDS)")
+        if header_timeout > 0 or body_timeout > 0 or send_timeout > 0:
+            missing.append("slow requests and unread responses are not timed out "
+                           "(ADK_CELERY_API_HEADER_TIMEOUT_SECONDS, ADK_CELERY_API_BODY_TIMEOUT_SECONDS, "
+                           "ADK_CELERY_API_SEND_TIMEOUT_SECONDS), nor pipelining capped")
         logger.warning("uvicorn's httptools protocol is missing or not as expected: %s; see "
                        "workers/api/header_limit.py", "; ".join(missing))
         return "auto"
     return type("HeaderLimitProtocol", (_define(),), {
         "max_header_bytes": max(max_header_bytes, 0), "header_timeout": max(header_timeout, 0.0),
-        "body_timeout": max(body_timeout, 0.0)})
+        "body_timeout": max(body_timeout, 0.0), "send_timeout": max(send_timeout, 0.0)})
