@@ -2,7 +2,9 @@
 not all arrived ``ADK_CELERY_API_HEADER_TIMEOUT_SECONDS`` after it opened (or after the
 previous response on it) is closed, 408 if part of a request came; a body not all in
 ``ADK_CELERY_API_BODY_TIMEOUT_SECONDS`` after its headers is a 408; a response is never cut,
-however long it streams; 0 turns each off; ``ADK_CELERY_API_MAX_CONNECTIONS`` caps the
+however long it streams, while its client reads it; one left unread
+``ADK_CELERY_API_SEND_TIMEOUT_SECONDS`` is, and so is a connection with more than 16 requests
+pipelined; 0 turns each timeout off; ``ADK_CELERY_API_MAX_CONNECTIONS`` caps the
 connections served at once (503 past it).
 
 Real ``adk-celery api`` processes (uvicorn with httptools) and an orchestrator over a real
