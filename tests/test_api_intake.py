@@ -76,6 +76,31 @@ async def test_enqueue_routes_refuse_what_run_refuses_and_keep_nothing(http, red
     assert taken.status_code == 202 and taken.json()["status"] == "queued", taken.text
 
 
+async def test_run_refuses_with_a_422_and_keeps_nothing(http, redis_client):
+    # /run stored the refused request as a failed invocation (kept 7 days, listed among the
+    # app's failed ones) while answering it 422: any caller could fill Redis with refusals.
+    created = await http.post("/apps/chat/users/u/sessions")
+    assert created.status_code == 200, created.text
+    session = created.json()["id"]
+    before = await _keys(redis_client)
+    for path in ("/run", "/run_sse"):
+        for body, field in MALFORMED:
+            if "customMetadata" in body:
+                continue  # not a field of ADK's RunAgentRequest: /run ignores it
+            fields = {"appName": "chat", "userId": "u", "sessionId": session}
+            merged = "{" + ", ".join(f'"{k}": "{v}"' for k, v in fields.items()) + ", " + body[1:]
+            # /run's message is a Content, as in ADK (the enqueue routes take text too).
+            merged = merged.replace('"newMessage": "hi"', '"newMessage": {"parts": [{"text": "hi"}]}')
+            reply = await http.post(path, content=merged,
+                                    headers={"content-type": "application/json"})
+            assert reply.status_code == 422, (path, body, reply.text)
+            named = str(reply.json()["detail"])  # FastAPI's own 422s name the camelCase key
+            head, _, rest = field.partition(".")
+            camel = head.split("_")[0] + "".join(w.title() for w in head.split("_")[1:])
+            assert field in named or camel in named, (path, body, reply.text)
+    assert await _keys(redis_client) == before
+
+
 async def test_artifact_versions_past_64_bits_are_not_found_as_in_adk(http):
     # google-adk's api_server parses any integer and finds no such version: 404. Redis'
     # list indexes stop at 2**63 - 1 and refused the read (a 500).

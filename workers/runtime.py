@@ -289,7 +289,7 @@ class Runtime:
 
     async def submit_invocation(
         self, kwargs: dict[str, Any], *, session_must_exist: bool = False,
-        send: SendTransaction | None = None,
+        send: SendTransaction | None = None, store_refused: bool = True,
     ) -> tuple[InvocationRecord, SessionKey | None]:
         """Check an enqueue request, record it, and queue its start.
 
@@ -300,6 +300,8 @@ class Runtime:
         SessionNotFoundError (nothing queued) if the request names a session that does not
         exist, in the same round trip. ``send``: how the enqueue transaction goes to Redis
         (default: a pipeline of its own; the HTTP API batches those of many requests).
+        ``store_refused``: False to return a refused request's failed record without storing
+        it (a door that answers the refusal itself, as the HTTP API's 422).
         """
         services = await self.services()
         record, new_session = prepare_invocation(kwargs, self.limits)
@@ -307,7 +309,8 @@ class Runtime:
             if session_must_exist and not new_session and not await services.redis.exists(
                     keys.session(record.app_name, record.user_id, record.session_id)):
                 raise SessionNotFoundError("Session not found")
-            await services.store.create(record)
+            if store_refused:
+                await services.store.create(record)
             return record, None
 
         def queue(pipe: Any) -> None:

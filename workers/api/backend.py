@@ -104,7 +104,10 @@ class Backend:
 
     async def enqueue(self, fields: dict[str, Any], *, session_must_exist: bool = False,
                       rider: Rider | None = None) -> InvocationRecord:
-        """Record and queue an invocation (the checks of every door); 422 if refused.
+        """Record and queue an invocation (the checks of every door).
+
+        A request refused at intake (a malformed message, state delta...) is not stored: its
+        failed record is returned for the route to answer 422 with (nothing of it kept).
 
         ``session_must_exist``: 404 ``Session not found`` (nothing queued) for a session that
         does not exist, checked in the enqueue's own round trip. ``rider``: commands sent in
@@ -132,7 +135,7 @@ class Backend:
 
         try:
             record, _ = await self.runtime.submit_invocation(
-                fields, session_must_exist=session_must_exist, send=send)
+                fields, session_must_exist=session_must_exist, send=send, store_refused=False)
         except RequestError as error:
             raise HTTPException(422, str(error)) from None
         except SessionNotFoundError:  # ADK's detail names the session
