@@ -12,7 +12,12 @@ from typing import Any
 from google.genai import types
 
 from orchestrator import failpoints, platform
-from orchestrator.agents.agent_runs import RunsGoingOn, runs_going_on
+from orchestrator.agents.agent_runs import (
+    RunsGoingOn,
+    agent_to_continue,
+    runs_going_on,
+    unfinished_hop,
+)
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
@@ -386,9 +391,16 @@ class Runner:
         """
         writer = writer or self.session_service
         agent = None if answered else self._agent_to_run(ctx, session, resuming)
+        if agent is None and not answered:
+            return
         if agent is not None:
-            ctx.agent = agent
             ctx.branch = continued_branch(session, agent, self.agent, call_event)
+        # A root LlmAgent's transfers are hops (google-adk 2.13's node runtime): the agent
+        # that transferred ends its run, and the target runs next, here.
+        hops = isinstance(self.agent, LlmAgent)
+        while agent is not None:
+            ctx.agent = agent
+            ctx.schedule(agent, hops=hops)
             async with contextlib.aclosing(agent.run_async(ctx)) as events:
                 async for event in events:
                     if ctx.is_aborted:
@@ -398,6 +410,9 @@ class Runner:
                     if not event.partial:
                         await writer.append_event(session, event)
                     yield event
+            agent = ctx.take_hop()
+            if agent is not None:
+                failpoints.hit("runner.transfer_hop")  # the agent that transferred ended
         # Agents under way before the pause that this run did not re-enter (they
         # transferred to the agent it continued) end with it, innermost first.
         for name in reversed(ctx.counters.unfinished):
@@ -439,7 +454,13 @@ class Runner:
         self, ctx: InvocationContext, session: Session, resuming: bool
     ) -> BaseAgent | None:
         """The agent for this run; None when a resumed invocation has nothing left to do."""
+        hops = isinstance(self.agent, LlmAgent)  # transfers are hops (see _run_agent)
         if not (resuming and self._is_resumable):
+            if resuming and hops and (hop := unfinished_hop(
+                    self.agent, session.events, ctx.invocation_id)) is not None:
+                # The run that made the transfer stopped before its target ran: the agent
+                # that transferred finishes its hop (it is taken up, without callbacks).
+                return self.agent.find_agent(hop[0])
             return find_agent_to_run(session, self.agent)
         ctx.populate_invocation_agent_states()
         for name in list(ctx.agent_states) + list(ctx.end_of_agents):
@@ -450,6 +471,9 @@ class Runner:
                     "started with."
                 )
         root = self.agent
+        if hops:
+            return agent_to_continue(root, session.events, ctx.invocation_id,
+                                     lambda: find_agent_to_run(session, root))
         if root.name in ctx.agent_states or root.name in ctx.end_of_agents:
             agent = root
         else:

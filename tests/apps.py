@@ -398,6 +398,13 @@ from tests.apps_plugins import PLUGIN_APP_SPECS, PLUGIN_APPS  # noqa: E402
 ALL_APPS += PLUGIN_APPS
 APP_SPECS += "," + PLUGIN_APP_SPECS
 
+# -- transfers: agent callbacks around transfers, tools on workers (tests/apps_transfers.py) --
+
+from tests.apps_transfers import TRANSFER_APP_SPECS, TRANSFER_APPS  # noqa: E402
+
+ALL_APPS += TRANSFER_APPS
+APP_SPECS += "," + TRANSFER_APP_SPECS
+
 # -- refused: a plain tool sent to workers inside a SequentialAgent of a non-resumable app ----
 
 from orchestrator import SequentialAgent  # noqa: E402

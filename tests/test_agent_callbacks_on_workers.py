@@ -12,7 +12,7 @@ as here: their callbacks run again when the answer continues them (see the LRO t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -149,21 +149,25 @@ async def _run(app: App, agents_queue: str | None = "agents") -> tuple[Any, list
     return (rec.status, rec.error), _shown(await rt.events(app.name, inv)), dict(session.state)
 
 
-def _once_each(state: dict[str, Any], agents: list[str]) -> dict[str, int]:
-    return {f"{kind}_{name}": 1 for name in agents for kind in ("b", "a", "pb", "pa")}
+def _once_each(agents: Sequence[str], transferred: Sequence[str] = ()) -> dict[str, int]:
+    """Each agent's callbacks once; an agent that ``transferred`` under a root LlmAgent ran
+    its before-callbacks only (google-adk 2.13 ends its run at the transfer)."""
+    return {f"{kind}_{name}": 1 for name in agents for kind in ("b", "a", "pb", "pa")} | {
+        f"{kind}_{name}": 1 for name in transferred for kind in ("b", "pb")}
 
 
-@pytest.mark.parametrize(("build", "agents"), [
-    (single, ["agent"]), (twice, ["agent"]), (transfer, ["root", "child"]),
-    (transfer_deeper, ["root", "child", "grandchild"]),
+@pytest.mark.parametrize(("build", "agents", "transferred"), [
+    (single, ["agent"], []), (twice, ["agent"], []), (transfer, ["child"], ["root"]),
+    (transfer_deeper, ["grandchild"], ["root", "child"]),
 ])
 @pytest.mark.parametrize("resumable", [False, True])
-async def test_llm_agents(build: Callable, agents: list[str], resumable: bool):
+async def test_llm_agents(build: Callable, agents: list[str], transferred: list[str],
+                          resumable: bool):
     in_process = await _run(build(False, resumable))
     on_workers = await _run(build(True, resumable))
     assert on_workers == in_process
     assert in_process[0] == (InvocationStatus.COMPLETED, None)
-    assert in_process[2] == _once_each(in_process[2], agents)
+    assert in_process[2] == _once_each(agents, transferred)
 
 
 def _by_author(shown: list[tuple[Any, ...]]) -> dict[str, list[tuple[Any, ...]]]:
@@ -290,15 +294,115 @@ def lro_transfer_app(resumable: bool) -> App:
 async def test_a_long_running_call_after_a_transfer_is_continued_by_its_agent(resumable: bool):
     """google-adk 2.13: the answer's run runs "agent" alone (before, "DONE", after): agent 2
     of each. It ends "root" at its transfer, without root's after-callbacks (root: before 1,
-    after 0); here root's run goes round the agent's, in process as on workers: in a
-    resumable app root is resumed by the answer (2 of each), else not (1 of each). Root's
-    before-callback event, committed as it resumed, made it answer itself ('ROOT AGAIN')."""
+    after 0), resumable or not; in process as on workers. (Root's run went round the
+    agent's: its after-callbacks ran, and in a resumable app the answer resumed it.)"""
     in_process = await _lro_in_process(lro_transfer_app(resumable))
     on_workers = await _lro_on_workers(lro_transfer_app(resumable))
     assert on_workers == in_process
     assert ("agent", "DONE", {}) in in_process[0]
     assert ("root", "ROOT AGAIN", {}) not in in_process[0]
-    assert in_process[1] == _counts(agent=2, root=2 if resumable else 1)
+    assert in_process[1] == _counts(agent=2) | {"pb_root": 1, "b_root": 1}
+
+
+# --- under a root LlmAgent, a transfer ends the run of the agent that makes it ----------------
+#
+# Measured on google-adk 2.13 (InMemoryRunner; the callbacks and the plugin above; the plain
+# tool in process), root LlmAgent "root" with sub-agents "child" (and "peer"); "child" calls
+# plain, then transfers:
+# - to its peer, which answers "PEER": root before, transfer; child before, plain, transfer;
+#   peer before, "PEER", after. Neither root's nor child's after-callbacks ran (theirs nor
+#   the plugin's); in a resumable app each one's end_of_agent is committed right after its
+#   transfer's response, before the target's events.
+# - back to root, which answers "ROOT AGAIN": root runs again, before-callbacks a second
+#   time (pb_root/b_root 2), and its after-callbacks once, at the end of that second run.
+# A transfer under a workflow agent is not a hop there (google-adk's legacy path): the target
+# runs inside the run of the agent that transferred, whose after-callbacks run after it.
+
+END = ("actions", {"end_of_agent": True})
+
+
+def _callbacks(name: str, kind: str, n: int = 1) -> tuple[Any, ...]:
+    delta = {f"p{kind}_{name}": n, f"{kind}_{name}": n}
+    return (name, ("actions", {"state_delta": delta}), delta)
+
+
+def _transfer_events(name: str, target: str) -> list[tuple[Any, ...]]:
+    return [(name, ("call", "transfer_to_agent", {"agent_name": target}), {}),
+            (name, ("response", "transfer_to_agent", {"result": None}), {})]
+
+
+def _ended(name: str, resumable: bool) -> list[tuple[Any, ...]]:
+    return [(name, END, {})] if resumable else []
+
+
+def to_peer(on_workers: bool, resumable: bool) -> App:
+    child = _llm("child", [call("plain"), call("transfer_to_agent", agent_name="peer")],
+                 [_tool(plain, on_workers)])
+    root = _llm("root", [call("transfer_to_agent", agent_name="child")],
+                sub_agents=[child, _llm("peer", ["PEER"])])
+    return _app(root, resumable)
+
+
+def back_to_root(on_workers: bool, resumable: bool) -> App:
+    child = _llm("child", [call("plain"), call("transfer_to_agent", agent_name="root")],
+                 [_tool(plain, on_workers)])
+    root = _llm("root", [call("transfer_to_agent", agent_name="child"), "ROOT AGAIN"],
+                sub_agents=[child])
+    return _app(root, resumable)
+
+
+def _adk_transfers(build: Callable, resumable: bool) -> list[tuple[Any, ...]]:
+    """The events google-adk 2.13 commits for ``build`` (measured; see above)."""
+    child = [_callbacks("child", "b"), ("child", ("call", "plain", {}), {}),
+             ("child", ("response", "plain", {"plain": 1}), {})]
+    start = [_callbacks("root", "b"), *_transfer_events("root", "child"),
+             *_ended("root", resumable), *child]
+    if build is to_peer:
+        return [*start, *_transfer_events("child", "peer"), *_ended("child", resumable),
+                _callbacks("peer", "b"), ("peer", "PEER", {}), *_ended("peer", resumable),
+                _callbacks("peer", "a")]
+    return [*start, *_transfer_events("child", "root"), *_ended("child", resumable),
+            _callbacks("root", "b", 2), ("root", "ROOT AGAIN", {}), *_ended("root", resumable),
+            _callbacks("root", "a")]
+
+
+@pytest.mark.parametrize("build", [to_peer, back_to_root])
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_transfer_ends_the_run_of_the_agent_that_makes_it(build: Callable,
+                                                                  resumable: bool):
+    """google-adk 2.13's events and state (measured), in process and with child's tool on
+    workers (the invocation pauses for it, in the run that child's transfer ends). Here the
+    agents that transferred ran their after-callbacks when their target was done."""
+    in_process = await _run(build(False, resumable))
+    on_workers = await _run(build(True, resumable))
+    assert on_workers == in_process
+    assert in_process[0] == (InvocationStatus.COMPLETED, None)
+    assert in_process[1][1:] == _adk_transfers(build, resumable)  # after the user's message
+    assert in_process[2] == {k: v for e in _adk_transfers(build, resumable) for k, v in e[2].items()}
+
+
+async def test_after_a_transfer_the_next_turn_goes_to_the_agent_that_answered():
+    """google-adk 2.13 (measured): root transfers to child, which answers "CHILD"; the next
+    message goes to child (it spoke last), which transfers to its peer. Here root's
+    after-callbacks committed an event of root's last, and the next message went to root."""
+    child = _llm("child", ["CHILD", call("transfer_to_agent", agent_name="peer")])
+    root = _llm("root", [call("transfer_to_agent", agent_name="child"), "ROOT"],
+                sub_agents=[child, _llm("peer", ["PEER"])])
+    app = _app(root, resumable=False)
+    rt = EmbeddedRuntime(AppRegistry([app]))
+    first = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+    rec = await rt.wait(app.name, first, timeout=5, until=InvocationStatus.FINISHED)
+    second = await rt.enqueue(app_name=app.name, user_id="u", session_id=rec.session_id,
+                              new_message="again")
+    rec = await rt.wait(app.name, second, timeout=5, until=InvocationStatus.FINISHED)
+    assert rec.status is InvocationStatus.COMPLETED, rec.error
+    assert _shown(await rt.events(app.name, second))[1:] == [
+        _callbacks("child", "b", 2), *_transfer_events("child", "peer"),
+        _callbacks("peer", "b"), ("peer", "PEER", {}), _callbacks("peer", "a")]
+    session = await rt.session_service.get_session(
+        app_name=app.name, user_id="u", session_id=rec.session_id)
+    assert dict(session.state) == {"pb_root": 1, "b_root": 1, "pb_child": 2, "b_child": 2,
+                                   "pa_child": 1, "a_child": 1, **_counts(peer=1)}
 
 
 # --- a confirmation: its answer comes with a new run, as in google-adk ------------------------
@@ -364,7 +468,7 @@ async def test_a_recovered_run_does_not_start_the_agents_again(failpoint: str, r
     assert rec.status is InvocationStatus.COMPLETED, rec.error
     session = await rt.session_service.get_session(
         app_name=app.name, user_id="u", session_id=rec.session_id)
-    assert dict(session.state) == _counts(root=1, child=1)
+    assert dict(session.state) == _once_each(["child"], ["root"])
     in_process = await _run(transfer(False, resumable))
     assert _shown(await rt.events(app.name, inv)) == in_process[1]
 
@@ -394,7 +498,35 @@ async def test_a_recovered_resumable_transfer_goes_on_in_the_sub_agent(failpoint
     assert rec.status is InvocationStatus.COMPLETED, rec.error
     in_process = await _run(build(False))
     assert _shown(await rt.events(app.name, inv)) == in_process[1]
-    assert in_process[1][-3][:2] == ("child", "CHILD")
+    assert in_process[1][-2:] == [("child", "CHILD", {}), ("child", END, {})]
+
+
+@pytest.mark.parametrize("failpoint", ["transfer.answered", "runner.transfer_hop"])
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_run_recovered_between_a_transfer_and_its_target(failpoint: str,
+                                                                 resumable: bool):
+    """The orchestrator stops after root's transfer is committed, before (or after) root's
+    end: the recovered run ends root's run as in process (no after-callback, its end once)
+    and starts child once; google-adk's events and state (see to_peer)."""
+    app = to_peer(True, resumable)
+    rt = EmbeddedRuntime(AppRegistry([app]))
+    failpoints.arm(f"{failpoint}=error*1")
+    try:
+        inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+        await _quiet(rt)
+    finally:
+        failpoints.disarm()
+    rec = await rt.status(app.name, inv)
+    assert rec.status is not InvocationStatus.COMPLETED
+    assert _shown(await rt.events(app.name, inv))[-1][0] == "root"  # child had not started
+    await rt.service.drain((app.name, "u", rec.session_id))  # the next holder recovers it
+    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
+    assert rec.status is InvocationStatus.COMPLETED, rec.error
+    assert _shown(await rt.events(app.name, inv))[1:] == _adk_transfers(to_peer, resumable)
+    session = await rt.session_service.get_session(
+        app_name=app.name, user_id="u", session_id=rec.session_id)
+    assert dict(session.state) == {
+        k: v for e in _adk_transfers(to_peer, resumable) for k, v in e[2].items()}
 
 
 def saying_after(on_workers: bool, resumable: bool) -> App:
@@ -459,8 +591,7 @@ def stopping_in_after(build: Callable[[bool, bool], App], agent_name: str) -> Ca
 
 @pytest.mark.parametrize(("build", "agent_name"), [
     (single, "agent"),
-    (transfer, "child"),  # the final text committed, no end
-    (transfer, "root"),  # the final text and the child's end committed
+    (transfer, "child"),  # the final text committed, no end (the root ended at its transfer)
 ])
 async def test_a_run_recovered_as_its_agents_end_ends_each_once(build: Callable, agent_name: str):
     """Not resumable: the orchestrator stops in an after_agent callback. The recovered run

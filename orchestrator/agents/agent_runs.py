@@ -22,11 +22,15 @@ whose after-callbacks run when it ends.
 
 Which agents count is what a continued run does: it re-enters the agent that made the
 calls and, in a resumable app, its ancestors up to the root when each is checkpointed (a
-resumed root goes down to the calling agent through them). In a non-resumable app a
-continued run re-enters the calling agent alone; the agents that transferred to it in this
-run are still under way in process (each runs its target inside its own run), so they wait
-too and the continued run ends them after the calling agent. Any other agent stopping at
-the pause ends its run there (after a transfer to a peer in a resumable app, the agent that
+resumed root goes down to the calling agent through them). Under a root LlmAgent a
+transfer is a hop, as in google-adk 2.13's node runtime: the agent that transfers ends its
+run there, so the way down starts at the outermost checkpointed agent above the calling
+one (:func:`agent_to_continue`), and no agent that transferred is under way. Under another
+root a transfer runs its target inside the run of the agent that made it: in a
+non-resumable app a continued run re-enters the calling agent alone; the agents that
+transferred to it in this run are still under way in process, so they wait too and the
+continued run ends them after the calling agent. Any other agent stopping at the pause
+ends its run there (after a transfer to a peer in a resumable app, the agent that
 transferred is not re-entered).
 
 A tool's calls count as work for workers when the calling agent declares the tool itself
@@ -42,11 +46,12 @@ answer tell which runs ended; the recovered run ends only the others.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.distributed.ledger import CallEntry, CallLedger
-from orchestrator.events.event import Event
+from orchestrator.events.event import Event, call_author
 from orchestrator.flows.contents import REQUEST_CONFIRMATION, REQUEST_CREDENTIAL, RUN_BRANCH
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.base_toolset import BaseToolset
@@ -131,6 +136,91 @@ def runs_going_on(
     return RunsGoingOn(resumed={names[-1]}, unfinished=names[:-1])
 
 
+def transfers_by_hop(root: BaseAgent, name: str) -> bool:
+    """True if a transfer made by agent ``name`` is a hop: its run ends at the transfer.
+
+    As in google-adk 2.13, whose node runtime (a root LlmAgent) schedules the root and
+    each transfer target itself: an LlmAgent with only LlmAgents above it up to ``root``
+    runs at the top of the invocation. One under a workflow agent runs inside it, and its
+    transfer runs the target inside its own run (google-adk's legacy path).
+    """
+    from orchestrator.agents.llm_agent import LlmAgent
+
+    agent = root.find_agent(name)
+    if agent is None or not isinstance(root, LlmAgent):
+        return False
+    while agent is not None and agent is not root:
+        if not isinstance(agent, LlmAgent):
+            return False
+        agent = agent.parent_agent
+    return agent is root
+
+
+def unfinished_hop(
+    root: BaseAgent, events: list[Event], invocation_id: str
+) -> tuple[str, str] | None:
+    """``(agent, target)`` if the invocation's log ends with a transfer hop not taken yet.
+
+    Its last events are ``agent``'s transfer (and, in a resumable app, its
+    ``end_of_agent``): the run that committed them stopped before running ``target``.
+    """
+    ended: str | None = None
+    for event in reversed(events):  # from the end: read as every continued run starts
+        if event.invocation_id != invocation_id or event.partial:
+            continue
+        if ended is None and event.actions.end_of_agent and not event.content:
+            ended = event.author
+            continue
+        target = event.actions.transfer_to_agent
+        if (not target or event.author == "user" or ended not in (None, event.author)
+                or not transfers_by_hop(root, event.author)):
+            return None
+        return event.author, target
+    return None
+
+
+def agent_to_continue(
+    root: BaseAgent, events: list[Event], invocation_id: str, routed: Callable[[], BaseAgent]
+) -> BaseAgent | None:
+    """The agent a run continuing a resumable invocation runs, when transfers are hops.
+
+    The agents that transferred ended their runs (their ``end_of_agent`` is logged), so the
+    root is not the way down, as it is under a workflow agent: the run goes on in the agent
+    its log leaves under way (google-adk's node runtime runs the author of the answered
+    call), or its outermost checkpointed agent above. A hop not taken yet is finished by
+    the agent that made it, if it has not ended, else the target runs. Before any agent
+    said anything, the ``routed`` agent (the turn's). None: nothing is left to do.
+    """
+    from orchestrator.agents.invocation_context import invocation_agent_states
+
+    mine = [e for e in events if e.invocation_id == invocation_id and not e.partial]
+    states, ends = invocation_agent_states(mine, invocation_id)
+    if (hop := unfinished_hop(root, mine, invocation_id)) is not None:
+        return root.find_agent(hop[1] if ends.get(hop[0]) else hop[0])
+    last = mine[-1] if mine else None
+    agent: BaseAgent | None
+    if last is None or (last.author == "user" and not last.get_function_responses()):
+        return routed()
+    if responses := last.get_function_responses():
+        # An answer (the user's, or a worker's committed in the calling agent's name): the
+        # agent that made the call goes on, even one that ended before (as google-adk).
+        agent = root.find_agent(call_author(mine, responses[0].id) or last.author)
+    else:
+        agent = root.find_agent(last.author)
+        while agent is not None and ends.get(agent.name):
+            agent = agent.parent_agent
+    if agent is None:
+        return None
+    return _outermost_checkpointed(agent, states)
+
+
+def _outermost_checkpointed(agent: BaseAgent, states: dict[str, dict[str, Any]]) -> BaseAgent:
+    """``agent``, or its outermost ancestor reached through agents under way (checkpointed)."""
+    while agent.parent_agent is not None and agent.parent_agent.name in states:
+        agent = agent.parent_agent
+    return agent
+
+
 def _waiting(root: BaseAgent, events: list[Event], invocation_id: str, runs: _RunStack) -> list[str]:
     verdicts: dict[str, bool] = {}
     for entry in CallLedger.of(events, invocation_id).open_calls():
@@ -172,7 +262,8 @@ class _RunStack:
         ParallelAgent each sub-agent not ended, an LlmAgent the outermost agent above
         ``name`` below it whose ancestors up to it are all checkpointed. A root that is not
         checkpointed is not resumed (the answer goes to ``name`` directly): ``[name]``, as
-        for any way down this cannot tell.
+        for any way down this cannot tell. Under a root LlmAgent the way down starts at
+        the outermost checkpointed agent above ``name`` (an agent that transferred ended).
         """
         from orchestrator.agents.llm_agent import LlmAgent
         from orchestrator.agents.loop_agent import LoopAgent
@@ -185,9 +276,17 @@ class _RunStack:
         while agent is not None:
             path.insert(0, agent)
             agent = agent.parent_agent
-        if target is None or path[0].name not in self._states:
+        if target is None:
             return [name]
-        taken, at = [path[0].name], 0
+        if isinstance(self._root, LlmAgent):
+            # Transfers are hops: the run starts at the outermost checkpointed agent above
+            # ``name`` (see agent_to_continue), not at the root, whose run ended.
+            at = path.index(_outermost_checkpointed(target, self._states))
+        elif path[0].name in self._states:
+            at = 0
+        else:
+            return [name]
+        taken = [path[at].name]
         while at < len(path) - 1:
             current, child = path[at], path[at + 1]
             if isinstance(current, LlmAgent):
@@ -260,6 +359,8 @@ class _RunStack:
                 stack.append(event.author)
             target = event.actions.transfer_to_agent
             if target and event.author == stack[-1] and target != stack[-1]:
+                if transfers_by_hop(self._root, event.author):
+                    stack = []  # a hop: the run of the agent that transferred is over
                 stack.append(target)
         return stack
 

@@ -192,6 +192,10 @@ class BaseAgent(BaseModel):
             yield event
         if ctx.end_invocation:
             return
+        # Its transfer was a hop: its run ended there, without after-callbacks (google-adk
+        # 2.13 under a root LlmAgent); the Runner runs the target next.
+        if ctx.hopped(self):
+            return
         # Stopped to wait for workers, it is not over: the run that continues it ends it.
         if (self.after_agent_callback or ctx.plugin_manager.plugins) and \
                 ctx.waits_for_workers(self.name):

@@ -102,6 +102,11 @@ class _Counters:
     their after-callbacks run when it ends."""
     waiting_for_workers: tuple[int, list[str]] | None = None
     """The agents waiting for workers only, and the length of the log they were read from."""
+    scheduled: BaseAgent | None = None
+    """The agent the Runner runs at the top of the invocation when transfers are hops (the
+    root is an LlmAgent: google-adk's node runtime, whose scheduler drives transfers)."""
+    transfer_hop: BaseAgent | None = None
+    """The agent ``scheduled`` transferred to: the Runner runs it next, once that run ended."""
 
 
 @dataclass
@@ -294,6 +299,35 @@ class InvocationContext:
     def takes_up(self, agent_name: str) -> bool:
         """True if this run takes up ``agent_name``'s run and has not re-entered it yet."""
         return agent_name in self.counters.resumed
+
+    def schedule(self, agent: BaseAgent, *, hops: bool) -> None:
+        """The Runner runs ``agent`` at the top of the invocation; ``hops``: transfers are hops.
+
+        With hops (the root is an LlmAgent), a transfer made by ``agent`` ends its run there,
+        as google-adk 2.13's scheduler ends it: no after-agent callbacks, and in a resumable
+        app its ``end_of_agent`` right after the transfer. The target is run next by the
+        Runner, not inside ``agent``'s run. Without hops every transfer runs its target
+        inside the run of the agent that transferred (google-adk's workflow-agent roots).
+        """
+        self.counters.scheduled = agent if hops else None
+        self.counters.transfer_hop = None
+
+    def transfers_by_hop(self, agent: BaseAgent) -> bool:
+        """True if a transfer made by ``agent`` in this run ends its run (see ``schedule``)."""
+        return self.counters.scheduled is agent
+
+    def hop_to(self, target: BaseAgent) -> None:
+        """Record that the scheduled agent transferred to ``target``: its run ends here."""
+        self.counters.transfer_hop = target
+
+    def hopped(self, agent: BaseAgent) -> bool:
+        """True if ``agent``'s run ended with a transfer hop (its after-callbacks do not run)."""
+        return self.counters.scheduled is agent and self.counters.transfer_hop is not None
+
+    def take_hop(self) -> BaseAgent | None:
+        """The agent the scheduled agent transferred to, if it did (once)."""
+        target, self.counters.transfer_hop = self.counters.transfer_hop, None
+        return target
 
     def waits_for_workers(self, agent_name: str) -> bool:
         """True if ``agent_name`` stopped waiting for workers only: its run is not over.

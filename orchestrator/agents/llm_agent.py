@@ -194,6 +194,13 @@ class LlmAgent(BaseAgent):
     async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
         from orchestrator.flows.llm_flow import LlmFlow
 
+        if ctx.transfers_by_hop(self) and (target := self._hop_not_taken(ctx)) is not None:
+            # Taken up after its transfer was committed and before the target ran (its
+            # run stopped there): the hop ends this run as it would have then.
+            ctx.hop_to(target)
+            async for event in self._end_hopped_run(ctx):
+                yield event
+            return
         paused = False
         resumed = self._sub_agent_to_resume(ctx) if ctx.is_resumable else None
         events = resumed.run_async(ctx) if resumed is not None else LlmFlow().run_async(ctx)
@@ -224,11 +231,45 @@ class LlmAgent(BaseAgent):
                     error_message=str(error),
                 )
             raise
-        if paused or ctx.is_paused(self.name) or (resumed is not None and ctx.is_paused(resumed.name)):
+        if ctx.hopped(self):
+            async for event in self._end_hopped_run(ctx):
+                yield event
+        elif paused or ctx.is_paused(self.name) or (
+                resumed is not None and ctx.is_paused(resumed.name)):
             ctx.mark_paused(self.name)
         elif ctx.is_resumable:
             ctx.set_agent_state(self.name, end_of_agent=True)
             yield self._create_agent_state_event(ctx)
+
+    async def _end_hopped_run(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
+        """End a run that a transfer hop ended: in a resumable app, with ``end_of_agent``.
+
+        google-adk 2.13 commits it right after the transfer, before the target's events.
+        """
+        if ctx.is_resumable:
+            ctx.set_agent_state(self.name, end_of_agent=True)
+            yield self._create_agent_state_event(ctx)
+
+    def _hop_not_taken(self, ctx: InvocationContext) -> BaseAgent | None:
+        """The target of this agent's transfer if it is the last thing the log holds.
+
+        The run that committed it stopped before acting on it (its orchestrator stopped,
+        or the transfer came with a remote call's answer); this agent's content-less events
+        after it (its end) tell nothing new.
+        """
+        from orchestrator.flows.transfer import resolve_target
+
+        # From the end of the log: read on every entry of a scheduled agent, so it stops at
+        # the first event that is not this agent's content-less one (a scheduled agent runs
+        # alone at the top of the invocation: nothing else is committed meanwhile).
+        for event in reversed(ctx.session.events):
+            if event.partial or (event.author == self.name and event.content is None):
+                continue
+            if event.invocation_id != ctx.invocation_id or event.author != self.name:
+                return None
+            target = event.actions.transfer_to_agent
+            return resolve_target(self, target) if target else None
+        return None
 
     def _sub_agent_to_resume(self, ctx: InvocationContext) -> BaseAgent | None:
         """On resume, the agent below this one whose call (or transfer) is being continued.

@@ -41,8 +41,7 @@ async def act_on_answers(
     target_name = next((a.actions.transfer_to_agent for a in reversed(answers)
                         if a.actions.transfer_to_agent), None)
     if target_name:
-        target = transfer.resolve_target(agent, target_name)
-        async for event in target.run_async(ctx):
+        async for event in transfer.transfer_to(ctx, agent, target_name):
             yield event
         outcome.ends_turn = True
     elif answers[-1].is_final_response():  # skip_summarization: no model call after it

@@ -297,8 +297,8 @@ class LlmFlow:
                 yield event
             target_name = answer.actions.transfer_to_agent
             if target_name:
-                target = transfer.resolve_target(ctx.agent, target_name)  # type: ignore[arg-type]
-                async for event in target.run_async(ctx):
+                async for event in transfer.transfer_to(
+                        ctx, ctx.agent, target_name):  # type: ignore[arg-type]
                     yield event
                 step.stop = True
         if dispatched:

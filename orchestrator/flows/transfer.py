@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
+from orchestrator import failpoints
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.models.model_names import combines_builtin_tools_with_functions
 from orchestrator.tools.enterprise_search_tool import EnterpriseWebSearchTool
@@ -13,7 +15,9 @@ from orchestrator.tools.vertex_ai_search_tool import VertexAiSearchTool
 
 if TYPE_CHECKING:
     from orchestrator.agents.context import ToolContext
+    from orchestrator.agents.invocation_context import InvocationContext
     from orchestrator.agents.llm_agent import LlmAgent
+    from orchestrator.events.event import Event
     from orchestrator.models.llm_request import LlmRequest
 
 
@@ -121,3 +125,23 @@ def resolve_target(agent: LlmAgent, name: str) -> BaseAgent:
         if target.name == name:
             return target
     raise ValueError(f"Agent {agent.name} is not allowed to transfer to agent {name}.")
+
+
+async def transfer_to(
+    ctx: InvocationContext, agent: LlmAgent, target_name: str
+) -> AsyncGenerator[Event, None]:
+    """Act on the transfer ``agent`` asked for: hand its turn to agent ``target_name``.
+
+    When the Runner schedules ``agent`` at the top of an invocation whose root is an
+    LlmAgent, the transfer is a hop, as in google-adk 2.13's node runtime: ``agent``'s run
+    ends here (no after-agent callbacks) and the Runner runs the target next. Anywhere else
+    (under a workflow agent, google-adk's legacy path) the target runs here, inside
+    ``agent``'s run, whose after-callbacks run when the target is done.
+    """
+    target = resolve_target(agent, target_name)
+    if ctx.transfers_by_hop(agent):
+        failpoints.hit("transfer.answered")  # the transfer is in the log, its hop is not
+        ctx.hop_to(target)
+        return
+    async for event in target.run_async(ctx):
+        yield event
