@@ -43,11 +43,13 @@ def _count(context: CallbackContext, key: str) -> None:
     context.state[key] = context.state.get(key, 0) + 1
 
 
-def _before(callback_context: CallbackContext) -> None:
+def count_before(callback_context: CallbackContext) -> None:
+    """An agent's before_agent callback: one more ``b_<agent>``."""
     _count(callback_context, f"b_{callback_context.agent_name}")
 
 
-def _after(callback_context: CallbackContext) -> None:
+def count_after(callback_context: CallbackContext) -> None:
+    """An agent's after_agent callback: one more ``a_<agent>``."""
     _count(callback_context, f"a_{callback_context.agent_name}")
 
 
@@ -106,7 +108,7 @@ def relay_root() -> LlmAgent:
     """root -> child (plain, to_peer on workers) -> peer (asks a human)."""
     def agent(name: str, fn: Any, tools: list[Any], **fields: Any) -> LlmAgent:
         return LlmAgent(name=name, model=FunctionLlm(record_requests=False, fn=fn), tools=tools,
-                        before_agent_callback=_before, after_agent_callback=_after, **fields)
+                        before_agent_callback=count_before, after_agent_callback=count_after, **fields)
 
     child = agent("child", _child_model, [_on_workers(plain), _on_workers(to_peer)])
     peer = agent("peer", _peer_model, [LongRunningFunctionTool(ask)])

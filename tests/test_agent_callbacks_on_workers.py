@@ -34,37 +34,13 @@ from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.models.fake import ScriptedLlm
-from orchestrator.plugins import BasePlugin
+from tests.apps_transfers import CountingPlugin as Counting
+from tests.apps_transfers import count_after as after
+from tests.apps_transfers import count_before as before
 from tests.support.action_tools import remote
 from tests.support.events import call, function_response, simplify, user_text
 
-
-def _count(context: Any, key: str) -> None:
-    context.state[key] = context.state.get(key, 0) + 1
-
-
-def before(callback_context: Any) -> None:
-    _count(callback_context, f"b_{callback_context.agent_name}")
-
-
-def after(callback_context: Any) -> None:
-    _count(callback_context, f"a_{callback_context.agent_name}")
-
-
 CALLBACKS = {"before_agent_callback": before, "after_agent_callback": after}
-
-
-class Counting(BasePlugin):
-    """Counts its agent callbacks into state (``pb_<agent>``, ``pa_<agent>``)."""
-
-    def __init__(self) -> None:
-        super().__init__(name="counting")
-
-    async def before_agent_callback(self, *, agent: Any, callback_context: Any) -> None:
-        _count(callback_context, f"pb_{agent.name}")
-
-    async def after_agent_callback(self, *, agent: Any, callback_context: Any) -> None:
-        _count(callback_context, f"pa_{agent.name}")
 
 
 def plain() -> dict[str, Any]:
