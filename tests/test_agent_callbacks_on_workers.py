@@ -579,6 +579,62 @@ async def test_a_run_recovered_as_its_agents_end_ends_each_once(build: Callable,
     assert in_process[0] == (InvocationStatus.COMPLETED, None)
 
 
+# --- a run recovered after a transfer back to the agent above ------------------------------
+
+
+def ping_pong(on_workers: bool, resumable: bool) -> App:
+    """The second message goes to child (it spoke last), which transfers back to root;
+    root transfers to child again, which calls its tool and answers "CHILD 2"."""
+    child = _llm("child", ["CHILD 1", call("transfer_to_agent", agent_name="root"),
+                           call("plain"), "CHILD 2"], [_tool(plain, on_workers)])
+    root = _llm("root", [call("transfer_to_agent", agent_name="child"),
+                         call("transfer_to_agent", agent_name="child"), "ROOT EXTRA"],
+                sub_agents=[child])
+    return _app(root, resumable)
+
+
+async def _second_turn(app: App, failpoint: str | None = None) -> tuple[Any, list, dict]:
+    """Two messages; the second one's run stops once at ``failpoint`` (if any), then the
+    next holder recovers it."""
+    rt = EmbeddedRuntime(AppRegistry([app]))
+    first = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+    rec = await rt.wait(app.name, first, timeout=5, until=InvocationStatus.FINISHED)
+    if failpoint:
+        failpoints.arm(f"{failpoint}=error*1")  # at child's transfer back to root
+    try:
+        inv = await rt.enqueue(app_name=app.name, user_id="u", session_id=rec.session_id,
+                               new_message="again")
+        if failpoint:
+            await _quiet(rt)
+    finally:
+        failpoints.disarm()
+    if failpoint:
+        rec = await rt.status(app.name, inv)
+        assert rec.status is not InvocationStatus.COMPLETED
+        await rt.service.drain((app.name, "u", rec.session_id))  # the next holder recovers it
+    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
+    session = await rt.session_service.get_session(
+        app_name=app.name, user_id="u", session_id=rec.session_id)
+    return (rec.status, rec.error), _shown(await rt.events(app.name, inv)), dict(session.state)
+
+
+@pytest.mark.parametrize("failpoint", ["transfer.answered", "runner.transfer_hop"])
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_run_recovered_at_a_transfer_back_does_not_act_on_it_again(failpoint: str,
+                                                                          resumable: bool):
+    """The run stops at child's transfer back to root. The recovered run finishes child's
+    hop, runs root (with its before-callbacks) and, when root transfers to child again,
+    child's second turn: the transfer answer handed to the recovered run is acted on once
+    (child acted on it again: its turn skipped, root answered "ROOT EXTRA")."""
+    in_process = await _second_turn(ping_pong(False, resumable))
+    assert in_process[0] == (InvocationStatus.COMPLETED, None)
+    assert ("child", "CHILD 2", {}) in in_process[1]
+    assert ("root", "ROOT EXTRA", {}) not in in_process[1]
+    recovered = await _second_turn(ping_pong(True, resumable), failpoint)
+    assert recovered == in_process
+    assert await _second_turn(ping_pong(True, resumable)) == in_process
+
+
 async def _quiet(rt: EmbeddedRuntime) -> None:
     """Wait until the runtime has nothing running (no drain, no job)."""
     for _ in range(500):

@@ -315,6 +315,10 @@ class _RunStack:
             agent: BaseAgent | None = self._root.find_agent(event.author)
             if self._resumable:
                 while agent is not None and self._ends.get(agent.name):
+                    if transfers_by_hop(self._root, agent.name) and (
+                            agent.parent_agent is None
+                            or agent.parent_agent.name not in self._states):
+                        return None  # its run, at the top of the invocation, is over
                     agent = agent.parent_agent
             return agent.name if agent is not None else None
         return None

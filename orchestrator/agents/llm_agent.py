@@ -196,7 +196,10 @@ class LlmAgent(BaseAgent):
 
         if ctx.transfers_by_hop(self) and (target := self._hop_not_taken(ctx)) is not None:
             # Taken up after its transfer was committed and before the target ran (its
-            # run stopped there): the hop ends this run as it would have then.
+            # run stopped there): the hop ends this run as it would have then. The answer
+            # handed in with it (its transfer) is acted on here: taken, so that no later
+            # turn of this agent in this run acts on it again.
+            ctx.take_answers_in(self.name, ctx.branch)
             ctx.hop_to(target)
             async for event in self._end_hopped_run(ctx):
                 yield event
