@@ -635,6 +635,64 @@ async def test_a_run_recovered_at_a_transfer_back_does_not_act_on_it_again(failp
     assert await _second_turn(ping_pong(True, resumable)) == in_process
 
 
+def back_then_tool(on_workers: bool, resumable: bool) -> App:
+    """Root transfers to child, which transfers back; root, re-entered, calls its tool."""
+    child = _llm("child", [call("transfer_to_agent", agent_name="root")])
+    root = _llm("root", [call("transfer_to_agent", agent_name="child"), call("plain"),
+                         "ROOT AGAIN"], [_tool(plain, on_workers)], sub_agents=[child])
+    return _app(root, resumable)
+
+
+@pytest.mark.parametrize("failpoint", ["runner.answers_committed",
+                                       "orchestrator.resume.before_save"])
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_an_agent_reentered_by_a_transfer_back_is_under_way_again(failpoint: str,
+                                                                       resumable: bool):
+    """Root's tool answer (on workers) committed, the run stops: the recovered run goes
+    on in root without running its before-callbacks a third time (resumable: root's end
+    at its first transfer counted, though root was re-entered after it)."""
+    recovered = await _recovered_after_stop(back_then_tool(True, resumable), failpoint)
+    in_process = await _run(back_then_tool(False, resumable))
+    assert in_process[0] == (InvocationStatus.COMPLETED, None)
+    assert in_process[2]["b_root"] == 2
+    assert recovered == in_process
+
+
+async def test_an_agent_reentered_by_a_transfer_back_goes_on_after_its_call(monkeypatch):
+    """Resumable, root's tool in process: the run stops once root's call is committed
+    (the third calls committed: root's transfer, child's, root's call). The recovered run
+    goes on in root, which answers; it ran nothing (root's end at its first transfer
+    counted) and the invocation completed with root's call unanswered."""
+    from orchestrator.errors import FailpointError
+
+    real, seen = failpoints.hit, [0]
+
+    def third(name: str) -> None:
+        if name == "flow.calls_committed":
+            seen[0] += 1
+            if seen[0] == 3:
+                raise FailpointError(name)
+        return real(name)
+
+    app = back_then_tool(False, True)
+    rt = EmbeddedRuntime(AppRegistry([app]))
+    monkeypatch.setattr(failpoints, "hit", third)
+    inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+    await _quiet(rt)
+    monkeypatch.undo()
+    rec = await rt.status(app.name, inv)
+    assert seen[0] == 3 and rec.status is not InvocationStatus.COMPLETED
+    await rt.service.drain((app.name, "u", rec.session_id))  # the next holder recovers it
+    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
+    session = await rt.session_service.get_session(
+        app_name=app.name, user_id="u", session_id=rec.session_id)
+    in_process = await _run(back_then_tool(False, True))
+    assert in_process[1][-4:-2] == [("root", ("response", "plain", {"plain": 1}), {}),
+                                    ("root", "ROOT AGAIN", {})]  # then its end, its after-callbacks
+    assert ((rec.status, rec.error), _shown(await rt.events(app.name, inv)),
+            dict(session.state)) == in_process
+
+
 async def _quiet(rt: EmbeddedRuntime) -> None:
     """Wait until the runtime has nothing running (no drain, no job)."""
     for _ in range(500):

@@ -61,13 +61,18 @@ def invocation_agent_states(
 
     ``(states, ends)``: ``states`` holds each agent under way (its last checkpoint, ``{}``
     for an agent that said something and keeps none), ``ends`` is True for each agent
-    that ended; as google-adk rebuilds them when it resumes an invocation.
+    that ended; as google-adk rebuilds them when it resumes an invocation. An agent that
+    ended and is then transferred to again is re-entered: its end no longer counts (its
+    own events after its end, its after-callbacks', do not re-enter it).
     """
     states: dict[str, dict[str, Any]] = {}
     ends: dict[str, bool] = {}
     for event in events:
         if event.invocation_id != invocation_id or event.author == "user":
             continue
+        target = event.actions.transfer_to_agent
+        if target and target != event.author and ends.get(target):
+            ends.pop(target)
         if event.actions.end_of_agent:
             ends[event.author] = True
             states.pop(event.author, None)
