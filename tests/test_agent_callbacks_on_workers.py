@@ -607,6 +607,7 @@ def routed(on_workers: bool, resumable: bool) -> App:
     (back_to_root, "root", True),  # root's second run, after child's transfer back
     (sequence, "first", True),  # seq goes on with second after first's end
     (sequence, "seq", True),  # the workflow root's own end
+    (routed, "helper", True),  # a transfer under a workflow root: router goes on after it
     (routed, "router", True),
 ])
 async def test_a_run_recovered_as_its_agents_end_ends_each_once(build: Callable, agent_name: str,
