@@ -609,10 +609,7 @@ def routed(on_workers: bool, resumable: bool) -> App:
     (sequence, "seq", True),  # the workflow root's own end
     (routed, "helper", True),  # a transfer under a workflow root: router goes on after it
     (routed, "router", True),
-    pytest.param(loop, "agent", True, marks=pytest.mark.xfail(strict=True, reason=(
-        "a LoopAgent resumed from its checkpoint runs again the sub-agent that ended after "
-        "it (agent's after_agent now runs once, but the iteration is run twice): unlike "
-        "SequentialAgent it does not pass over a sub-agent that ended; to fix apart"))),
+    (loop, "agent", True),  # the first iteration's end: the loop goes on after it
     (loop, "loop", True),
 ])
 async def test_a_run_recovered_as_its_agents_end_ends_each_once(build: Callable, agent_name: str,
