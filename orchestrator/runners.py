@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import warnings
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
 from google.genai import types
@@ -15,6 +15,7 @@ from orchestrator import failpoints, platform
 from orchestrator.agents.agent_runs import (
     RunsGoingOn,
     agent_to_continue,
+    ends_owed,
     runs_going_on,
     unfinished_hop,
 )
@@ -304,9 +305,13 @@ class Runner:
         # Its final answer in, an agent's turn is over: calling its model again would answer
         # twice, running its after-callbacks again would apply their effect twice.
         answered = runs is not None and runs.answered
+        # Resumable: an agent's end is committed before its after-callbacks run; those
+        # the stopped run did not finish run first, as they would have (see ends_owed).
+        owed = ends_owed(self.agent, session.events, invocation_id) if self._is_resumable else []
         async with contextlib.aclosing(self._run(
             ctx, session, writer, no_events,
-            lambda: self._run_agent(ctx, session, True, None, writer, answered=answered),
+            lambda: self._run_agent(ctx, session, True, None, writer, answered=answered,
+                                    owed=owed),
         )) as events:
             async for event in events:
                 yield event
@@ -383,13 +388,27 @@ class Runner:
         writer: SessionWriter | None = None,
         *,
         answered: bool = False,
+        owed: Sequence[Event] = (),
     ) -> AsyncGenerator[Event, None]:
         """Pick the agent, run it, and commit each non-partial event before yielding it.
 
         ``answered``: a recovered run whose agent's final answer is in the log re-enters no
         agent; it only ends the runs it takes up (see ``orchestrator.agents.agent_runs``).
+        ``owed``: the ``end_of_agent`` events of a recovered run whose agents' after-callbacks
+        did not finish (``ends_owed``); they run first, before any agent is picked.
         """
         writer = writer or self.session_service
+        for end in owed:
+            ended = self.agent.find_agent(end.author)
+            if ended is None or ctx.is_aborted:
+                continue
+            event = await ended.end_run(
+                ctx.model_copy(update={"agent": ended, "branch": end.branch}))
+            if event is not None:
+                apply_run_metadata(event, ctx.run_config)
+                event = await process_event(ctx, event)
+                await writer.append_event(session, event)
+                yield event
         agent = None if answered else self._agent_to_run(ctx, session, resuming)
         if agent is None and not answered:
             return

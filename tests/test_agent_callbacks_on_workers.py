@@ -565,16 +565,37 @@ def stopping_in_after(build: Callable[[bool, bool], App], agent_name: str) -> Ca
     return stopping
 
 
-@pytest.mark.parametrize(("build", "agent_name"), [
-    (single, "agent"),
-    (transfer, "child"),  # the final text committed, no end (the root ended at its transfer)
+def routed(on_workers: bool, resumable: bool) -> App:
+    """A workflow root: ``router`` transfers to its sub-agent ``helper``, which runs inside
+    router's run (not a hop); router's after-callbacks run when helper is done."""
+    helper = _llm("helper", [call("plain"), "HELPED"], [_tool(plain, on_workers)])
+    router = _llm("router", [call("transfer_to_agent", agent_name="helper")],
+                  sub_agents=[helper])
+    return _app(SequentialAgent(name="seq", sub_agents=[router], **CALLBACKS), resumable)
+
+
+@pytest.mark.parametrize(("build", "agent_name", "resumable"), [
+    (single, "agent", False),
+    (transfer, "child", False),  # the final text committed, no end (the root ended at its transfer)
+    # Resumable: the agent's end_of_agent is committed before its after_agent callbacks run.
+    (single, "agent", True),
+    (transfer, "child", True),  # root ended at its transfer: child ends the invocation
+    (back_to_root, "root", True),  # root's second run, after child's transfer back
+    (sequence, "first", True),  # seq goes on with second after first's end
+    (sequence, "seq", True),  # the workflow root's own end
+    (routed, "helper", True),  # a transfer under a workflow root: router goes on after it
+    (routed, "router", True),
+    (loop, "agent", True),  # the first iteration's end: the loop goes on after it
+    (loop, "loop", True),
 ])
-async def test_a_run_recovered_as_its_agents_end_ends_each_once(build: Callable, agent_name: str):
-    """Not resumable: the orchestrator stops in an after_agent callback. The recovered run
-    calls no model and ends each agent whose end is not committed, once, innermost first."""
+async def test_a_run_recovered_as_its_agents_end_ends_each_once(build: Callable, agent_name: str,
+                                                                resumable: bool):
+    """The orchestrator stops in an after_agent callback. The recovered run calls no model
+    and ends each agent whose end is not committed, once, innermost first: the same events
+    and state as a run that did not stop (each after_agent's effect once)."""
     stopping = stopping_in_after(build, agent_name)
-    recovered = await _recovered_after_stop(stopping(True, False), f"after_agent.{agent_name}")
-    in_process = await _run(stopping(False, False))
+    recovered = await _recovered_after_stop(stopping(True, resumable), f"after_agent.{agent_name}")
+    in_process = await _run(stopping(False, resumable))
     assert recovered == in_process
     assert in_process[0] == (InvocationStatus.COMPLETED, None)
 

@@ -42,6 +42,10 @@ agent it was going down to had given its final answer: its turn is over (its mod
 not be called again), and what was left were the after-callbacks of the runs under way.
 They end innermost first, each committing at most one event, so the events after the
 answer tell which runs ended; the recovered run ends only the others.
+
+In a resumable app an agent commits its ``end_of_agent`` before its after-callbacks run (as
+google-adk does): a run recovered after a stop between the two runs those callbacks first
+(:func:`ends_owed` reads which from the log), then continues as its checkpoints say.
 """
 
 from __future__ import annotations
@@ -212,6 +216,45 @@ def agent_to_continue(
     if agent is None:
         return None
     return _outermost_checkpointed(agent, states)
+
+
+def ends_owed(root: BaseAgent, events: list[Event], invocation_id: str) -> list[Event]:
+    """The ``end_of_agent`` events (log order) whose agents' after-callbacks did not finish.
+
+    Resumable apps. As in google-adk, an agent commits its ``end_of_agent`` and only then
+    runs its after-callbacks (the plugins' and its own, one event at most): an orchestrator
+    that stops between the two leaves an ended agent whose callbacks' effect is not in the
+    log, and no continued run re-enters an ended agent. Joining them into one event would
+    change google-adk's events, so the log is read instead: the callbacks finished if the
+    agent committed anything after its end (their event, or a later run of it), or if an
+    event followed on its branch or a branch above it (its parent's or a later sibling's
+    go on only after them; a parallel sibling's events tell nothing). An end that a
+    transfer hop made runs no after-callbacks (google-adk 2.13): nothing is owed for it.
+    A callback that committed nothing is not seen: it runs again in the recovered run.
+    """
+    mine = [e for e in events if e.invocation_id == invocation_id and not e.partial]
+    owed: list[Event] = []
+    for i, end in enumerate(mine):
+        if not end.actions.end_of_agent or end.author == "user" or end.content is not None:
+            continue
+        if _ended_by_hop(root, mine[:i], end.author):
+            continue
+        if not any(e.author == end.author or _on_or_above(e.branch, end.branch)
+                   for e in mine[i + 1:]):
+            owed.append(end)
+    return owed
+
+
+def _ended_by_hop(root: BaseAgent, before: list[Event], name: str) -> bool:
+    """True if agent ``name``'s event before its end is a transfer that is a hop."""
+    last = next((e for e in reversed(before) if e.author == name), None)
+    return (last is not None and bool(last.actions.transfer_to_agent)
+            and transfers_by_hop(root, name))
+
+
+def _on_or_above(branch: str | None, of: str | None) -> bool:
+    """True if ``branch`` is branch ``of`` or one above it (None is the top)."""
+    return branch is None or branch == of or bool(of and of.startswith(branch + "."))
 
 
 def _outermost_checkpointed(agent: BaseAgent, states: dict[str, dict[str, Any]]) -> BaseAgent:

@@ -206,7 +206,14 @@ class LlmAgent(BaseAgent):
             return
         paused = False
         resumed = self._sub_agent_to_resume(ctx) if ctx.is_resumable else None
-        events = resumed.run_async(ctx) if resumed is not None else LlmFlow().run_async(ctx)
+        if resumed is not None and ctx.end_of_agents.get(resumed.name):
+            # Its transfer's target ended (and its after-callbacks, owed or not, are run
+            # before this): a stop before this agent's end. Its model is not called again.
+            events: AsyncGenerator[Event, None] = _no_events()
+        elif resumed is not None:
+            events = resumed.run_async(ctx)
+        else:
+            events = LlmFlow().run_async(ctx)
         # The turn's text so far, for ``output_key`` (not when continuing a sub-agent's turn).
         output: str | None = "" if resumed is None else None
         try:
@@ -297,6 +304,12 @@ class LlmAgent(BaseAgent):
             owner = last.actions.transfer_to_agent
         elif last.author != "user" and ctx.takes_up(last.author):
             owner = last.author  # recovering: the agent under way below this one goes on
+        elif last.author != "user" and ctx.end_of_agents.get(last.author) and \
+                not ctx.transfers_by_hop(self):
+            # Recovering: the agent this one transferred to ran to its end inside this run
+            # (not a hop: then it ended a run of its own); the caller sees it ended, and
+            # this agent's turn is over.
+            owner = last.author
         if not owner or owner == self.name:
             return None
         agent = self.root_agent.find_agent(owner)
@@ -389,3 +402,9 @@ async def _resolve_instruction(
     if isinstance(result, Awaitable):
         result = await result
     return str(result), True
+
+
+async def _no_events() -> AsyncGenerator[Event, None]:
+    """An agent step with nothing left to do."""
+    return
+    yield  # pragma: no cover

@@ -36,6 +36,14 @@ class LoopAgent(BaseAgent):
         escalated = False
         while not escalated and (self.max_iterations is None or times_looped < self.max_iterations):
             for sub in self.sub_agents[start:]:
+                if resuming and self._ended_since_checkpoint(ctx, sub.name):
+                    # It ended before the stop (its after-callbacks, if owed, ran before
+                    # this): the loop goes on after it, as SequentialAgent does.
+                    resuming = False
+                    if self._escalated_in_log(ctx):
+                        escalated = True
+                        break
+                    continue
                 if ctx.is_resumable and not resuming:
                     checkpoint = LoopAgentState(current_sub_agent=sub.name, times_looped=times_looped)
                     ctx.set_agent_state(self.name, agent_state=checkpoint)
@@ -59,6 +67,21 @@ class LoopAgent(BaseAgent):
         if ctx.is_resumable:
             ctx.set_agent_state(self.name, end_of_agent=True)
             yield self._create_agent_state_event(ctx)
+
+    def _ended_since_checkpoint(self, ctx: InvocationContext, name: str) -> bool:
+        """True if sub-agent ``name`` committed its end after this loop's last checkpoint.
+
+        Read from the log, not from ``ctx.end_of_agents``: that holds an end of an earlier
+        iteration too, which does not end this one.
+        """
+        for event in reversed(ctx.session.events):
+            if event.invocation_id != ctx.invocation_id:
+                continue
+            if event.author == self.name and event.actions.agent_state is not None:
+                return False
+            if event.author == name and event.actions.end_of_agent:
+                return True
+        return False
 
     def _escalated_in_log(self, ctx: InvocationContext) -> bool:
         """True if an event committed since this sub-agent's checkpoint escalates.
