@@ -721,3 +721,36 @@ async def _quiet(rt: EmbeddedRuntime) -> None:
         if not rt._drains and not rt.transport._tasks:
             return
     raise TimeoutError("the embedded runtime did not settle")
+
+
+def transfer_in_sequence(on_workers: bool, resumable: bool) -> App:
+    """Under a workflow root: a transfers to sub (sub runs inside a's run), then b."""
+    sub = _llm("sub", [call("plain"), "SUB"], [_tool(plain, on_workers)])
+    first = _llm("a", [call("transfer_to_agent", agent_name="sub")], sub_agents=[sub])
+    second = _llm("b", ["B"])
+    return _app(SequentialAgent(name="seq", sub_agents=[first, second], **CALLBACKS), resumable)
+
+
+@pytest.mark.parametrize(("build", "resumable"), [
+    (to_peer, False), (to_peer, True), (transfer_in_sequence, True)])
+@pytest.mark.xfail(strict=True, reason="the replayed transfer is not acted on")
+async def test_a_run_recovered_after_a_committed_transfer_call_makes_the_transfer(
+        build: Callable, resumable: bool):
+    """The orchestrator stops right after committing a model turn whose call is
+    transfer_to_agent, before running it: the recovered run answers the call and goes to
+    the target (a hop under a root LlmAgent, the target's run inside the transferring
+    agent's under a workflow root), as a run that did not stop; it does not ask the
+    transferring agent's model again."""
+    recovered = await _recovered_after_stop(build(False, resumable), "flow.calls_committed")
+    in_process = await _run(build(False, resumable))
+    assert in_process[0] == (InvocationStatus.COMPLETED, None)
+    assert recovered == in_process
+
+
+async def test_a_workflow_stopped_at_a_committed_transfer_call_is_not_resumed_if_not_resumable():
+    """The same stop under a workflow root of an app that is not resumable: refused, as any
+    stop mid-workflow of such an app."""
+    recovered = await _recovered_after_stop(transfer_in_sequence(False, False),
+                                            "flow.calls_committed")
+    assert recovered[0][0] is InvocationStatus.FAILED
+    assert "is not resumable" in recovered[0][1]
