@@ -733,7 +733,6 @@ def transfer_in_sequence(on_workers: bool, resumable: bool) -> App:
 
 @pytest.mark.parametrize(("build", "resumable"), [
     (to_peer, False), (to_peer, True), (transfer_in_sequence, True)])
-@pytest.mark.xfail(strict=True, reason="the replayed transfer is not acted on")
 async def test_a_run_recovered_after_a_committed_transfer_call_makes_the_transfer(
         build: Callable, resumable: bool):
     """The orchestrator stops right after committing a model turn whose call is

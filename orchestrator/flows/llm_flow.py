@@ -134,12 +134,12 @@ class LlmFlow:
         elif decision.action is step_resume.ResumeAction.REPLAY_CALLS:
             assert decision.call_event is not None
             step.before_model = True
-            async for event in functions.handle_function_calls(
-                ctx, decision.call_event, callable_tools(), only_ids=decision.call_ids,
-                dispatched=dispatched,
-            ):
-                for answer in functions.with_confirmation_request(ctx, decision.call_event, event):
-                    yield answer
+            # The committed calls' answers, acted on as in an uninterrupted run: a transfer
+            # among them goes to its target (a hop, or the target's run), not to the model.
+            async for event in self._answer_calls(
+                    ctx, decision.call_event, callable_tools(), step, dispatched,
+                    only_ids=decision.call_ids):
+                yield event
             if dispatched:
                 _pause(ctx, agent, step)
 
@@ -287,8 +287,28 @@ class LlmFlow:
     ) -> AsyncGenerator[Event, None]:
         failpoints.hit("flow.calls_committed")  # the calls are in the log, none handled yet
         dispatched: list[str] = []
+        async for event in self._answer_calls(
+                ctx, call_event, llm_request.tools_dict, step, dispatched):
+            yield event
+        if dispatched:
+            # Remote calls are out: the invocation pauses until their answers come back.
+            step.stop = True
+
+    async def _answer_calls(
+        self,
+        ctx: InvocationContext,
+        call_event: Event,
+        tools: dict[str, BaseTool],
+        step: _Step,
+        dispatched: list[str],
+        only_ids: set[str] | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        """Run ``call_event``'s calls (those of ``only_ids`` if given); act on each answer.
+
+        A transfer an answer asks for ends the step and goes to its target.
+        """
         async for answer in functions.handle_function_calls(
-            ctx, call_event, llm_request.tools_dict, dispatched=dispatched
+            ctx, call_event, tools, only_ids=only_ids, dispatched=dispatched
         ):
             for index, event in enumerate(
                     functions.with_confirmation_request(ctx, call_event, answer)):
@@ -301,9 +321,6 @@ class LlmFlow:
                         ctx, ctx.agent, target_name):  # type: ignore[arg-type]
                     yield event
                 step.stop = True
-        if dispatched:
-            # Remote calls are out: the invocation pauses until their answers come back.
-            step.stop = True
 
 
 def _callable_tools(
