@@ -7,6 +7,8 @@ import os
 import pytest
 import redis.asyncio as aioredis
 
+from orchestrator.backends.memory.stores import InMemoryInvocationStore
+from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.models.guard import set_model_requests_allowed
 from tests.support.backends import (  # noqa: F401  (shared fixtures)
     backend,
@@ -68,3 +70,14 @@ async def proxied(redis_url, redis_client):
     async with losing_client(redis_url) as pair:
         yield pair
 
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request):
+    """An invocation store of each back-end: in memory, and over the test redis-server."""
+    if request.param == "memory":
+        yield InMemoryInvocationStore()
+        return
+    client = aioredis.Redis.from_url(request.getfixturevalue("redis_url"), decode_responses=True)
+    await client.flushdb()
+    yield RedisInvocationStore(client)
+    await client.aclose()

@@ -7,9 +7,7 @@ import asyncio
 import time
 
 import pytest
-import redis.asyncio as aioredis
 
-from orchestrator.backends.memory.stores import InMemoryInvocationStore
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.session_queue import RedisSessionQueue
@@ -20,17 +18,6 @@ from orchestrator.errors import RequestError
 
 Q, R, P, C, F = (InvocationStatus.QUEUED, InvocationStatus.RUNNING, InvocationStatus.PAUSED,
                  InvocationStatus.COMPLETED, InvocationStatus.FAILED)
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def store(request):
-    if request.param == "memory":
-        yield InMemoryInvocationStore()
-        return
-    client = aioredis.Redis.from_url(request.getfixturevalue("redis_url"), decode_responses=True)
-    await client.flushdb()
-    yield RedisInvocationStore(client)
-    await client.aclose()
 
 
 def record(invocation_id: str, session_id: str = "s1", *, user_id: str = "u", app_name: str = "app",

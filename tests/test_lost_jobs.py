@@ -21,12 +21,9 @@ from typing import Any
 
 import pytest
 import redis
-import redis.asyncio as aioredis
 
 from config import Settings
-from orchestrator.backends.memory.stores import InMemoryInvocationStore
 from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.jobs import dispatched_job, job_digest, watch_member
 from orchestrator.distributed.executor import execute_agent_job
 from orchestrator.distributed.hand_back import deliver_result
@@ -410,17 +407,6 @@ def test_a_second_run_that_ends_a_branch_its_first_run_paused_is_not_committed(r
         branch_answers = [r.id for e in events for r in e.get_function_responses()
                           if r.name == "adk_celery_run_branch"]
         assert sorted(branch_answers) == sorted(sent)  # each branch answered once
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def store(request):
-    if request.param == "memory":
-        yield InMemoryInvocationStore()
-        return
-    client = aioredis.Redis.from_url(request.getfixturevalue("redis_url"), decode_responses=True)
-    await client.flushdb()
-    yield RedisInvocationStore(client)
-    await client.aclose()
 
 
 async def test_a_paused_branch_turn_is_the_only_result_its_call_keeps(store):
