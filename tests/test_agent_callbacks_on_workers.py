@@ -31,8 +31,9 @@ from orchestrator import (
     failpoints,
 )
 from orchestrator.distributed.embedded import EmbeddedRuntime
-from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
+from orchestrator.errors import FailpointError
 from orchestrator.models.fake import ScriptedLlm
 from tests.apps_transfers import CountingPlugin as Counting
 from tests.apps_transfers import count_after as after
@@ -429,24 +430,12 @@ async def test_a_confirmed_call_runs_when_before_agent_callbacks_write_state(res
 async def test_a_recovered_run_does_not_start_the_agents_again(failpoint: str, resumable: bool):
     """The orchestrator stops mid-run (after committing a remote call, or its answer);
     the run that recovers the invocation from its log runs no before-callback again."""
-    app = transfer(True, resumable)
-    rt = EmbeddedRuntime(AppRegistry([app]))
-    failpoints.arm(f"{failpoint}=error*1")  # the drain that meets it stops, as if killed
-    try:
-        inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
-        await _quiet(rt)
-    finally:
-        failpoints.disarm()
-    rec = await rt.status(app.name, inv)
-    assert rec.status is not InvocationStatus.COMPLETED
-    await rt.service.drain((app.name, "u", rec.session_id))  # the next holder recovers it
-    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
-    assert rec.status is InvocationStatus.COMPLETED, rec.error
-    session = await rt.session_service.get_session(
-        app_name=app.name, user_id="u", session_id=rec.session_id)
-    assert dict(session.state) == _once_each(["child"], ["root"])
+    (status, error), events, state = await _recovered_after_stop(transfer(True, resumable),
+                                                                 failpoint)
+    assert status is InvocationStatus.COMPLETED, error
+    assert state == _once_each(["child"], ["root"])
     in_process = await _run(transfer(False, resumable))
-    assert _shown(await rt.events(app.name, inv)) == in_process[1]
+    assert events == in_process[1]
 
 
 @pytest.mark.parametrize("failpoint", ["dispatch.before_publish", "runner.answers_committed"])
@@ -460,20 +449,10 @@ async def test_a_recovered_resumable_transfer_goes_on_in_the_sub_agent(failpoint
         return App(name="a", root_agent=root,
                    resumability_config=ResumabilityConfig(is_resumable=True))
 
-    app = build(True)
-    rt = EmbeddedRuntime(AppRegistry([app]))
-    failpoints.arm(f"{failpoint}=error*1")
-    try:
-        inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
-        await _quiet(rt)
-    finally:
-        failpoints.disarm()
-    rec = await rt.status(app.name, inv)
-    await rt.service.drain((app.name, "u", rec.session_id))
-    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
-    assert rec.status is InvocationStatus.COMPLETED, rec.error
+    (status, error), events, _ = await _recovered_after_stop(build(True), failpoint)
+    assert status is InvocationStatus.COMPLETED, error
     in_process = await _run(build(False))
-    assert _shown(await rt.events(app.name, inv)) == in_process[1]
+    assert events == in_process[1]
     assert in_process[1][-2:] == [("child", "CHILD", {}), ("child", END, {})]
 
 
@@ -486,23 +465,12 @@ async def test_a_run_recovered_between_a_transfer_and_its_target(failpoint: str,
     and starts child once; google-adk's events and state (see to_peer)."""
     app = to_peer(True, resumable)
     rt = EmbeddedRuntime(AppRegistry([app]))
-    failpoints.arm(f"{failpoint}=error*1")
-    try:
-        inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
-        await _quiet(rt)
-    finally:
-        failpoints.disarm()
-    rec = await rt.status(app.name, inv)
-    assert rec.status is not InvocationStatus.COMPLETED
-    assert _shown(await rt.events(app.name, inv))[-1][0] == "root"  # child had not started
-    await rt.service.drain((app.name, "u", rec.session_id))  # the next holder recovers it
-    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
-    assert rec.status is InvocationStatus.COMPLETED, rec.error
-    assert _shown(await rt.events(app.name, inv))[1:] == _adk_transfers(to_peer, resumable)
-    session = await rt.session_service.get_session(
-        app_name=app.name, user_id="u", session_id=rec.session_id)
-    assert dict(session.state) == {
-        k: v for e in _adk_transfers(to_peer, resumable) for k, v in e[2].items()}
+    rec = await _stopped_once(rt, app, failpoint)
+    assert _shown(await rt.events(app.name, rec.invocation_id))[-1][0] == "root"  # child had not started
+    (status, error), events, state = await _recovered(rt, app, rec)
+    assert status is InvocationStatus.COMPLETED, error
+    assert events[1:] == _adk_transfers(to_peer, resumable)
+    assert state == {k: v for e in _adk_transfers(to_peer, resumable) for k, v in e[2].items()}
 
 
 def saying_after(on_workers: bool, resumable: bool) -> App:
@@ -518,23 +486,36 @@ def saying_after(on_workers: bool, resumable: bool) -> App:
     return _app(agent, resumable)
 
 
-async def _recovered_after_stop(app: App, failpoint: str) -> tuple[Any, list, dict]:
-    """Run ``app`` with ``failpoint`` armed to fail once (the drain that meets it stops, as
-    if its orchestrator were killed there), then let the next holder recover it."""
-    rt = EmbeddedRuntime(AppRegistry([app]))
+async def _stopped_once(rt: EmbeddedRuntime, app: App, failpoint: str, message: str = "go",
+                        **fields: Any) -> InvocationRecord:
+    """Enqueue a message with ``failpoint`` armed to fail once (the drain that meets it
+    stops, as if its orchestrator were killed there); the record it left, not completed."""
     failpoints.arm(f"{failpoint}=error*1")
     try:
-        inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
+        inv = await rt.enqueue(app_name=app.name, user_id="u", new_message=message, **fields)
         await _quiet(rt)
     finally:
         failpoints.disarm()
     rec = await rt.status(app.name, inv)
     assert rec.status is not InvocationStatus.COMPLETED
-    await rt.service.drain((app.name, "u", rec.session_id))  # the next holder recovers it
-    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
+    return rec
+
+
+async def _recovered(rt: EmbeddedRuntime, app: App, rec: InvocationRecord
+                     ) -> tuple[Any, list, dict]:
+    """Let the next holder of the session recover the stopped invocation; how it ended."""
+    await rt.service.drain((app.name, "u", rec.session_id))
+    rec = await rt.wait(app.name, rec.invocation_id, timeout=5, until=InvocationStatus.FINISHED)
     session = await rt.session_service.get_session(
         app_name=app.name, user_id="u", session_id=rec.session_id)
-    return (rec.status, rec.error), _shown(await rt.events(app.name, inv)), dict(session.state)
+    return ((rec.status, rec.error), _shown(await rt.events(app.name, rec.invocation_id)),
+            dict(session.state))
+
+
+async def _recovered_after_stop(app: App, failpoint: str) -> tuple[Any, list, dict]:
+    """Run ``app`` stopped once at ``failpoint``, then recovered by the next holder."""
+    rt = EmbeddedRuntime(AppRegistry([app]))
+    return await _recovered(rt, app, await _stopped_once(rt, app, failpoint))
 
 
 @pytest.mark.parametrize("build", [single, transfer, saying_after])
@@ -620,19 +601,11 @@ async def _second_turn(app: App, failpoint: str | None = None) -> tuple[Any, lis
     rt = EmbeddedRuntime(AppRegistry([app]))
     first = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
     rec = await rt.wait(app.name, first, timeout=5, until=InvocationStatus.FINISHED)
-    if failpoint:
-        failpoints.arm(f"{failpoint}=error*1")  # at child's transfer back to root
-    try:
-        inv = await rt.enqueue(app_name=app.name, user_id="u", session_id=rec.session_id,
-                               new_message="again")
-        if failpoint:
-            await _quiet(rt)
-    finally:
-        failpoints.disarm()
-    if failpoint:
-        rec = await rt.status(app.name, inv)
-        assert rec.status is not InvocationStatus.COMPLETED
-        await rt.service.drain((app.name, "u", rec.session_id))  # the next holder recovers it
+    if failpoint:  # at child's transfer back to root
+        return await _recovered(rt, app, await _stopped_once(
+            rt, app, failpoint, "again", session_id=rec.session_id))
+    inv = await rt.enqueue(app_name=app.name, user_id="u", session_id=rec.session_id,
+                           new_message="again")
     rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
     session = await rt.session_service.get_session(
         app_name=app.name, user_id="u", session_id=rec.session_id)
@@ -684,34 +657,34 @@ async def test_an_agent_reentered_by_a_transfer_back_goes_on_after_its_call(monk
     (the third calls committed: root's transfer, child's, root's call). The recovered run
     goes on in root, which answers; it ran nothing (root's end at its first transfer
     counted) and the invocation completed with root's call unanswered."""
-    from orchestrator.errors import FailpointError
-
-    real, seen = failpoints.hit, [0]
-
-    def third(name: str) -> None:
-        if name == "flow.calls_committed":
-            seen[0] += 1
-            if seen[0] == 3:
-                raise FailpointError(name)
-        return real(name)
-
     app = back_then_tool(False, True)
     rt = EmbeddedRuntime(AppRegistry([app]))
-    monkeypatch.setattr(failpoints, "hit", third)
+    hit, seen = failing_at("flow.calls_committed", 3)
+    monkeypatch.setattr(failpoints, "hit", hit)
     inv = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
     await _quiet(rt)
     monkeypatch.undo()
     rec = await rt.status(app.name, inv)
-    assert seen[0] == 3 and rec.status is not InvocationStatus.COMPLETED
-    await rt.service.drain((app.name, "u", rec.session_id))  # the next holder recovers it
-    rec = await rt.wait(app.name, inv, timeout=5, until=InvocationStatus.FINISHED)
-    session = await rt.session_service.get_session(
-        app_name=app.name, user_id="u", session_id=rec.session_id)
+    assert seen["hits"] == 3 and rec.status is not InvocationStatus.COMPLETED
+    recovered = await _recovered(rt, app, rec)
     in_process = await _run(back_then_tool(False, True))
     assert in_process[1][-4:-2] == [("root", ("response", "plain", {"plain": 1}), {}),
                                     ("root", "ROOT AGAIN", {})]  # then its end, its after-callbacks
-    assert ((rec.status, rec.error), _shown(await rt.events(app.name, inv)),
-            dict(session.state)) == in_process
+    assert recovered == in_process
+
+
+def failing_at(name: str, nth: int) -> tuple[Callable[[str], None], dict[str, int]]:
+    """``failpoints.hit`` whose Nth hit of ``name`` fails (the others pass); and the count."""
+    real, seen = failpoints.hit, {"hits": 0}
+
+    def hit(hit_name: str) -> None:
+        if hit_name == name:
+            seen["hits"] += 1
+            if seen["hits"] == nth:
+                raise FailpointError(f"failpoint {hit_name}")
+        real(hit_name)
+
+    return hit, seen
 
 
 async def _quiet(rt: EmbeddedRuntime) -> None:

@@ -23,12 +23,11 @@ from orchestrator import App, FunctionTool, LlmAgent, ResumabilityConfig, Sequen
 from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.errors import FailpointError
 from orchestrator.models.fake import ScriptedLlm
 from tests.apps_transfers import CountingPlugin, count_after, count_before
 from tests.support.action_tools import remote
 from tests.support.events import call
-from tests.test_agent_callbacks_on_workers import _quiet, _shown
+from tests.test_agent_callbacks_on_workers import _quiet, _shown, failing_at
 
 Build = Callable[[bool, bool], App]
 
@@ -146,24 +145,10 @@ async def _uninterrupted(app: App) -> tuple[Any, ...]:
     return await _outcome(rt, app, invocation_id, record)
 
 
-def _failing_at(name: str, nth: int) -> tuple[Callable[[str], None], dict[str, int]]:
-    """``failpoints.hit`` whose Nth hit of ``name`` fails (the others pass); and the count."""
-    real, seen = failpoints.hit, {"hits": 0}
-
-    def hit(hit_name: str) -> None:
-        if hit_name == name:
-            seen["hits"] += 1
-            if seen["hits"] == nth:
-                raise FailpointError(f"failpoint {hit_name}")
-        real(hit_name)
-
-    return hit, seen
-
-
 async def _recovered(app: App, point: str, nth: int,
                      monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...] | None:
     """The outcome of ``app`` stopped at the ``nth`` hit of ``point``; None if not hit."""
-    hit, seen = _failing_at(point, nth)
+    hit, seen = failing_at(point, nth)
     monkeypatch.setattr(failpoints, "hit", hit)
     rt = EmbeddedRuntime(AppRegistry([app]))
     invocation_id = await rt.enqueue(app_name=app.name, user_id="u", new_message="go")
