@@ -56,7 +56,12 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.distributed.ledger import CallEntry, CallLedger
 from orchestrator.events.event import Event, call_author
-from orchestrator.flows.contents import REQUEST_CONFIRMATION, REQUEST_CREDENTIAL, RUN_BRANCH
+from orchestrator.flows.contents import (
+    REQUEST_CONFIRMATION,
+    REQUEST_CREDENTIAL,
+    RUN_BRANCH,
+    on_or_below,
+)
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.base_toolset import BaseToolset
 
@@ -239,7 +244,9 @@ def ends_owed(root: BaseAgent, events: list[Event], invocation_id: str) -> list[
             continue
         if _ended_by_hop(root, mine[:i], end.author):
             continue
-        if not any(e.author == end.author or _on_or_above(e.branch, end.branch)
+        # Another event of its agent, or one on its branch or a branch above it (None: the
+        # top), came after the end: its after-callbacks ran (or had nothing to run).
+        if not any(e.author == end.author or e.branch is None or on_or_below(end.branch, e.branch)
                    for e in mine[i + 1:]):
             owed.append(end)
     return owed
@@ -250,11 +257,6 @@ def _ended_by_hop(root: BaseAgent, before: list[Event], name: str) -> bool:
     last = next((e for e in reversed(before) if e.author == name), None)
     return (last is not None and bool(last.actions.transfer_to_agent)
             and transfers_by_hop(root, name))
-
-
-def _on_or_above(branch: str | None, of: str | None) -> bool:
-    """True if ``branch`` is branch ``of`` or one above it (None is the top)."""
-    return branch is None or branch == of or bool(of and of.startswith(branch + "."))
 
 
 def _outermost_checkpointed(agent: BaseAgent, states: dict[str, dict[str, Any]]) -> BaseAgent:
