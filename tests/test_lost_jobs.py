@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,14 +85,31 @@ class Stack:
         return worker
 
 
+def _skewed(env: dict[str, str], where: Path, seconds: float) -> dict[str, str]:
+    """``env`` for a process whose clock (``time.time``) is ``seconds`` off (< 0: behind).
+
+    A ``sitecustomize`` module in ``where``, first on the process's path, shifts the clock.
+    """
+    where.mkdir(exist_ok=True)
+    (where / "sitecustomize.py").write_text(
+        f"import time\n_real = time.time\ntime.time = lambda: _real() + {seconds!r}\n")
+    return {**env, "PYTHONPATH": f"{where}{os.pathsep}{env['PYTHONPATH']}"}
+
+
 @contextlib.contextmanager
-def _stack(redis_url: str, db: int, *, worker: bool = True, **settings: str) -> Iterator[Stack]:
-    """Redis db ``db`` flushed, an orchestrator, a worker (unless not wanted) and a client."""
+def _stack(redis_url: str, db: int, *, worker: bool = True,
+           orchestrator_env: Callable[[dict[str, str]], dict[str, str]] | None = None,
+           **settings: str) -> Iterator[Stack]:
+    """Redis db ``db`` flushed, an orchestrator, a worker (unless not wanted) and a client.
+
+    ``orchestrator_env``: what the orchestrator's environment is made of the others'.
+    """
     url, check = _db(redis_url, db)
     env = stack_env(url, SPECS, **{**FAST_WATCH, **settings})
     with ExitStack() as stack:
         stack.callback(check.close)
-        orchestrator = start_celery_process("orchestrator", f"orch-{db}", env)
+        orchestrator = start_celery_process(
+            "orchestrator", f"orch-{db}", orchestrator_env(env) if orchestrator_env else env)
         stack.callback(orchestrator.stop)
         running = start_celery_process("worker", f"worker-{db}", env) if worker else None
         if running is not None:
@@ -134,14 +153,10 @@ def test_a_live_job_on_a_worker_whose_clock_is_behind_is_not_taken_for_lost(redi
     # Beats were stamped with the worker's clock and judged by the watchdog's: a worker a
     # minute behind looked silent for a minute from its first beat, its job was sent again
     # (the tool ran twice) and its attempt counted as a death. Both read Redis's clock now.
-    skew = tmp_path / "skewed"
-    skew.mkdir()
-    (skew / "sitecustomize.py").write_text(
-        "import time\n_real = time.time\ntime.time = lambda: _real() - 60.0  # a minute behind\n")
     with _stack(redis_url, 10, worker=False) as s:
         check, client = s.check, s.client
-        env = {**s.env, "PYTHONPATH": f"{skew}:{s.env['PYTHONPATH']}"}
-        behind = start_celery_process("worker", "behind-worker", env)
+        behind = start_celery_process("worker", "behind-worker",
+                                      _skewed(s.env, tmp_path / "skewed", -60.0))
         s.stack.callback(behind.stop)
         inv = client.enqueue("fragile", "u", "go")
         started = check.blpop([runs_key(inv)], timeout=15)
@@ -249,6 +264,28 @@ def test_a_call_past_its_deadline_is_answered_with_a_timeout_error(redis_url):
         check.lpush(gate_key(inv), "late")
         s.worker.wait_for_line(lambda line: "gated_step" in line and "succeeded" in line)
         assert [r.response for r in _responses(client, "gated", inv)] == [answer.response]
+
+
+@pytest.mark.parametrize("skew", [pytest.param(60.0, id="ahead"), pytest.param(-60.0, id="behind")])
+def test_a_calls_deadline_does_not_move_with_the_orchestrators_clock(redis_url, tmp_path, skew):
+    # The deadline was the dispatching orchestrator's time.time() + the timeout, judged by the
+    # watchdog against Redis's clock: a minute ahead, the call waited a minute more; a
+    # minute behind, it was answered before its worker could start. Redis's clock sets it now.
+    with _stack(redis_url, 14, tool_timeout_seconds="2",
+                orchestrator_env=lambda env: _skewed(env, tmp_path / "skewed", skew)) as s:
+        check, client = s.check, s.client
+
+        inv = client.enqueue("fragile", "u", "go")  # the tool waits at its gate up to 15 s
+        started = check.blpop([runs_key(inv)], timeout=15)  # it started: not answered before
+        assert started is not None, s.orchestrator.output()
+        record = client.wait("fragile", inv, timeout=10, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record.error, s.orchestrator.output())
+        [answer] = _responses(client, "fragile", inv)
+        assert answer.response == {"error": "Tool 'fragile_step' timed out: no answer within 2 s."}
+        # Its deadline, by Redis's clock, passed within the last few seconds: not a minute off.
+        deadline = float(check.hget(keys.invocation_jobs("fragile", inv), f"d:{answer.id}"))
+        seconds, micros = check.time()
+        assert seconds + micros / 1e6 - 10 < deadline <= seconds + micros / 1e6
 
 
 def test_status_says_a_call_waits_for_an_answer_from_outside(redis_url):
