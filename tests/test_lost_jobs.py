@@ -260,6 +260,15 @@ def test_a_call_past_its_deadline_is_answered_with_a_timeout_error(redis_url):
         [answer] = _responses(client, "gated", inv)
         assert answer.response == {"error": "Tool 'gated_step' timed out: no answer within 1 s."}
         # (a sync tool cannot be stopped: it runs on, and its late answer is dropped)
+        # Its worker is alive: the watchdog, which settles the state of an attempt that dies
+        # about its deadline, watches the attempt until its task ends (stopped by the answer)
+        # and has removed its PROGRESS state itself, and writes no FAILURE on a live worker.
+        task_id = f"{inv}:{answer.id}"
+        watch = keys.job_watch(Settings(redis_url=s.url).invocations_queue)
+        eventually("the watch on the attempt ended",
+                   lambda: check.zscore(watch, watch_member("gated", inv, answer.id)) is None)
+        assert check.get(f"celery-task-meta-{task_id}") is None
+        assert not check.hexists(keys.invocation_jobs("gated", inv), f"t:{answer.id}")
         # The tool's own late answer never replaces the timeout (first answer wins).
         check.lpush(gate_key(inv), "late")
         s.worker.wait_for_line(lambda line: "gated_step" in line and "succeeded" in line)
@@ -553,6 +562,26 @@ def test_a_killed_workers_progress_state_says_its_call_was_answered_with_an_erro
         assert record.status is InvocationStatus.COMPLETED, record.error
         _assert_lost_as(s, dead, "; not sent again (its worker died in 1 of 1 attempt(s)): "
                                  "the call is answered with an error.")
+
+
+def test_a_progress_state_left_by_a_worker_dead_at_the_deadline_says_its_call_timed_out(redis_url):
+    # The worker dies just before the call's deadline, too recently to be taken for dead
+    # then (beats every 2 s here: silent after 6 s). The timeout answered the call and the
+    # dead attempt's PROGRESS stayed in Celery's result backend until it expired.
+    with _stack(redis_url, 5, worker=False, tool_timeout_seconds="1",
+                job_heartbeat_seconds="2") as s:
+        inv, dead = _dead_attempt_running(s)
+
+        record = s.client.wait("fragile", inv, timeout=10, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        [answer] = _responses(s.client, "fragile", inv)
+        assert answer.response == {"error": "Tool 'fragile_step' timed out: no answer within 1 s."}
+        eventually("the dead attempt settled", lambda: _task_result(s.url, dead).state != "PROGRESS")
+        _assert_lost_as(s, dead, "; not sent again: the call was answered with a timeout error "
+                                 "at its deadline.")
+        assert s.check.hget(keys.invocation_jobs("fragile", inv), f"a:{answer.id}") == "1"
+        watch = keys.job_watch(Settings(redis_url=s.url).invocations_queue)
+        assert s.check.zscore(watch, watch_member("fragile", inv, answer.id)) is None
 
 
 @pytest.mark.parametrize("failpoint", [

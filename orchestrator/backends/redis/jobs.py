@@ -14,6 +14,8 @@ Each invocation has a jobs hash (``keys.invocation_jobs``) with these fields per
   once per attempt: ``x:<call id>:<attempt>`` marks an attempt counted);
 - ``n:<call id>``: the name of the publication of the attempt now out (a publication run
   twice, after a lost reply, knows it went out);
+- ``t:<call id>``: the attempt that was running when the call was answered by its timeout,
+  until the watchdog has seen it end or its worker die (:mod:`workers.watchdog`);
 - ``r:<call id>``: where the job is, JSON: ``{"state": "queued", "at": t}``, then
   ``{"state": "running", "worker": w, "beat": t, "attempt": n}`` once a worker claims it.
 
@@ -224,23 +226,27 @@ class Beat(Operands):
 
 
 BEAT = LuaScript(Beat, """
-if redis.call('EXISTS', cancel) == 1 or redis.call('HEXISTS', results, call_id) == 1 then
-  return 2
-end
+local ended = redis.call('EXISTS', cancel) == 1 or redis.call('HEXISTS', results, call_id) == 1
 local current = redis.call('HGET', jobs, 'a:' .. call_id)
-if current ~= attempt then return 0 end
+if current ~= attempt then
+  if ended then return 2 end
+  return 0
+end
 local now = redis_now()
 redis.call('HSET', jobs, 'r:' .. call_id, cjson.encode({state = 'running',
   worker = worker, beat = now, attempt = tonumber(attempt)}))
+if ended then return 2 end
 if redis.call('ZSCORE', watch, member) then
   redis.call('ZADD', watch, next_look(jobs, call_id, now, lost_after), member)
 end
 return 1
 """, functions=[_NEXT_LOOK])
 """A running job's sign of life, only while it is still this attempt's (1; else 0); its next
-look never goes past its deadline. 2 (and no beat) once the invocation was cancelled or the
-call answered (past its deadline, or by another attempt): the worker stops the job if it
-can."""
+look never goes past its deadline. 2 once the invocation was cancelled or the call answered
+(past its deadline, or by another attempt): the worker stops the job if it can. The beat of
+an attempt still the call's is stamped all the same (and no look is set): a sync tool runs
+on past its deadline, and the watchdog, which settles the task state of an attempt that
+died after its call was answered by its timeout, must not take it for dead."""
 
 
 @dataclass(frozen=True, kw_only=True)
