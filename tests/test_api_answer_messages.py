@@ -85,6 +85,33 @@ def test_answers_that_answer_nothing_here_are_refused(api):
     assert done.json()[-1]["content"]["parts"][0]["text"] == "approval: {'ok': 1}"
 
 
+def test_a_part_with_text_beside_its_function_response_is_refused_not_cut(api):
+    """A part holding both a functionResponse and text used to answer the call and drop the
+    text without a word. google-adk refuses a message with both (responses resume, text
+    starts a new turn); here it is a 422 naming the part, and nothing is answered."""
+    session, call = _paused(api, "cal")
+    base = {"appName": "approval", "userId": "cal", "sessionId": session}
+    answer = _answer(call, {"approved": True})["parts"][0]
+    for path, parts, index in [
+        ("/run", [{**answer, "text": "and pay 50 more"}], 0),
+        ("/run_sse", [{**answer, "text": "and pay 50 more"}], 0),
+        ("/run", [answer, {"function_response": {"id": "adk-x", "response": {}},
+                           "text": "note"}], 1),
+    ]:
+        refused = httpx.post(f"{api}{path}", timeout=30, json={
+            **base, "newMessage": {"role": "user", "parts": parts}})
+        assert refused.status_code == 422, (path, refused.text)
+        detail = refused.json()["detail"]
+        assert detail.startswith(f"new_message.parts[{index}]: a part with a function response "
+                                 "holds nothing else, and this one also has 'text'"), detail
+    invocation = httpx.get(f"{api}/apps/approval/invocations/{call['invocationId']}").json()
+    assert invocation["status"] == "paused" and invocation["pendingCalls"] == [call["id"]]
+    # An empty text is nothing dropped (google-adk lets it through too).
+    done = httpx.post(f"{api}/run", timeout=30, json={
+        **base, "newMessage": {"role": "user", "parts": [{**answer, "text": ""}]}})
+    assert done.json()[-1]["content"]["parts"][0]["text"] == "approval: {'approved': True}"
+
+
 def test_a_confirmation_answer_that_is_no_confirmation_is_refused_and_nothing_is_answered(api):
     session = httpx.post(f"{api}/apps/guarded/users/dan/sessions").json()["id"]
     base = {"appName": "guarded", "userId": "dan", "sessionId": session}

@@ -101,17 +101,39 @@ def test_a_token_for_another_app_is_a_403_before_the_body_is_checked(locked):
     assert (reply.status_code, MARK in reply.text) == (403, False)
 
 
-def test_a_run_body_that_names_no_app_is_a_403_to_a_token_for_some_apps_only(locked):
-    """On /run the body names the app: one that names none (not JSON, no appName, not a string)
-    could be for any app, so a token that opens some apps only gets a 403, not its 422."""
+def test_a_run_body_that_names_no_app_is_the_same_422_for_a_token_for_some_apps_only(locked):
+    """On /run the body names the app. A body that names none (not JSON, no appName, not a
+    string) is the caller's mistake, not a token's limit: the same 422 naming the field as an
+    unrestricted token gets (it was a 403), and nothing in it of the apps the token does not
+    open. A body naming such an app is still the 403, however wrong the rest of it is."""
+    served = httpx.get(f"{locked}/list-apps", headers=ALL, timeout=30).json()
+    hidden = [name for name in served if name != "chat"]
+    assert "approval" in hidden
     for path in ("/run", "/run_sse"):
-        for content in (f"{{not json {MARK}", json.dumps({"userId": MARK}),
-                        json.dumps({"appName": 5, "userId": MARK}), json.dumps([MARK])):
-            reply = httpx.post(f"{locked}{path}", content=content.encode(), timeout=30,
+        for content, fields in [
+            (f"{{not json {MARK}", None),
+            (json.dumps({"userId": MARK}), {("body", "appName"), ("body", "sessionId")}),
+            (json.dumps({"appName": 5, "userId": "u", "sessionId": MARK}),
+             {("body", "appName")}),
+            (json.dumps([MARK]), {("body",)}),
+        ]:
+            sent = {"content": content.encode(), "timeout": 30}
+            reply = httpx.post(f"{locked}{path}", **sent,
                                headers={**CHAT, "content-type": "application/json"})
-            assert reply.status_code == 403, (path, content, reply.text)
-            assert "the body must name one of them (appName)" in reply.text
-            assert MARK not in reply.text
+            assert reply.status_code == 422, (path, content, reply.text)
+            unrestricted = httpx.post(f"{locked}{path}", **sent,
+                                      headers={**ALL, "content-type": "application/json"})
+            assert reply.json() == unrestricted.json()
+            detail = reply.json()["detail"]
+            if fields is None:
+                assert detail[0]["type"] == "json_invalid"
+            else:
+                assert {tuple(error["loc"]) for error in detail} == fields
+            assert not [name for name in hidden if name in reply.text], reply.text
+        closed = httpx.post(f"{locked}{path}", headers=CHAT, timeout=30,
+                            json={"appName": "approval", "userId": 5, "stateDelta": MARK})
+        assert closed.status_code == 403
+        assert closed.json() == {"detail": "this token does not open app 'approval'"}
 
 
 def test_a_token_that_opens_the_app_still_gets_the_422_naming_the_field(locked):

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,14 +85,31 @@ class Stack:
         return worker
 
 
+def _skewed(env: dict[str, str], where: Path, seconds: float) -> dict[str, str]:
+    """``env`` for a process whose clock (``time.time``) is ``seconds`` off (< 0: behind).
+
+    A ``sitecustomize`` module in ``where``, first on the process's path, shifts the clock.
+    """
+    where.mkdir(exist_ok=True)
+    (where / "sitecustomize.py").write_text(
+        f"import time\n_real = time.time\ntime.time = lambda: _real() + {seconds!r}\n")
+    return {**env, "PYTHONPATH": f"{where}{os.pathsep}{env['PYTHONPATH']}"}
+
+
 @contextlib.contextmanager
-def _stack(redis_url: str, db: int, *, worker: bool = True, **settings: str) -> Iterator[Stack]:
-    """Redis db ``db`` flushed, an orchestrator, a worker (unless not wanted) and a client."""
+def _stack(redis_url: str, db: int, *, worker: bool = True,
+           orchestrator_env: Callable[[dict[str, str]], dict[str, str]] | None = None,
+           **settings: str) -> Iterator[Stack]:
+    """Redis db ``db`` flushed, an orchestrator, a worker (unless not wanted) and a client.
+
+    ``orchestrator_env``: what the orchestrator's environment is made of the others'.
+    """
     url, check = _db(redis_url, db)
     env = stack_env(url, SPECS, **{**FAST_WATCH, **settings})
     with ExitStack() as stack:
         stack.callback(check.close)
-        orchestrator = start_celery_process("orchestrator", f"orch-{db}", env)
+        orchestrator = start_celery_process(
+            "orchestrator", f"orch-{db}", orchestrator_env(env) if orchestrator_env else env)
         stack.callback(orchestrator.stop)
         running = start_celery_process("worker", f"worker-{db}", env) if worker else None
         if running is not None:
@@ -134,14 +153,10 @@ def test_a_live_job_on_a_worker_whose_clock_is_behind_is_not_taken_for_lost(redi
     # Beats were stamped with the worker's clock and judged by the watchdog's: a worker a
     # minute behind looked silent for a minute from its first beat, its job was sent again
     # (the tool ran twice) and its attempt counted as a death. Both read Redis's clock now.
-    skew = tmp_path / "skewed"
-    skew.mkdir()
-    (skew / "sitecustomize.py").write_text(
-        "import time\n_real = time.time\ntime.time = lambda: _real() - 60.0  # a minute behind\n")
     with _stack(redis_url, 10, worker=False) as s:
         check, client = s.check, s.client
-        env = {**s.env, "PYTHONPATH": f"{skew}:{s.env['PYTHONPATH']}"}
-        behind = start_celery_process("worker", "behind-worker", env)
+        behind = start_celery_process("worker", "behind-worker",
+                                      _skewed(s.env, tmp_path / "skewed", -60.0))
         s.stack.callback(behind.stop)
         inv = client.enqueue("fragile", "u", "go")
         started = check.blpop([runs_key(inv)], timeout=15)
@@ -245,10 +260,41 @@ def test_a_call_past_its_deadline_is_answered_with_a_timeout_error(redis_url):
         [answer] = _responses(client, "gated", inv)
         assert answer.response == {"error": "Tool 'gated_step' timed out: no answer within 1 s."}
         # (a sync tool cannot be stopped: it runs on, and its late answer is dropped)
+        # Its worker is alive: the watchdog, which settles the state of an attempt that dies
+        # about its deadline, watches the attempt until its task ends (stopped by the answer)
+        # and has removed its PROGRESS state itself, and writes no FAILURE on a live worker.
+        task_id = f"{inv}:{answer.id}"
+        watch = keys.job_watch(Settings(redis_url=s.url).invocations_queue)
+        eventually("the watch on the attempt ended",
+                   lambda: check.zscore(watch, watch_member("gated", inv, answer.id)) is None)
+        assert check.get(f"celery-task-meta-{task_id}") is None
+        assert not check.hexists(keys.invocation_jobs("gated", inv), f"t:{answer.id}")
         # The tool's own late answer never replaces the timeout (first answer wins).
         check.lpush(gate_key(inv), "late")
         s.worker.wait_for_line(lambda line: "gated_step" in line and "succeeded" in line)
         assert [r.response for r in _responses(client, "gated", inv)] == [answer.response]
+
+
+@pytest.mark.parametrize("skew", [pytest.param(60.0, id="ahead"), pytest.param(-60.0, id="behind")])
+def test_a_calls_deadline_does_not_move_with_the_orchestrators_clock(redis_url, tmp_path, skew):
+    # The deadline was the dispatching orchestrator's time.time() + the timeout, judged by the
+    # watchdog against Redis's clock: a minute ahead, the call waited a minute more; a
+    # minute behind, it was answered before its worker could start. Redis's clock sets it now.
+    with _stack(redis_url, 14, tool_timeout_seconds="2",
+                orchestrator_env=lambda env: _skewed(env, tmp_path / "skewed", skew)) as s:
+        check, client = s.check, s.client
+
+        inv = client.enqueue("fragile", "u", "go")  # the tool waits at its gate up to 15 s
+        started = check.blpop([runs_key(inv)], timeout=15)  # it started: not answered before
+        assert started is not None, s.orchestrator.output()
+        record = client.wait("fragile", inv, timeout=10, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record.error, s.orchestrator.output())
+        [answer] = _responses(client, "fragile", inv)
+        assert answer.response == {"error": "Tool 'fragile_step' timed out: no answer within 2 s."}
+        # Its deadline, by Redis's clock, passed within the last few seconds: not a minute off.
+        deadline = float(check.hget(keys.invocation_jobs("fragile", inv), f"d:{answer.id}"))
+        seconds, micros = check.time()
+        assert seconds + micros / 1e6 - 10 < deadline <= seconds + micros / 1e6
 
 
 def test_status_says_a_call_waits_for_an_answer_from_outside(redis_url):
@@ -516,6 +562,26 @@ def test_a_killed_workers_progress_state_says_its_call_was_answered_with_an_erro
         assert record.status is InvocationStatus.COMPLETED, record.error
         _assert_lost_as(s, dead, "; not sent again (its worker died in 1 of 1 attempt(s)): "
                                  "the call is answered with an error.")
+
+
+def test_a_progress_state_left_by_a_worker_dead_at_the_deadline_says_its_call_timed_out(redis_url):
+    # The worker dies just before the call's deadline, too recently to be taken for dead
+    # then (beats every 2 s here: silent after 6 s). The timeout answered the call and the
+    # dead attempt's PROGRESS stayed in Celery's result backend until it expired.
+    with _stack(redis_url, 5, worker=False, tool_timeout_seconds="1",
+                job_heartbeat_seconds="2") as s:
+        inv, dead = _dead_attempt_running(s)
+
+        record = s.client.wait("fragile", inv, timeout=10, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        [answer] = _responses(s.client, "fragile", inv)
+        assert answer.response == {"error": "Tool 'fragile_step' timed out: no answer within 1 s."}
+        eventually("the dead attempt settled", lambda: _task_result(s.url, dead).state != "PROGRESS")
+        _assert_lost_as(s, dead, "; not sent again: the call was answered with a timeout error "
+                                 "at its deadline.")
+        assert s.check.hget(keys.invocation_jobs("fragile", inv), f"a:{answer.id}") == "1"
+        watch = keys.job_watch(Settings(redis_url=s.url).invocations_queue)
+        assert s.check.zscore(watch, watch_member("fragile", inv, answer.id)) is None
 
 
 @pytest.mark.parametrize("failpoint", [

@@ -100,7 +100,7 @@ async def test_a_publication_run_again_after_a_progress_report_still_knows_it_pu
     operands = PublishOnce(jobs=keys.invocation_jobs("a", "e-1"), watch="adk:watch:{t}",
                            job=job_publish(
         call_id="c1", attempt=1, dispatch={"queue": "tools"}, ttl=60,
-        member=watch_member("a", "e-1", "c1"), score=0, now=0, deadline=None, digest="d",
+        member=watch_member("a", "e-1", "c1"), look_after=0, timeout=None, digest="d",
         commands=[("lpush", ("celery:tools", "msg"))]).flat())
 
     async def worker_reports_meanwhile() -> None:

@@ -399,7 +399,7 @@ def _call_with_job(call_id: str, state_seen: list[dict[str, Any]]) -> tuple[Even
         state_seen.append(state)
         return [(call_id, PublishOnce(jobs="adk:test:jobs", watch="adk:test:watch", job=job_publish(
             call_id=call_id, attempt=1, dispatch={"queue": "q"}, ttl=60, member=call_id,
-            score=1.0, now=1.0, deadline=None, digest="d",
+            look_after=1.0, timeout=None, digest="d",
             commands=[("lpush", ("q", f"job of {call_id}"))]).flat()))]
 
     dispatch = CommitDispatch(build)

@@ -8,7 +8,10 @@ until the backend expires it (``result_expires``, an hour), and Flower's
 would see a running task that is long dead. So when the job watchdog takes an attempt's
 worker for dead, before it sends the call again or answers it, :class:`LostAttempts`
 replaces that state by ``FAILURE`` with a ``WorkerLostError`` saying what became of the call
-(sent again as attempt n, under which task id; or answered with an error). That is what
+(sent again as attempt n, under which task id; or answered with an error). The same holds
+for an attempt that was running when its call was answered by its timeout, once its worker
+is seen dead (at the deadline, or later: a worker that died just before it still looked
+alive then). That is what
 Celery itself records for a task whose worker process died, so an operator reads it as one.
 
 The replacement is one script, and replaces only a ``PROGRESS`` state: an attempt that never
@@ -84,10 +87,14 @@ class LostAttempts:
         ``what``: the reason the task's ``WorkerLostError`` gives. True if a state was
         replaced. Redis errors are raised (the caller retries on its next look).
         """
+        return await self.settle_call(job.invocation_id, job.function_call_id, attempt, what)
+
+    async def settle_call(self, invocation_id: str, call_id: str, attempt: int, what: str) -> bool:
+        """:meth:`settle` for the call ``call_id`` of ``invocation_id`` (its job may be gone)."""
         backend = self._backend
         if backend is None:
             return False
-        task_id = job_task_id(job.invocation_id, job.function_call_id, attempt)
+        task_id = job_task_id(invocation_id, call_id, attempt)
         meta = {  # what Celery's backend stores for a failed task (result_extended is off)
             "status": states.FAILURE, "result": backend.prepare_exception(WorkerLostError(what)),
             "traceback": None, "children": [], "date_done": backend.app.now().isoformat(),

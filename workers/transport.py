@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -91,10 +90,10 @@ class CeleryTransport:
     async def submit(self, job: ToolJob) -> None:
         """Publish the job; Flower shows it as ``adk_celery.run_tool:<tool>``.
 
-        A first attempt gets its deadline here (the tool's timeout, else the settings');
-        later attempts keep it.
+        A first attempt gets its deadline as it is journaled (the tool's timeout, else the
+        settings', from then by Redis's clock); later attempts keep it.
         """
-        job, queue, fields = self._tool_message(job)
+        queue, fields = self._tool_message(job)
         await self._publish(TASK_RUN_TOOL, job, queue, job.tool_name, fields)
 
     def prepare_with_commit(self, job: ToolJob) -> PublishOnce | None:
@@ -104,7 +103,7 @@ class CeleryTransport:
         :mod:`workers.publish_commands`) and to a queue already declared (declaring blocks);
         else None, and the job is submitted after the commit.
         """
-        job, queue, fields = self._tool_message(job)
+        queue, fields = self._tool_message(job)
         producer = self._producer
         if self._redis is None or producer is None or not producer.has_declared(queue):
             return None
@@ -113,13 +112,9 @@ class CeleryTransport:
         commands = producer.commands(self._sending(TASK_RUN_TOOL, options))
         return self._publish_operands(job, kwargs, queue, commands)
 
-    def _tool_message(self, job: ToolJob) -> tuple[ToolJob, str, dict[str, Any]]:
-        """``job`` with its deadline, its queue, and what Flower shows of it."""
-        timeout = effective_timeout(job.timeout_seconds, self._settings.tool_timeout_seconds)
-        if job.deadline is None and timeout is not None:
-            job = job.model_copy(update={"deadline": time.time() + timeout})
-        return (job, job.queue or self._settings.tools_queue,
-                {"tool_name": job.tool_name, "args": job.args})
+    def _tool_message(self, job: ToolJob) -> tuple[str, dict[str, Any]]:
+        """``job``'s queue, and what Flower shows of it."""
+        return job.queue or self._settings.tools_queue, {"tool_name": job.tool_name, "args": job.args}
 
     def _sending(self, task: str, options: dict[str, Any]) -> Callable[[Any], object]:
         """What sends ``task`` with ``options`` through a given producer."""
@@ -188,11 +183,10 @@ class CeleryTransport:
         commands: list[RedisCommand],
     ) -> PublishOnce:
         """The journal entry of ``job`` (``kwargs``: as sent) and ``commands`` sending it."""
-        now = time.time()
-        score = now + queued_look_after(self._settings.job_lost_after_seconds)
-        deadline = job.deadline if isinstance(job, ToolJob) else None
-        if deadline is not None:
-            score = min(score, deadline)  # the watchdog ends the call at its deadline
+        # A duration, not a time: the journal's script sets the deadline by Redis's clock,
+        # the one the watchdog judges it by (this process's clock may be off).
+        timeout = effective_timeout(job.timeout_seconds, self._settings.tool_timeout_seconds) \
+            if isinstance(job, ToolJob) else None
         dispatch: dict[str, Any] = {"queue": queue}
         for name, args in commands:
             if name == "lpush":  # the message itself: the watchdog looks for it in its queue
@@ -205,7 +199,8 @@ class CeleryTransport:
                 call_id=job.function_call_id, attempt=job.attempt, dispatch=dispatch,
                 ttl=self._settings.record_ttl_seconds,
                 member=watch_member(job.app_name, job.invocation_id, job.function_call_id),
-                score=score, now=now, deadline=deadline, digest=job_digest(kwargs),
+                look_after=queued_look_after(self._settings.job_lost_after_seconds),
+                timeout=timeout, digest=job_digest(kwargs),
                 commands=commands).flat())
 
     def warm_up(self) -> None:

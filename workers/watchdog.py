@@ -19,7 +19,11 @@ and, for each one that has no result yet:
 
 An attempt whose worker died may have left its task in the state ``PROGRESS`` in Celery's
 result backend (a tool that reported progress): before the call is sent again or answered,
-that state is replaced by ``FAILURE`` saying so (:mod:`workers.lost_attempts`).
+that state is replaced by ``FAILURE`` saying so (:mod:`workers.lost_attempts`). A call
+answered by its timeout while an attempt runs is watched on until that attempt ends: its
+worker may have died just before the deadline, too recently to be taken for dead then
+(its next look was the deadline). Once it is silent, its state is settled the same way; a
+live worker goes on beating, and its task's end removes its state itself.
 
 Several orchestrators may look at one call at once: a job goes out once per attempt
 (:data:`~orchestrator.backends.redis.jobs.PUBLISH`), and a late copy of an older
@@ -124,11 +128,17 @@ class JobWatchdog(Periodic):
         app_name, invocation_id, call_id = parse_member(member)
         jobs = keys.invocation_jobs(app_name, invocation_id)
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.hmget(jobs, f"a:{call_id}", f"c:{call_id}", f"r:{call_id}", f"d:{call_id}")
+            pipe.hmget(jobs, f"a:{call_id}", f"c:{call_id}", f"r:{call_id}", f"d:{call_id}",
+                       f"t:{call_id}")
             pipe.hexists(keys.invocation_results(app_name, invocation_id), call_id)
             pipe.exists(keys.cancel_flag(app_name, invocation_id))
-            (attempt_raw, dispatch_raw, run_raw, deadline_raw), answered, cancelled = (
-                await pipe.execute())
+            (attempt_raw, dispatch_raw, run_raw, deadline_raw, timed_out_raw), answered, \
+                cancelled = await pipe.execute()
+        run: dict[str, Any] = json.loads(run_raw) if run_raw else {"state": "queued"}
+        if answered and timed_out_raw is not None:
+            await self._follow_timed_out(member, invocation_id, call_id, int(timed_out_raw), run,
+                                         now)
+            return 0
         if answered or cancelled or attempt_raw is None or dispatch_raw is None:
             await self._forget(member)
             return 0
@@ -136,9 +146,8 @@ class JobWatchdog(Periodic):
         deadline = float(deadline_raw) if deadline_raw is not None else None
         if deadline is not None and now >= deadline:
             self._missing_since.pop(member, None)
-            await self._time_out(dispatched_job(dispatch))
+            await self._time_out(member, dispatched_job(dispatch), int(attempt_raw), run, now)
             return 1
-        run: dict[str, Any] = json.loads(run_raw) if run_raw else {"state": "queued"}
         cause = await self._lost_because(member, dispatch, run, now, deadline)
         if cause is None:
             return 0
@@ -157,19 +166,61 @@ class JobWatchdog(Periodic):
         """Have the call looked at again at ``when`` (or at its deadline, if sooner)."""
         await self._redis.zadd(self._watch_key, {member: min(when, deadline or when)})
 
-    async def _time_out(self, raw: dict[str, Any]) -> None:
+    async def _time_out(self, member: str, raw: dict[str, Any], attempt: int,
+                        run: dict[str, Any], now: float) -> None:
         """Answer a call past its deadline with an error the model can read.
 
         A copy of the job still queued is skipped by the worker that takes it (the call is
         answered); one still running goes on, and its result is dropped (first answer wins).
+        A running attempt whose worker is dead has its task state settled first; one whose
+        worker only looks alive is watched on (:meth:`_follow_timed_out`).
         """
         job = ToolJob.model_validate(raw)
         timeout = job.timeout_seconds or self._default_timeout
         message = timeout_error(job.tool_name, timeout)
+        heard = self._heard(run, attempt)
+        if heard is not None and now - heard >= self._silent_after:
+            await self._settle(job.invocation_id, job.function_call_id, attempt,
+                               f"{_stopped(run, now)}; {_ANSWERED_BY_TIMEOUT}")
+        elif heard is not None:
+            # Marked before the answer (which takes the call out of the watch index): a
+            # watchdog that dies in between does all this again on its next look.
+            await self._redis.hset(keys.invocation_jobs(job.app_name, job.invocation_id),
+                                   f"t:{job.function_call_id}", attempt)
         logger.warning("Call %s of invocation %s: %s", job.function_call_id, job.invocation_id,
                        message)
         await self._answer_with_error(job, job.tool_name, message)
         metrics.WATCHDOG_ANSWERS.labels("timeout").inc()
+        if heard is not None and now - heard < self._silent_after:
+            await self._redis.zadd(self._watch_key, {member: heard + self._silent_after})
+
+    async def _follow_timed_out(self, member: str, invocation_id: str, call_id: str,
+                                attempt: int, run: dict[str, Any], now: float) -> None:
+        """The attempt running when the call was answered by its timeout: settled once dead.
+
+        Still beating (its worker runs the tool on: a sync tool is not interrupted), it is
+        looked at again when it would be silent too long; silent, its ``PROGRESS`` state is
+        settled (nothing is written if its task ended and removed it).
+        """
+        heard = self._heard(run, attempt)
+        if heard is not None and now - heard < self._silent_after:
+            await self._redis.zadd(self._watch_key, {member: heard + self._silent_after})
+            return
+        if heard is not None:
+            await self._settle(invocation_id, call_id, attempt,
+                               f"{_stopped(run, now)}; {_ANSWERED_BY_TIMEOUT}")
+        app_name, _, _ = parse_member(member)
+        await self._redis.hdel(keys.invocation_jobs(app_name, invocation_id), f"t:{call_id}")
+        await self._forget(member)
+
+    def _heard(self, run: dict[str, Any], attempt: int) -> float | None:
+        """When ``attempt``, running, was last heard of (None: it is not running).
+
+        Not before this watchdog could see: silence from before then is not held against it.
+        """
+        if run.get("state") != "running" or int(run.get("attempt", attempt)) != attempt:
+            return None
+        return max(float(run.get("beat", 0)), self._seeing_since)
 
     async def _answer_with_error(self, job: ToolJob | AgentJob, name: str, message: str) -> None:
         result = ToolResult(function_call_id=job.function_call_id, tool_name=name,
@@ -189,7 +240,7 @@ class JobWatchdog(Periodic):
             if now - heard < self._silent_after:
                 await self._look_again(member, heard + self._silent_after, deadline)
                 return None
-            return f"its worker {run.get('worker')} stopped (no sign of life for {now - beat:.0f} s)"
+            return _stopped(run, now)
         message, queue_key = dispatch.get("message"), dispatch.get("queue_key")
         if message is not None and queue_key is not None:
             queued = await self._redis.lpos(queue_key, message) is not None
@@ -263,15 +314,33 @@ class JobWatchdog(Periodic):
         if not deaths:
             return  # no worker ran this attempt (its message was lost): no task state
         failpoints.hit("watchdog.settling_lost")
+        await self._settle(job.invocation_id, job.function_call_id, attempt, what)
+        failpoints.hit("watchdog.lost_settled")
+
+    async def _settle(self, invocation_id: str, call_id: str, attempt: int, what: str) -> None:
+        """End the attempt's ``PROGRESS`` state as ``FAILURE``: worker lost, and ``what``.
+
+        Redis errors are raised (the sweep is retried); any other error is logged.
+        """
         try:
-            await self._lost.settle(job, attempt, f"Worker lost: {what}.")
+            await self._lost.settle_call(invocation_id, call_id, attempt, f"Worker lost: {what}.")
         except Exception as error:
             if is_infrastructure_error(error):
                 raise
             logger.exception("Call %s of invocation %s: the PROGRESS state of its attempt %d "
-                             "not settled", job.function_call_id, job.invocation_id, attempt)
-        failpoints.hit("watchdog.lost_settled")
+                             "not settled", call_id, invocation_id, attempt)
 
     async def _forget(self, member: str) -> None:
+        """Take the call out of the watch index (and this watchdog's memory)."""
         self._missing_since.pop(member, None)
         await self._redis.zrem(self._watch_key, member)
+
+
+_ANSWERED_BY_TIMEOUT = "not sent again: the call was answered with a timeout error at its deadline"
+"""What became of a call whose running attempt died around its deadline."""
+
+
+def _stopped(run: dict[str, Any], now: float) -> str:
+    """Why a running attempt is taken for dead: its worker's silence."""
+    beat = float(run.get("beat", 0))
+    return f"its worker {run.get('worker')} stopped (no sign of life for {now - beat:.0f} s)"

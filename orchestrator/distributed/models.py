@@ -42,7 +42,8 @@ class ToolJob(_Wire):
     max_attempts: int | None = None
     """The tool's own number of attempts (None: the settings' default)."""
     deadline: float | None = None
-    """When the call is answered with a timeout error (epoch seconds; set at dispatch)."""
+    """Not set any more, nor read: a call's deadline is kept in the job journal, by Redis's
+    clock. Accepted so that a job an older orchestrator sent still runs."""
 
 
 class AgentJob(_Wire):

@@ -5,7 +5,8 @@ responses to its long-running calls (the dev UI's answer box sends exactly that)
 responses go through the one checked answer path (as ``POST .../invocations/{id}/answer``),
 stored together or not at all: pending calls of the session's invocation, each answered
 once; the run then follows that invocation from where it paused. Any other function
-response is refused, as before.
+response is refused, as before, and so is a part that holds text (or anything else) beside
+its function response, rather than answering the call and dropping the text.
 """
 
 from __future__ import annotations
@@ -25,16 +26,48 @@ _POSITION_SECONDS = 5.0
 """How long reading a paused invocation's stream up to its end may take."""
 
 
+_RESPONSE_KEYS = frozenset({"functionResponse", "function_response"})
+"""How a part names its function response (camelCase or snake_case, as ADK reads it)."""
+
+
 def function_responses(message: Any) -> list[dict[str, Any]] | None:
-    """The function responses of a message made only of them (None for any other)."""
+    """The function responses of a message made only of them (None for any other).
+
+    422 for a part that holds a function response and anything else (text, most often).
+    """
     if not isinstance(message, dict) or not isinstance(message.get("parts"), list):
         return None
     parts = message["parts"]
+    _refuse_mixed_parts(parts)
     found = [p.get("functionResponse", p.get("function_response")) for p in parts
              if isinstance(p, dict)]
     if not parts or len(found) != len(parts) or not all(isinstance(r, dict) for r in found):
         return None
     return found
+
+
+def _refuse_mixed_parts(parts: list[Any]) -> None:
+    """422 naming the first part that holds a function response beside other data.
+
+    Only the response is an answer: the rest would have been dropped without a word.
+    google-adk 2.13 refuses a message with both function responses and text (a ValueError,
+    its api_server's 500): the responses resume the paused invocation while text starts a
+    new one. Here it is a 422 before anything is answered. An empty or null field is nothing
+    dropped, and is let through.
+    """
+    for index, part in enumerate(parts):
+        if not isinstance(part, dict) or not _RESPONSE_KEYS & part.keys():
+            continue
+        others = sorted(key for key, value in part.items()
+                        if key not in _RESPONSE_KEYS and value not in (None, ""))
+        if len(_RESPONSE_KEYS & part.keys()) > 1:
+            others.append("function_response")  # both spellings: one of the two would be lost
+        if others:
+            raise HTTPException(
+                422, f"new_message.parts[{index}]: a part with a function response holds "
+                     f"nothing else, and this one also has {', '.join(map(repr, others))}. "
+                     "A function response answers the paused invocation, while text starts a "
+                     "new one: send the text in a message of its own.")
 
 
 def _refused(index: int, problem: str) -> HTTPException:

@@ -11,12 +11,17 @@ echoing what it sent. :class:`TokenGate`, a middleware in front of the routes, a
   application names), unknown paths included;
 - 403 for a token that does not open the app the path names (``/apps/{app}/...``,
   ``/dev/apps/{app}/...``);
-- on ``POST /run`` and ``/run_sse``, where the body names the app, 403 unless the body is a
-  JSON object whose ``appName`` (or ``app_name``), read as the route reads it, is an app the
-  token opens. Only a token that does not open every app has its body read for this (within
+- on ``POST /run`` and ``/run_sse``, where the body names the app, 403 if the body is a JSON
+  object whose ``appName`` (or ``app_name``), read as the route reads it, is an app the token
+  does not open. Only a token that does not open every app has its body read for this (within
   the body size limit, outside this middleware); the body is then played back to the route.
+  A body that names no app this way (not JSON, no ``appName``, not a string) goes on too: the
+  token is valid and it is the body that is wrong, so the route answers the 422 naming the
+  field that any token gets. That 422 comes from the body's validation alone, before the
+  route reads the app, so it tells nothing of the apps the token does not open.
 
-The routes check the token again, as they did: this is the first check, not the only one.
+The routes check the token again, as they did: this is the first check, not the only one (and
+the one that holds for a body the route can read but this gate could not).
 """
 
 from __future__ import annotations
@@ -86,12 +91,9 @@ class TokenGate:
             if not message.get("more_body", False):
                 break
         named = _app_in_body(body)
-        if named is None:
-            await _refuse(scope, receive, send, 403, "this token opens only some apps: the body "
-                          "must name one of them (appName)")
-        elif not opens(apps, named):
+        if named is not None and not opens(apps, named):
             await _refuse(scope, receive, send, 403, closed_to(named))
-        else:
+        else:  # an app it opens, or none: the route's 422 names the field (see above)
             await self.app(scope, _replay(messages, receive), send)
 
 

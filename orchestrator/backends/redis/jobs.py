@@ -7,13 +7,15 @@ Each invocation has a jobs hash (``keys.invocation_jobs``) with these fields per
   element kombu pushed, to find it in the queue; the job is read back from it), or the job
   itself when the message was sent by other means; dropped once the call is answered
   (``put_result``), as only a call still waiting is ever found or sent again;
-- ``d:<call id>``: its deadline (epoch seconds), if it has one;
+- ``d:<call id>``: its deadline (epoch seconds by Redis's clock), if it has one;
 - ``h:<call id>``: the digest of the attempt now out (:func:`job_digest` of its keyword
   arguments): a worker runs a job only if its own digest of what it received is this one;
 - ``k:<call id>``: how many times its worker died while running it (the watchdog counts,
   once per attempt: ``x:<call id>:<attempt>`` marks an attempt counted);
 - ``n:<call id>``: the name of the publication of the attempt now out (a publication run
   twice, after a lost reply, knows it went out);
+- ``t:<call id>``: the attempt that was running when the call was answered by its timeout,
+  until the watchdog has seen it end or its worker die (:mod:`workers.watchdog`);
 - ``r:<call id>``: where the job is, JSON: ``{"state": "queued", "at": t}``, then
   ``{"state": "running", "worker": w, "beat": t, "attempt": n}`` once a worker claims it.
 
@@ -47,11 +49,11 @@ class JobPublish:
     ttl: int
     member: str
     """The call's member of the watch index (:func:`watch_member`)."""
-    score: float
-    """When the watchdog should look at the call first."""
-    now: float
-    deadline: str
-    """The call's deadline (epoch seconds), or ''."""
+    look_after: float
+    """Seconds from now until the watchdog should look at the call first."""
+    timeout: str
+    """Seconds from now until the call's deadline, for a call that has none yet ('': none).
+    A later attempt keeps the deadline its call got at the first."""
     digest: str
     """:func:`job_digest` of the job published."""
     publish_id: str = ""
@@ -63,17 +65,17 @@ class JobPublish:
 
     def flat(self) -> list[Any]:
         """The arguments :data:`LUA_PUBLISH_JOB` reads, in its order."""
-        return [self.call_id, self.attempt, self.dispatch, self.ttl, self.member, self.score,
-                self.now, self.deadline, self.digest, self.publish_id, len(self.commands),
+        return [self.call_id, self.attempt, self.dispatch, self.ttl, self.member,
+                self.look_after, self.timeout, self.digest, self.publish_id, len(self.commands),
                 *self.commands]
 
 
 LUA_PUBLISH_JOB = """
 local function publish_job(jobs, watch, i)
   local call_id, attempt, dispatch, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local member, score, now, deadline = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
-  local digest, publish_id, first = ARGV[i + 8], ARGV[i + 9], i + 11
-  local after = first + tonumber(ARGV[i + 10])
+  local member, look_after, timeout = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+  local digest, publish_id, first = ARGV[i + 7], ARGV[i + 8], i + 10
+  local after = first + tonumber(ARGV[i + 9])
   local current = redis.call('HGET', jobs, 'a:' .. call_id)
   if (current or '0') ~= tostring(tonumber(attempt) - 1) then
     -- This very publication run a second time (its reply was lost and the client sent it
@@ -84,12 +86,22 @@ local function publish_job(jobs, watch, i)
     end
     return after, 0
   end
+  -- Times by Redis's clock, which the watchdog judges them by: taken from a publisher's own
+  -- clock, the deadline and the first look moved by as much as that clock is off.
+  local clock = redis.call('TIME')
+  local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
   redis.call('HSET', jobs, 'a:' .. call_id, attempt, 'c:' .. call_id, dispatch,
-    'h:' .. call_id, digest, 'r:' .. call_id, cjson.encode({state = 'queued', at = tonumber(now)}))
+    'h:' .. call_id, digest, 'r:' .. call_id, cjson.encode({state = 'queued', at = now}))
   if publish_id ~= '' then redis.call('HSET', jobs, 'n:' .. call_id, publish_id) end
-  if deadline ~= '' then redis.call('HSET', jobs, 'd:' .. call_id, deadline) end
+  local deadline = redis.call('HGET', jobs, 'd:' .. call_id)
+  if not deadline and timeout ~= '' then
+    deadline = string.format('%.6f', now + tonumber(timeout))
+    redis.call('HSET', jobs, 'd:' .. call_id, deadline)
+  end
+  local score = now + tonumber(look_after)
+  if deadline and tonumber(deadline) < score then score = tonumber(deadline) end
   redis.call('EXPIRE', jobs, ttl)
-  redis.call('ZADD', watch, score, member)
+  redis.call('ZADD', watch, string.format('%.6f', score), member)
   local j = first
   while j < after do
     local name, count = ARGV[j], tonumber(ARGV[j + 1])
@@ -214,23 +226,27 @@ class Beat(Operands):
 
 
 BEAT = LuaScript(Beat, """
-if redis.call('EXISTS', cancel) == 1 or redis.call('HEXISTS', results, call_id) == 1 then
-  return 2
-end
+local ended = redis.call('EXISTS', cancel) == 1 or redis.call('HEXISTS', results, call_id) == 1
 local current = redis.call('HGET', jobs, 'a:' .. call_id)
-if current ~= attempt then return 0 end
+if current ~= attempt then
+  if ended then return 2 end
+  return 0
+end
 local now = redis_now()
 redis.call('HSET', jobs, 'r:' .. call_id, cjson.encode({state = 'running',
   worker = worker, beat = now, attempt = tonumber(attempt)}))
+if ended then return 2 end
 if redis.call('ZSCORE', watch, member) then
   redis.call('ZADD', watch, next_look(jobs, call_id, now, lost_after), member)
 end
 return 1
 """, functions=[_NEXT_LOOK])
 """A running job's sign of life, only while it is still this attempt's (1; else 0); its next
-look never goes past its deadline. 2 (and no beat) once the invocation was cancelled or the
-call answered (past its deadline, or by another attempt): the worker stops the job if it
-can."""
+look never goes past its deadline. 2 once the invocation was cancelled or the call answered
+(past its deadline, or by another attempt): the worker stops the job if it can. The beat of
+an attempt still the call's is stamped all the same (and no look is set): a sync tool runs
+on past its deadline, and the watchdog, which settles the task state of an attempt that
+died after its call was answered by its timeout, must not take it for dead."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -297,18 +313,20 @@ def job_digest(kwargs: dict[str, Any], encoder: type[json.JSONEncoder] | None = 
 
 def job_publish(
     *, call_id: str, attempt: int, dispatch: dict[str, Any], ttl: int, member: str,
-    score: float, now: float, deadline: float | None, digest: str,
+    look_after: float, timeout: float | None, digest: str,
     commands: list[tuple[str, tuple[Any, ...]]],
 ) -> JobPublish:
     """What publishing one attempt of a job writes and sends.
 
-    ``digest``: :func:`job_digest` of the job published; ``commands``: the Redis commands of
-    its broker message.
+    ``look_after``: seconds until the watchdog's first look; ``timeout``: seconds until the
+    call's deadline (None: none), both from the publication, by Redis's clock (a first
+    attempt's deadline is kept by the later ones); ``digest``: :func:`job_digest` of the job
+    published; ``commands``: the Redis commands of its broker message.
     """
     return JobPublish(
         call_id=call_id, attempt=attempt, dispatch=json.dumps(dispatch, separators=(",", ":")),
-        ttl=ttl, member=member, score=score, now=now,
-        deadline="" if deadline is None else repr(deadline), digest=digest,
+        ttl=ttl, member=member, look_after=look_after,
+        timeout="" if timeout is None else repr(float(timeout)), digest=digest,
         publish_id=uuid.uuid4().hex,
         commands=tuple(part for name, args in commands for part in (name, len(args), *args)))
 
