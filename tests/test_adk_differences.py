@@ -52,6 +52,7 @@ NAMES = {
     "LlmCallsLimitExceededError": ("google.adk.agents.invocation_context", "orchestrator.errors"),
     "LlmResponse": ("google.adk.models", "orchestrator"),
     "LongRunningFunctionTool": ("google.adk.tools", "orchestrator"),
+    "LoopAgent": ("google.adk.agents", "orchestrator"),
     "ResumabilityConfig": ("google.adk.apps", "orchestrator"),
     "RunConfig": ("google.adk.agents", "orchestrator"),
     "SequentialAgent": ("google.adk.agents", "orchestrator"),
@@ -187,6 +188,46 @@ def test_agent_end_flags_are_not_rebuilt_when_the_app_is_not_resumable() -> None
     result = assert_same(populate_scenario)
     assert result[False] == ({}, {})
     assert result[True][0] == {"seq": False, "a": True, "b": False}
+
+
+async def loop_answers_scenario(adk: Any) -> list[tuple[str, str]]:
+    """A resumable ``loop[seq[a, b]]`` twice; a asks a human (long-running) in each iteration."""
+    h = s.Harness(adk)
+
+    def ask(what: str) -> None:
+        """Ask a human."""
+        return None
+
+    a = adk.LlmAgent(name="a", model=h.model("a", s.fc("ask", what="1"), "A1",
+                                             s.fc("ask", what="2"), "A2"),
+                     tools=[adk.LongRunningFunctionTool(ask)])
+    b = adk.LlmAgent(name="b", model=h.model("b", "B1", "B2"))
+    loop = adk.LoopAgent(name="loop", max_iterations=2,
+                         sub_agents=[adk.SequentialAgent(name="seq", sub_agents=[a, b])])
+    runner = adk.InMemoryRunner(app=adk.App(
+        name="app", root_agent=loop, resumability_config=adk.ResumabilityConfig(is_resumable=True)))
+    session = await runner.session_service.create_session(app_name="app", user_id="u")
+    said: list[tuple[str, str]] = []
+    message, invocation_id = s.user_text("go"), None
+    for _ in range(3):
+        events = [e async for e in runner.run_async(
+            user_id="u", session_id=session.id, new_message=message, invocation_id=invocation_id)]
+        said += [(e.author, p.text or f"call {p.function_call.name}") for e in events
+                 for p in (e.content.parts if e.content else None) or []
+                 if p.text or p.function_call]
+        asks = [c for e in events for c in e.get_function_calls() if c.name == "ask"]
+        if not asks:
+            break
+        message = s.function_response(asks[0].id, "ask", {"ok": True})
+        invocation_id = events[0].invocation_id
+    return said
+
+
+def test_an_agent_answered_in_a_later_loop_iteration_goes_on() -> None:
+    """The agents below a loop start afresh each iteration, in the rebuilt end flags too:
+    a, ended in iteration 1, goes on with the answer to its iteration 2 call."""
+    assert assert_same(loop_answers_scenario) == [
+        ("a", "call ask"), ("a", "A1"), ("b", "B1"), ("a", "call ask"), ("a", "A2"), ("b", "B2")]
 
 
 def duplicate_names_scenario(adk: Any) -> list[list[list[str]]]:

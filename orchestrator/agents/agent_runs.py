@@ -203,7 +203,7 @@ def agent_to_continue(
     from orchestrator.agents.invocation_context import invocation_agent_states
 
     mine = [e for e in events if e.invocation_id == invocation_id and not e.partial]
-    states, ends = invocation_agent_states(mine, invocation_id)
+    states, ends = invocation_agent_states(mine, invocation_id, root)
     if (hop := unfinished_hop(root, mine, invocation_id)) is not None:
         return root.find_agent(hop[1] if ends.get(hop[0]) else hop[0])
     last = mine[-1] if mine else None
@@ -291,7 +291,7 @@ class _RunStack:
         start = max((i for i, e in enumerate(mine) if e.author == "user"), default=-1)
         self._since_start = mine[start + 1:]
         if resumable:
-            self._states, self._ends = invocation_agent_states(mine, invocation_id)
+            self._states, self._ends = invocation_agent_states(mine, invocation_id, root)
 
     def taken_up_with(self, name: str) -> list[str]:
         """Outermost first, the agents a continued run takes up to continue agent ``name``."""

@@ -55,7 +55,7 @@ _MODEL_CALLS: LogScan[Counter[str]] = LogScan(Counter, _count_model_call)
 
 
 def invocation_agent_states(
-    events: list[Event], invocation_id: str
+    events: list[Event], invocation_id: str, root: BaseAgent
 ) -> tuple[dict[str, dict[str, Any]], dict[str, bool]]:
     """The agents' checkpoints and end flags an invocation's events leave (resumable apps).
 
@@ -64,6 +64,13 @@ def invocation_agent_states(
     that ended; as google-adk rebuilds them when it resumes an invocation. An agent that
     ended and is then transferred to again is re-entered: its end no longer counts (its
     own events after its end, its after-callbacks', do not re-enter it).
+
+    The agents below a LoopAgent start afresh on each of its iterations, as the running
+    loop resets them (``reset_sub_agent_states``): from its checkpoint for a new iteration
+    (and its end) on, their ends and checkpoints of earlier iterations no longer count.
+    Likewise a SequentialAgent's or LoopAgent's checkpoint naming the sub-agent it is about
+    to run starts that sub-agent's run, and its own sub-agents', afresh. ``root``: the
+    agent tree the events were made by.
     """
     states: dict[str, dict[str, Any]] = {}
     ends: dict[str, bool] = {}
@@ -73,6 +80,10 @@ def invocation_agent_states(
         target = event.actions.transfer_to_agent
         if target and target != event.author and ends.get(target):
             ends.pop(target)
+        if event.actions.end_of_agent or event.actions.agent_state is not None:
+            for name in _started_afresh(root, event, states.get(event.author)):
+                states.pop(name, None)
+                ends.pop(name, None)
         if event.actions.end_of_agent:
             ends[event.author] = True
             states.pop(event.author, None)
@@ -84,6 +95,42 @@ def invocation_agent_states(
                 states[event.author] = {}
                 ends[event.author] = False
     return states, ends
+
+
+def _started_afresh(
+    root: BaseAgent, event: Event, before: dict[str, Any] | None
+) -> list[str]:
+    """The agents whose runs start afresh at ``event``, a checkpoint or end of its author.
+
+    ``before``: the author's checkpoint until then. A LoopAgent that ends, or checkpoints a
+    new iteration (``times_looped`` advanced), has reset every agent below it; a
+    SequentialAgent or LoopAgent checkpointing the sub-agent it is about to run starts
+    that sub-agent, and the agents below it, afresh (a run of theirs that ended before
+    is not this one).
+    """
+    from orchestrator.agents.loop_agent import LoopAgent
+    from orchestrator.agents.sequential_agent import SequentialAgent
+
+    agent = root.find_agent(event.author)
+    if not isinstance(agent, LoopAgent | SequentialAgent):
+        return []
+    state = event.actions.agent_state
+    if isinstance(agent, LoopAgent) and (event.actions.end_of_agent or (
+            state is not None and before is not None
+            and state.get("times_looped") != before.get("times_looped"))):
+        return _below(agent)
+    if state is None:
+        return []
+    sub = next((s for s in agent.sub_agents if s.name == state.get("current_sub_agent")), None)
+    return [sub.name, *_below(sub)] if sub is not None else []
+
+
+def _below(agent: BaseAgent) -> list[str]:
+    """The names of every agent below ``agent``."""
+    names: list[str] = []
+    for sub in agent.sub_agents:
+        names += [sub.name, *_below(sub)]
+    return names
 
 
 @dataclass
@@ -364,7 +411,8 @@ class InvocationContext:
         """
         if not self.is_resumable:
             return
-        states, ends = invocation_agent_states(self.session.events, self.invocation_id)
+        states, ends = invocation_agent_states(
+            self.session.events, self.invocation_id, self.agent.root_agent)
         for name, ended in ends.items():
             if ended:
                 self.set_agent_state(name, end_of_agent=True)

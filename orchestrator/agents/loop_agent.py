@@ -71,8 +71,9 @@ class LoopAgent(BaseAgent):
     def _ended_since_checkpoint(self, ctx: InvocationContext, name: str) -> bool:
         """True if sub-agent ``name`` committed its end after this loop's last checkpoint.
 
-        Read from the log, not from ``ctx.end_of_agents``: that holds an end of an earlier
-        iteration too, which does not end this one.
+        Read from the log. The end flags rebuilt from it say the same (an end of an earlier
+        iteration no longer counts from this loop's next checkpoint on: see
+        ``invocation_agent_states``).
         """
         for event in reversed(ctx.session.events):
             if event.invocation_id != ctx.invocation_id:
