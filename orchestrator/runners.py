@@ -203,13 +203,17 @@ class Runner:
         session: Session | None = None,
         yield_answers: bool = False,
         session_writer: SessionWriter | None = None,
+        recovering: bool = False,
     ) -> AsyncGenerator[Event, None]:
         """Commit answer events (function responses) to an invocation and continue it.
 
         Each answer must respond to open calls of ``invocation_id``; it is committed with that
         invocation id and the calling event's branch, then the agent that issued the calls
         goes on. This is how results computed elsewhere (workers, other services) come back.
-        With ``yield_answers`` the committed answers are yielded first.
+        With ``yield_answers`` the committed answers are yielded first. ``recovering``: the
+        run that was going on stopped mid-way (see :meth:`recover_async`); in a resumable
+        app the agents under way in it are taken up, and after-callbacks it left owed run
+        first.
         """
         run_config = run_config or RunConfig()
         writer = session_writer or self.session_service
@@ -238,7 +242,15 @@ class Runner:
         ctx = self._new_context(session, invocation_id, None, run_config, None)
         ctx.transport = transport or self.transport
         ctx.user_content = original_user_content(session, invocation_id)
-        self._take_up_runs(ctx, session)  # read before the answers are committed
+        # A resumable app's log says where each agent under way stopped (a ParallelAgent's
+        # branches in process too); another app's run goes on as a continued one, down the
+        # one chain of transfers its answers are for.
+        recovering = recovering and self._is_resumable
+        self._take_up_runs(ctx, session, recovering=recovering)  # before the answers' commit
+        owed: list[Event] = []
+        if recovering:
+            ctx.start_recovery()
+            owed = ends_owed(self.agent, session.events, invocation_id)
 
         async def opening() -> AsyncGenerator[Event, None]:
             for answer, own in zip(answers, calling, strict=True):
@@ -256,7 +268,7 @@ class Runner:
 
         async with contextlib.aclosing(self._run(
             ctx, session, writer, opening,
-            lambda: self._run_agent(ctx, session, True, call_event, writer),
+            lambda: self._run_agent(ctx, session, True, call_event, writer, owed=owed),
         )) as events:
             async for event in events:
                 yield event

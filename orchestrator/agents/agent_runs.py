@@ -133,10 +133,14 @@ def runs_going_on(
     if recovering and not resumable and (unfinished := runs.unfinished_after_answer()) is not None:
         return RunsGoingOn(unfinished=unfinished, answered=True)
     names = _waiting(root, events, invocation_id, runs)
-    if recovering and (current := runs.current()) is not None:
-        under_way = runs.taken_up_with(current)
+    if recovering and resumable:
+        # Every branch under way: a ParallelAgent's branches in process went on side by side.
+        under_way = [n for current in runs.currents() for n in runs.taken_up_with(current)]
+        under_way = list(dict.fromkeys(under_way))
+        names = under_way + [n for n in names if n not in under_way]
+    elif recovering and (current := runs.current()) is not None:
         # Non-resumable: one chain of transfers, the one the current run was going down.
-        names = under_way + [n for n in names if n not in under_way] if resumable else under_way
+        names = runs.taken_up_with(current)
     if not names:
         return RunsGoingOn()
     if resumable:
@@ -348,13 +352,26 @@ class _RunStack:
             taken.append(path[at].name)
         return taken
 
-    def current(self) -> str | None:
+    def currents(self) -> list[str]:
+        """The agents under way when the current run stopped: one per branch, if any.
+
+        Resumable apps. As :meth:`current`, read on each branch's own events: a
+        ParallelAgent's branches in process were each under way where their events stop.
+        """
+        found: list[str] = []
+        for branch in dict.fromkeys(e.branch for e in self._since_start):
+            name = self.current([e for e in self._since_start if e.branch == branch])
+            if name is not None and name not in found:
+                found.append(name)
+        return found
+
+    def current(self, events: list[Event] | None = None) -> str | None:
         """The agent under way when the current run stopped, if any.
 
         The author of its last event that is not an answer (in a resumable app, the nearest
-        agent above it that has not ended).
+        agent above it that has not ended). ``events``: those to read (the run's by default).
         """
-        for event in reversed(self._since_start):
+        for event in reversed(self._since_start if events is None else events):
             if event.author == "user" or _only_answers(event):
                 continue
             agent: BaseAgent | None = self._root.find_agent(event.author)

@@ -142,7 +142,9 @@ class _Counters:
     paused_agents: set[str] = field(default_factory=set)
     recovering: bool = False
     """Set when a run continues an invocation whose orchestrator stopped mid-run; the first
-    model step reads it (once) to find out where the log stands."""
+    model step of each branch reads it (once) to find out where the log stands."""
+    recovered_branches: set[str | None] = field(default_factory=set)
+    """The branches whose first model step read ``recovering`` already."""
     answers_in: list[Any] = field(default_factory=list)
     """The answers (events) a run that continues an invocation starts from; the flow of the
     agent that made the calls takes its own (once) and acts on their actions."""
@@ -400,9 +402,15 @@ class InvocationContext:
         return agent_name in memo[1]
 
     def take_recovery(self) -> bool:
-        """True (once) if this run recovers an interrupted invocation."""
-        recovering, self.counters.recovering = self.counters.recovering, False
-        return recovering
+        """True (once per branch) if this run recovers an interrupted invocation.
+
+        Once per branch: a ParallelAgent's branches in process were all under way when the
+        run stopped, and each of them finds its own step where the log left it.
+        """
+        if not self.counters.recovering or self.branch in self.counters.recovered_branches:
+            return False
+        self.counters.recovered_branches.add(self.branch)
+        return True
 
     def populate_invocation_agent_states(self) -> None:
         """Rebuild agent checkpoints and end flags from this invocation's events (resumable apps).

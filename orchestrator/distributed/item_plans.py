@@ -84,7 +84,8 @@ async def plan_item(
         # may never have gone out; then the run goes on from the log.
         logger.warning("Recovering invocation %r from its log", record.invocation_id)
         await _dispatch_open_calls(runner, record, ledger, results, session)
-    plan = await plan_resume(service, runner, record, results, session, ledger, writer)
+    plan = await plan_resume(service, runner, record, results, session, ledger, writer,
+                             recovering=interrupted)
     if plan.is_empty and interrupted:
         plan.events = runner.recover_async(
             user_id=record.user_id, session_id=record.session_id,
@@ -134,7 +135,7 @@ def _start(
 async def plan_resume(
     service: InvocationService, runner: Runner, record: InvocationRecord,
     results: dict[str, ToolResult], session: Session, ledger: CallLedger | None = None,
-    writer: SessionWriter | None = None,
+    writer: SessionWriter | None = None, *, recovering: bool = False,
 ) -> Plan:
     """What a resume runs: the answer events of every step whose calls are all answered.
 
@@ -143,7 +144,8 @@ async def plan_resume(
     saving the record). A parallel branch's own events are committed first, as they arrive;
     the run continues in the calling agent once its last branch is in. Nothing to answer:
     an empty plan. ``ledger``: the invocation's calls, if the caller read them already;
-    ``writer``: what commits the events (the session service by default).
+    ``writer``: what commits the events (the session service by default); ``recovering``:
+    the run that was going on stopped mid-way, and the continued run recovers it too.
     """
     ledger = ledger or CallLedger.of(session.events, record.invocation_id)
     plan = Plan(ledger)
@@ -178,6 +180,7 @@ async def plan_resume(
             user_id=record.user_id, session_id=record.session_id,
             invocation_id=record.invocation_id, answers=answers, session=session,
             run_config=run_config_for(record), yield_answers=True, session_writer=writer,
+            recovering=recovering,
         )
     return plan
 

@@ -148,9 +148,13 @@ def requests_owed(ctx: InvocationContext, agent_name: str) -> list[Event]:
 
 
 def _ends_with_final_answer(ctx: InvocationContext, agent_name: str) -> bool:
-    """True if the invocation's last committed event is ``agent_name``'s final answer."""
+    """True if the last committed event this branch sees is ``agent_name``'s final answer.
+
+    This branch's view: a parallel sibling's later events tell nothing of this one's turn.
+    """
     last = next((e for e in reversed(ctx.session.events)
-                 if e.invocation_id == ctx.invocation_id and not e.partial), None)
+                 if e.invocation_id == ctx.invocation_id and not e.partial
+                 and belongs_to_branch(e.branch, ctx.branch)), None)
     return (
         last is not None and last.author == agent_name and last.content is not None
         and not last.get_function_calls() and not last.get_function_responses()
