@@ -142,18 +142,7 @@ POINTS = ["dispatch.before_publish", "dispatch.after_one_branch", "runner.answer
 SHAPES = {"fan-branch-jobs": (fan_then_last, "agents"), "fan-in-process": (fan_then_last, None),
           "loop": (escalating_loop, "agents"), "loop-of-seq": (loop_of_sequence, "agents")}
 
-IN_PROCESS_BRANCHES_RECOVERED = pytest.mark.xfail(
-    strict=True, reason="in-process ParallelAgent branches recovered: fixed separately")
-KNOWN = {(1, "dispatch.before_publish", "fan-in-process"),
-         (1, "runner.answers_committed", "fan-in-process"),
-         (1, "flow.calls_committed", "fan-in-process"),
-         (1, "after_agent.mid", "fan-in-process"),
-         (1, "after_agent.right", "fan-in-process"),
-         (2, "flow.calls_committed", "fan-in-process")}
-"""The stops whose recovery of ParallelAgent branches run in process is not right yet."""
-
-CASES = [pytest.param(*SHAPES[shape], point, nth, id=f"{nth}-{point}-{shape}",
-                      marks=[IN_PROCESS_BRANCHES_RECOVERED] if (nth, point, shape) in KNOWN else [])
+CASES = [pytest.param(*SHAPES[shape], point, nth, id=f"{nth}-{point}-{shape}")
          for nth in (1, 2, 3, 4) for point in POINTS for shape in SHAPES]
 
 
