@@ -12,17 +12,13 @@ from typing import Any
 from google.genai import types
 
 from orchestrator import failpoints, platform
-from orchestrator.agents.agent_runs import (
-    RunsGoingOn,
-    agent_to_continue,
-    ends_owed,
-    runs_going_on,
-    unfinished_hop,
-)
+from orchestrator.agents.agent_ends import ends_owed
+from orchestrator.agents.agent_runs import RunsGoingOn, runs_going_on
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.agents.run_config import RunConfig
+from orchestrator.agents.transfer_hops import agent_to_continue, unfinished_hop
 from orchestrator.apps.app import App
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
