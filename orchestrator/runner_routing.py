@@ -2,20 +2,26 @@
 
 A message made of function responses continues the invocation whose calls they answer; the
 agent that runs a turn follows ADK's routing rules (adk-reference §3.6): the author of the
-answered call, else the last transferable agent that spoke, else the root.
+answered call, else the last transferable agent that spoke, else the root. A resumed
+invocation goes on where its log leaves it (:func:`agent_to_run`).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from google.genai import types
 
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.llm_agent import LlmAgent
+from orchestrator.agents.transfer_hops import agent_to_continue, unfinished_hop
 from orchestrator.events.event import Event, call_author
 from orchestrator.flows.contents import apply_rewinds
 from orchestrator.sessions.session import Session
+
+if TYPE_CHECKING:
+    from orchestrator.agents.invocation_context import InvocationContext
 
 logger = logging.getLogger(__name__)
 
@@ -127,3 +133,35 @@ def continued_branch(
         if event.author == agent.name:
             return event.branch
     return None
+
+
+def agent_to_run(
+    ctx: InvocationContext, session: Session, root: BaseAgent, resuming: bool, resumable: bool
+) -> BaseAgent | None:
+    """The agent for this run; None when a resumed invocation has nothing left to do."""
+    hops = isinstance(root, LlmAgent)  # transfers are hops (see Runner._run_agent)
+    if not (resuming and resumable):
+        if resuming and hops and (hop := unfinished_hop(
+                root, session.events, ctx.invocation_id)) is not None:
+            # The run that made the transfer stopped before its target ran: the agent
+            # that transferred finishes its hop (it is taken up, without callbacks).
+            return root.find_agent(hop[0])
+        return find_agent_to_run(session, root)
+    ctx.populate_invocation_agent_states()
+    for name in list(ctx.agent_states) + list(ctx.end_of_agents):
+        if root.find_agent(name) is None:
+            raise ValueError(
+                f"Cannot resume invocation {ctx.invocation_id!r}: agent {name!r} in its "
+                "log is not in the current agent tree. Resume it with the tree it was "
+                "started with."
+            )
+    if hops:
+        return agent_to_continue(root, session.events, ctx.invocation_id,
+                                 lambda: find_agent_to_run(session, root))
+    if root.name in ctx.agent_states or root.name in ctx.end_of_agents:
+        agent = root
+    else:
+        agent = find_agent_to_run(session, root)
+    if ctx.end_of_agents.get(agent.name):
+        return None
+    return agent

@@ -1,24 +1,26 @@
-"""Runner: the event loop. The agent yields an event, the Runner commits it, the agent goes on."""
+"""Runner: the event loop. The agent yields an event, the Runner commits it, the agent goes on.
+
+The loop and the Runner's public API live here; its helpers, one role each, in the
+``runner_*`` modules beside it: ``runner_params`` (the App from the arguments),
+``runner_messages`` (the user's event), ``runner_routing`` (the invocation, the agent and
+the branch a run lands on), ``runner_resume`` (continuing and recovering an invocation),
+``runner_ends`` (the ``after_agent`` ends a run owes), ``runner_plugins`` (the run
+callbacks), ``runner_threads`` (the sync ``run``), ``runner_rewind``, ``runner_debug``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-import warnings
 from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any
 
 from google.genai import types
 
 from orchestrator import failpoints, platform
-from orchestrator.agents.agent_runs import (
-    RunsGoingOn,
-    agent_to_continue,
-    ends_owed,
-    runs_going_on,
-    unfinished_hop,
-)
+from orchestrator.agents.agent_ends import ends_owed
+from orchestrator.agents.agent_runs import RunsGoingOn
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
@@ -33,22 +35,24 @@ from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
 from orchestrator.plugins.base_plugin import BasePlugin
 from orchestrator.plugins.plugin_manager import PluginManager
+from orchestrator.runner_ends import end_unfinished_runs, run_owed_ends
 from orchestrator.runner_messages import (
     apply_run_metadata,
     commit_user_message,
     validate_new_message,
 )
-from orchestrator.runner_plugins import (
-    EventSource,
-    commit_answers,
-    no_events,
-    process_event,
-    run_with_plugins,
+from orchestrator.runner_params import validate_runner_params
+from orchestrator.runner_plugins import EventSource, no_events, process_event, run_with_plugins
+from orchestrator.runner_resume import (
+    calls_answered,
+    check_recoverable,
+    commit_answers_to_calls,
+    last_answers,
+    take_up_runs,
 )
 from orchestrator.runner_routing import (
-    calls_of_invocation,
+    agent_to_run,
     continued_branch,
-    find_agent_to_run,
     has_invocation,
     original_user_content,
     resolve_invocation_from_responses,
@@ -80,34 +84,7 @@ class Runner:
         auto_create_session: bool = False,
         transport: Transport | None = None,
     ) -> None:
-        if plugins is not None:
-            if app is not None:
-                raise ValueError(
-                    "When app is provided, plugins should not be provided and should be "
-                    "provided in the app instead."
-                )
-            warnings.warn(
-                "The `plugins` argument is deprecated. Please use the `app` argument to "
-                "provide plugins instead.",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        if app is not None:
-            if agent is not None:
-                raise ValueError("Pass either app or agent to Runner, not both.")
-            self.app = app
-            self.app_name = app_name or app.name
-        else:
-            if agent is None:
-                raise ValueError("Runner needs an app or an agent.")
-            if not app_name:
-                raise ValueError("Runner(agent=...) also needs app_name.")
-            self.app = App.model_construct(
-                name=app_name, root_agent=agent, plugins=list(plugins or []),
-                events_compaction_config=None, context_cache_config=None,
-                resumability_config=None,
-            )
-            self.app_name = app_name
+        self.app, self.app_name = validate_runner_params(app, app_name, agent, plugins)
         self.plugin_manager = PluginManager(self.app.plugins, close_timeout=plugin_close_timeout)
         """The app's plugins; every context of this runner's runs shares it."""
         self.agent: BaseAgent = self.app.root_agent
@@ -219,26 +196,7 @@ class Runner:
         writer = session_writer or self.session_service
         if session is None:  # callers that just loaded it pass it in
             session = await self._load_session(user_id, session_id, run_config)
-        calls = calls_of_invocation(session, invocation_id)
-        logged = set(calls)
-        call_event: Event | None = None
-        calling: list[Event | None] = []  # per answer, the event of the call it answers
-        for answer in answers:
-            # A parallel branch's events come with the answers: their calls count too.
-            calls.update({c.id: answer for c in answer.get_function_calls() if c.id})
-            own: Event | None = None
-            for response in answer.get_function_responses():
-                found = calls.get(response.id or "")
-                if found is None:
-                    raise ValueError(
-                        f"Function response {response.id!r} answers no call of invocation "
-                        f"{invocation_id!r}."
-                    )
-                own = own or found
-                if response.id in logged:  # not a branch's own call that came with it
-                    call_event = call_event or found
-            calling.append(own)
-        call_event = call_event or next((event for event in calling if event is not None), None)
+        call_event, calling = calls_answered(session, invocation_id, answers)
         ctx = self._new_context(session, invocation_id, None, run_config, None)
         ctx.transport = transport or self.transport
         ctx.user_content = original_user_content(session, invocation_id)
@@ -251,23 +209,11 @@ class Runner:
         if recovering:
             ctx.start_recovery()
             owed = ends_owed(self.agent, session.events, invocation_id)
-
-        async def opening() -> AsyncGenerator[Event, None]:
-            for answer, own in zip(answers, calling, strict=True):
-                answer.invocation_id = invocation_id
-                if answer.branch is None and own is not None:
-                    answer.branch = own.branch  # its own call's, not another answer's
-                apply_run_metadata(answer, run_config)
-            committed = []
-            async for answer in commit_answers(ctx, session, writer, answers):
-                committed.append(answer)
-                if yield_answers:  # after the commit, like every event the Runner yields
-                    yield answer
-            ctx.hand_answers_in(committed)  # their actions are the calling agent's to act on
-            failpoints.hit("runner.answers_committed")
-
         async with contextlib.aclosing(self._run(
-            ctx, session, writer, opening,
+            ctx, session, writer,
+            lambda: commit_answers_to_calls(
+                ctx, session, writer, invocation_id, answers, calling, run_config, yield_answers
+            ),
             lambda: self._run_agent(ctx, session, True, call_event, writer, owed=owed),
         )) as events:
             async for event in events:
@@ -306,13 +252,7 @@ class Runner:
         # Answers committed last, by a run that stopped before acting on them (a transfer,
         # no summary: see orchestrator.flows.answers_in), are acted on now.
         ctx.hand_answers_in(last_answers(session, invocation_id))
-        if not self._is_resumable and not isinstance(find_agent_to_run(session, self.agent), LlmAgent):
-            raise RuntimeError(
-                f"Invocation {invocation_id!r} stopped mid-run inside a workflow agent and app "
-                f"{self.app_name!r} is not resumable: make it resumable "
-                "(App(resumability_config=ResumabilityConfig(is_resumable=True))) to continue "
-                "such invocations."
-            )
+        check_recoverable(session, self.agent, invocation_id, self.app_name, self._is_resumable)
         writer = session_writer or self.session_service
         # Its final answer in, an agent's turn is over: calling its model again would answer
         # twice, running its after-callbacks again would apply their effect twice.
@@ -410,18 +350,12 @@ class Runner:
         did not finish (``ends_owed``); they run first, before any agent is picked.
         """
         writer = writer or self.session_service
-        for end in owed:
-            ended = self.agent.find_agent(end.author)
-            if ended is None or ctx.is_aborted:
-                continue
-            event = await ended.end_run(
-                ctx.model_copy(update={"agent": ended, "branch": end.branch}))
-            if event is not None:
-                apply_run_metadata(event, ctx.run_config)
-                event = await process_event(ctx, event)
-                await writer.append_event(session, event)
+        async with contextlib.aclosing(
+                run_owed_ends(ctx, session, writer, self.agent, owed)) as ends:
+            async for event in ends:
                 yield event
-        agent = None if answered else self._agent_to_run(ctx, session, resuming)
+        agent = None if answered else agent_to_run(
+            ctx, session, self.agent, resuming, self._is_resumable)
         if agent is None and not answered:
             return
         if agent is not None:
@@ -446,72 +380,22 @@ class Runner:
                 failpoints.hit("runner.transfer_hop")  # the agent that transferred ended
         # Agents under way before the pause that this run did not re-enter (they
         # transferred to the agent it continued) end with it, innermost first.
-        for name in reversed(ctx.counters.unfinished):
-            outer = self.agent.find_agent(name)
-            if outer is None or ctx.is_aborted or ctx.waits_for_workers(name):
-                continue
-            event = await outer.end_run(ctx.model_copy(update={"agent": outer}))
-            if event is not None:
-                apply_run_metadata(event, ctx.run_config)
-                event = await process_event(ctx, event)
-                await writer.append_event(session, event)
+        async with contextlib.aclosing(
+                end_unfinished_runs(ctx, session, writer, self.agent)) as ends:
+            async for event in ends:
                 yield event
 
     def _take_up_runs(
         self, ctx: InvocationContext, session: Session, *, recovering: bool = False
     ) -> RunsGoingOn | None:
-        """Tell ``ctx`` which agents' runs, under way before this run, it takes up; return them.
-
-        Read from the log before the run commits anything; see
-        ``orchestrator.agents.agent_runs``. A recovered run also goes down to the agents it
-        takes up; a continued one goes down to the agent its answers are for, so there only
-        agent callbacks care: without any, nothing is read (None).
-        """
-        if not recovering and not (
-                self.plugin_manager.plugins or _has_agent_callbacks(self.agent)):
-            return None
-        runs = runs_going_on(
-            self.agent, session.events, ctx.invocation_id, self._is_resumable,
-            recovering=recovering)
-        ctx.take_up_runs(runs)
-        return runs
+        """Tell ``ctx`` which runs under way before this run it takes up (see ``take_up_runs``)."""
+        return take_up_runs(ctx, session, self.agent, self.plugin_manager, self._is_resumable,
+                            recovering=recovering)
 
     @property
     def _is_resumable(self) -> bool:
         config = self.resumability_config
         return bool(config and config.is_resumable)
-
-    def _agent_to_run(
-        self, ctx: InvocationContext, session: Session, resuming: bool
-    ) -> BaseAgent | None:
-        """The agent for this run; None when a resumed invocation has nothing left to do."""
-        hops = isinstance(self.agent, LlmAgent)  # transfers are hops (see _run_agent)
-        if not (resuming and self._is_resumable):
-            if resuming and hops and (hop := unfinished_hop(
-                    self.agent, session.events, ctx.invocation_id)) is not None:
-                # The run that made the transfer stopped before its target ran: the agent
-                # that transferred finishes its hop (it is taken up, without callbacks).
-                return self.agent.find_agent(hop[0])
-            return find_agent_to_run(session, self.agent)
-        ctx.populate_invocation_agent_states()
-        for name in list(ctx.agent_states) + list(ctx.end_of_agents):
-            if self.agent.find_agent(name) is None:
-                raise ValueError(
-                    f"Cannot resume invocation {ctx.invocation_id!r}: agent {name!r} in its "
-                    "log is not in the current agent tree. Resume it with the tree it was "
-                    "started with."
-                )
-        root = self.agent
-        if hops:
-            return agent_to_continue(root, session.events, ctx.invocation_id,
-                                     lambda: find_agent_to_run(session, root))
-        if root.name in ctx.agent_states or root.name in ctx.end_of_agents:
-            agent = root
-        else:
-            agent = find_agent_to_run(session, root)
-        if ctx.end_of_agents.get(agent.name):
-            return None
-        return agent
 
     def run(
         self,
@@ -616,31 +500,8 @@ class InMemoryRunner(Runner):
         )
 
 
-def _has_agent_callbacks(agent: BaseAgent) -> bool:
-    """True if ``agent`` or an agent below it has before- or after-agent callbacks."""
-    return bool(agent.before_agent_callback or agent.after_agent_callback) or any(
-        _has_agent_callbacks(sub) for sub in agent.sub_agents)
-
-
 def _toolsets(agent: BaseAgent) -> list[BaseToolset]:
     found = [t for t in getattr(agent, "tools", []) if isinstance(t, BaseToolset)]
     for sub in agent.sub_agents:
         found.extend(_toolsets(sub))
     return found
-
-
-def last_answers(session: Session, invocation_id: str) -> list[Event]:
-    """The answer events the invocation's log ends with (none if it goes on after them).
-
-    An answer that asks the user something (a confirmation gate's) is not one: what it
-    owes is rebuilt by the recovery itself (``step_resume.requests_owed``).
-    """
-    answers: list[Event] = []
-    for event in reversed(session.events):
-        if event.invocation_id != invocation_id or event.partial:
-            continue
-        if not event.get_function_responses() or event.get_function_calls() or \
-                event.actions.requested_tool_confirmations or event.actions.requested_auth_configs:
-            break
-        answers.append(event)
-    return answers[::-1]

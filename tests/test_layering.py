@@ -130,3 +130,61 @@ def test_public_names_are_exported_sorted_and_importable():
         "RedisSessionService", "RedisArtifactService",
     }
     assert required <= set(orchestrator.__all__)
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+
+
+def test_core_modules_import_each_other_without_cycles():
+    # Files split by role stay layered: a module imports on load only modules that do not
+    # import it back, however indirectly (a late import inside a function is how a module
+    # reaches one above it). Packages' __init__ files, which re-export, are left out.
+    modules = {module_name(path): path for path in (ROOT / "orchestrator").rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        if path.name == "__init__.py":
+            continue
+        graph[name] = set()
+        for imported in imported_on_load(path):
+            while imported and imported not in modules:  # a name imported from a module
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name and modules[imported].name != "__init__.py":
+                graph[name].add(imported)
+    cycles = []
+    done: set[str] = set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            cycles.append(trail[trail.index(name):] + [name])
+            return
+        if name in done:
+            return
+        for imported in sorted(graph.get(name, ())):
+            visit(imported, trail + [name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
+    assert cycles == []
+
+
+def test_nothing_below_the_runner_imports_it_on_load():
+    # The Runner (orchestrator.runners) sits above the agents, the flows and its own helper
+    # modules (runner_*.py): they name it for typing or import it on first use only. The
+    # agents and flows do not import the Runner's helpers on load either.
+    core = ROOT / "orchestrator"
+    below = [*(core / "agents").rglob("*.py"), *(core / "flows").rglob("*.py")]
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(
+            name for name in imported_on_load(path)
+            if name == "orchestrator.runners" or name.startswith("orchestrator.runner"))
+        for path in below
+    }
+    offenders |= {
+        str(path.relative_to(ROOT)): sorted(
+            name for name in imported_on_load(path)
+            if name == "orchestrator.runners" or name.startswith("orchestrator.runners."))
+        for path in core.glob("runner_*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}

@@ -118,7 +118,7 @@ def request_copy(contents: list[types.Content]) -> list[types.Content]:
     :func:`build_contents` hands out the session's events' own contents (and keeps them in
     its memo for the next call): cheap, and safe while nothing edits them. google-adk copies
     every Content and Part of every request; this is that copy, made only when a callback
-    that may edit the request gets it (:mod:`orchestrator.flows.llm_flow`).
+    that may edit the request gets it (:mod:`orchestrator.flows.llm_calls`).
     """
     return [
         content.model_copy(update={"parts": [part.model_copy() for part in content.parts]})

@@ -1,4 +1,8 @@
-"""The LLM loop: request -> model -> response -> tools, until the step's last event is final."""
+"""The LLM loop: request -> model -> response -> tools, until the step's last event is final.
+
+The model call itself, with the model callbacks around it, is in
+:mod:`orchestrator.flows.llm_calls`.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
-from orchestrator import failpoints, observe, platform
-from orchestrator.agents import callbacks as cb
-from orchestrator.agents.context import CallbackContext, ReadonlyContext, ToolContext
-from orchestrator.agents.run_config import StreamingMode
+from orchestrator import failpoints, platform
+from orchestrator.agents.context import ReadonlyContext, ToolContext
 from orchestrator.events.event import Event
 from orchestrator.flows import answers_in, functions, remote_calls, step_resume, transfer
-from orchestrator.flows.contents import build_contents, request_copy
+from orchestrator.flows.contents import build_contents
 from orchestrator.flows.instructions import agent_instructions
+from orchestrator.flows.llm_calls import AGENT_NAME_LABEL, call_llm
 from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
 from orchestrator.tools.base_tool import BaseTool
@@ -24,9 +27,9 @@ if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
     from orchestrator.agents.llm_agent import LlmAgent
 
+__all__ = ["AGENT_NAME_LABEL", "LlmFlow"]  # AGENT_NAME_LABEL moved to llm_calls; still here
+
 _RESPONSE_FIELDS = tuple(LlmResponse.model_fields)
-AGENT_NAME_LABEL = "adk_agent_name"
-"""The label of a model request naming the agent that makes it (as google-adk sets it)."""
 
 
 class _Step:
@@ -88,7 +91,7 @@ class LlmFlow:
         model_response_event = Event(
             invocation_id=ctx.invocation_id, author=agent.name, branch=ctx.branch
         )
-        async for llm_response in self._call_llm(ctx, agent, llm_request, model_response_event):
+        async for llm_response in call_llm(ctx, agent, llm_request, model_response_event):
             async for event in self._postprocess(
                 ctx, llm_request, llm_response, model_response_event, step
             ):
@@ -195,66 +198,6 @@ class LlmFlow:
         )
         _insert_model_input_context(llm_request, ctx)
 
-    async def _call_llm(
-        self,
-        ctx: InvocationContext,
-        agent: LlmAgent,
-        llm_request: LlmRequest,
-        model_response_event: Event,
-    ) -> AsyncGenerator[LlmResponse, None]:
-        callback_context = CallbackContext(ctx, event_actions=model_response_event.actions)
-        if _may_edit_request(ctx, agent):
-            llm_request.contents = request_copy(llm_request.contents)
-        override = await ctx.plugin_manager.run_before_model_callback(
-            callback_context=callback_context, llm_request=llm_request
-        )
-        if not override and agent.before_model_callback:
-            override = await cb.run_until(
-                agent.before_model_callback,
-                {"callback_context": callback_context, "llm_request": llm_request},
-                stop=cb.is_truthy,
-            )
-        if override:
-            yield override
-            return
-        # Every model call names its agent (billing reports per agent), unless already labelled.
-        llm_request.config.labels = llm_request.config.labels or {}
-        llm_request.config.labels.setdefault(AGENT_NAME_LABEL, agent.name)
-        ctx.increment_llm_call_count()
-        # After-model callbacks see every response, a recovered error's too; an exception
-        # they raise is theirs, not the model's (no error callback for it).
-        async for response in self._model_responses(ctx, agent, llm_request, callback_context):
-            yield await _after_model(ctx, agent, callback_context, response)
-
-    async def _model_responses(
-        self,
-        ctx: InvocationContext,
-        agent: LlmAgent,
-        llm_request: LlmRequest,
-        callback_context: CallbackContext,
-    ) -> AsyncGenerator[LlmResponse, None]:
-        """The model's responses; if it raises, what an error callback recovers with."""
-        llm = agent.canonical_model
-        stream = ctx.run_config.streaming_mode == StreamingMode.SSE
-        try:
-            async for response in observe.timed_model_stream(
-                    agent.name, llm.generate_content_async(llm_request, stream=stream)):
-                yield response
-        except Exception as error:
-            recovered = await ctx.plugin_manager.run_on_model_error_callback(
-                callback_context=callback_context, llm_request=llm_request, error=error
-            )
-            if recovered is None and agent.on_model_error_callback:
-                recovered = await cb.run_until(
-                    agent.on_model_error_callback,
-                    {"callback_context": callback_context, "llm_request": llm_request,
-                     "error": error},
-                    stop=cb.is_not_none,
-                )
-            if recovered is None:
-                raise
-            yield recovered
-
     async def _postprocess(
         self,
         ctx: InvocationContext,
@@ -347,30 +290,6 @@ def _insert_model_input_context(llm_request: LlmRequest, ctx: InvocationContext)
     llm_request.contents = contents[:index] + list(extra) + contents[index:]
 
 
-async def _after_model(
-    ctx: InvocationContext,
-    agent: LlmAgent,
-    callback_context: CallbackContext,
-    response: LlmResponse,
-) -> LlmResponse:
-    replacement = await ctx.plugin_manager.run_after_model_callback(
-        callback_context=callback_context, llm_response=response
-    )
-    if not replacement and agent.after_model_callback:
-        replacement = await cb.run_until(
-            agent.after_model_callback,
-            {"callback_context": callback_context, "llm_response": response},
-            stop=cb.is_truthy,
-        )
-    if not replacement:
-        return response
-    updates = {}
-    for name in ("partial", "turn_complete", "usage_metadata"):
-        if getattr(replacement, name) is None and getattr(response, name) is not None:
-            updates[name] = getattr(response, name)
-    return replacement.model_copy(update=updates) if updates else replacement
-
-
 def _apply_empty_response_policy(response: LlmResponse) -> None:
     if response.partial or response.error_code:
         return
@@ -400,19 +319,6 @@ def _finalize_event(
         )
         remote_calls.attach_remote_jobs(ctx, event, llm_request.tools_dict)
     return event
-
-
-def _may_edit_request(ctx: InvocationContext, agent: LlmAgent) -> bool:
-    """True if a callback that may edit the request's contents in place gets it.
-
-    Callbacks then get copies, never the session's events or the history memo's. Models are
-    handed the shared contents: copying a long session's history for every model call is
-    what the memo saves (a model reads its request; see :class:`BaseLlm`).
-    """
-    return bool(
-        agent.before_model_callback or agent.on_model_error_callback
-        or ctx.plugin_manager.gets_model_requests()
-    )
 
 
 def _pause(ctx: InvocationContext, agent: LlmAgent, step: _Step) -> None:
