@@ -30,8 +30,13 @@ USER = "intake-user"
 
 @pytest.fixture(scope="module")
 def sender(celery_stack):
-    """A Celery app of a service that sends the documented tasks (no Client)."""
+    """A Celery app of a service that sends the documented tasks (no Client).
+
+    It sends stock Celery's "json", which writes NaN and Infinity (our own serializer,
+    workers/wire_json.py, refuses to): the orchestrators must refuse them all the same.
+    """
     app = create_celery_app(Settings(redis_url=celery_stack["url"]))
+    app.conf.task_serializer = "json"
     yield app
     app.close()
 

@@ -152,3 +152,36 @@ def test_plain_message_without_app_or_user_is_rejected_with_a_reason(plain_stack
     ], tmp_path)
     assert no_app == {"error": "app_name: is required."}
     assert no_user == {"error": "user_id: must not be empty."}
+
+
+def test_a_plain_message_holding_a_kombu_type_envelope_is_refused_naming_the_field(
+    plain_stack, tmp_path,
+):
+    """Stock Celery's "json" decoder would turn such an object into another value (a date) or
+    fail on it: the message is refused, its sender told which field, and nothing is stored."""
+    client = plain_stack["client"]
+    cases = {
+        "e-plain-envelope-date": {"state_delta": {"note": {"__type__": "date", "__value__": "2020-01-01"}}},
+        "e-plain-envelope-money": {"state_delta": {"note": {"__type__": "money", "__value__": "12 EUR"}}},
+        "e-plain-envelope-message": {"new_message": {"role": "user", "parts": [
+            {"text": "hi"}, {"text": "x", "thought_signature": {"__type__": "base64", "__value__": "eA=="}}]}},
+    }
+    results = send_plain(plain_stack["url"], [
+        {"app_name": "chat", "user_id": "svc", "new_message": "hello", "invocation_id": inv, **fields}
+        for inv, fields in cases.items()
+    ], tmp_path)
+    expected = ["kwargs.state_delta.note", "kwargs.state_delta.note",
+                "kwargs.new_message.parts[1].thought_signature"]
+    for inv, where, result in zip(cases, expected, results, strict=True):
+        assert set(result) == {"failed"}, (inv, result)
+        assert f"Message refused: {where} is an object shaped like kombu's type envelope" in (
+            result["failed"]), (inv, result)
+        assert client.status("chat", inv) is None, inv
+
+    # The same sender's plain messages without such an object still start invocations.
+    [ok] = send_plain(plain_stack["url"], [
+        {"app_name": "chat", "user_id": "svc", "new_message": "hello",
+         "state_delta": {"note": {"__type__": "date"}}},
+    ], tmp_path)
+    record = client.wait("chat", ok["invocation_id"], timeout=15, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error

@@ -1,4 +1,4 @@
-"""The Celery application: JSON only, late acks, task events on, routes by task kind.
+"""The Celery application: plain JSON only, late acks, task events on, routes by task kind.
 
 Task names are part of the public interface (any Celery client can ``send_task`` them with
 JSON keyword arguments; see the README):
@@ -24,6 +24,7 @@ from celery import Celery, signals
 from config import Settings, get_settings
 from config.settings import describe_settings_error
 from orchestrator.backends.redis.connection import is_unix_socket
+from workers import wire_json
 from workers.broker import transport_path
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,8 @@ def _keepalive_options() -> dict[int, int]:
     return {getattr(socket, name): value for name, value in wanted.items() if hasattr(socket, name)}
 
 
+wire_json.register()  # before any app of this process sends or reads a task message
+
 RESULT_RETRIES = 10
 """Times the result backend retries an operation that met a connection error (see below)."""
 
@@ -103,10 +106,13 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
     routes[TASK_RUN_TOOL] = {"queue": settings.tools_queue}
     routes[TASK_RUN_AGENT] = {"queue": settings.agents_queue or settings.tools_queue}
     app.conf.update(
-        task_serializer="json",
+        # Task messages in plain JSON that nothing decodes into objects (workers/wire_json.py);
+        # stock Celery's "json" from other services is accepted too (workers/consumer.py
+        # refuses one holding a value kombu's decoder would change).
+        task_serializer=wire_json.NAME,
         result_serializer="json",
         event_serializer="json",
-        accept_content=["json"],
+        accept_content=[wire_json.CONTENT_TYPE, "application/json"],
         result_accept_content=["json"],
         # Refused messages are answered and logged without their bodies (workers/consumer.py).
         worker_consumer="workers.consumer:Consumer",

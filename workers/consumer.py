@@ -9,17 +9,27 @@ refused and why (the task id and name escaped, never the body) and, when the mes
 names its task id, stores a failure for it, so a sender waiting on the result gets the
 reason instead of waiting forever.
 
+A task message in stock Celery's ``json`` (a service that sends our task names with plain
+Celery) holding an object shaped like kombu's type envelope (``{"__type__": ...,
+"__value__": ...}``) is refused the same way, saying where that object is: kombu's decoder
+would turn it into another value (a date, bytes...) or fail on it, so the task would get
+something other than what was sent. Our own messages are plain JSON of their own content
+type (:mod:`workers.wire_json`) and carry such objects unchanged.
+
 Selected by ``worker_consumer`` in :mod:`workers.celery_app`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 from celery.exceptions import NotRegistered
 from celery.worker.consumer import Consumer as CeleryConsumer
 from vine import promise
+
+from workers.wire_json import CONTENT_TYPE, envelope_path
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +55,16 @@ class Consumer(CeleryConsumer):  # type: ignore[misc]
             if limit and size > limit:
                 self._refuse(message, f"its body is {size} bytes, over the limit of {limit} "
                                       "(ADK_CELERY_MAX_TASK_MESSAGE_BYTES)")
+                message.ack()
+                return None
+            if message.content_type == "application/json" and (where := _envelope_in(message)):
+                self._refuse(message, f"{where} is an object shaped like kombu's type envelope "
+                                      '({"__type__": ..., "__value__": ...}), which the "json" '
+                                      "content type decodes into another value",
+                             ValueError(f"Message refused: {where} is an object shaped like "
+                                        "kombu's type envelope, which the 'json' content type "
+                                        f"would change; send such a value as {CONTENT_TYPE} "
+                                        "(see the README) or not at all."))
                 message.ack()
                 return None
             return handle(message)
@@ -81,6 +101,21 @@ class Consumer(CeleryConsumer):  # type: ignore[misc]
         except Exception as store_error:  # answering is best effort; the refusal stands
             logger.warning("Could not store the refusal of task %r: %s",
                            _short(task_id), type(store_error).__name__)
+
+
+def _envelope_in(message: Any) -> str | None:
+    """Where a ``json`` message's body holds a kombu type envelope.
+
+    None: nowhere, or the body is not plain JSON (kombu's decoder then refuses it as usual).
+    """
+    try:
+        body = json.loads(message.body)
+    except Exception:  # noqa: BLE001 - undecodable: Celery's decode step refuses it
+        return None
+    if isinstance(body, list) and len(body) == 3:  # task protocol 2: [args, kwargs, embed]
+        return next(filter(None, (envelope_path(part, name) for part, name in zip(
+            body, ("args", "kwargs", "embed"), strict=True))), None)
+    return envelope_path(body)
 
 
 def _header(message: Any, name: str) -> Any:

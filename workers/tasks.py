@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 from celery import Task
 from celery.exceptions import Reject
-from kombu.utils.json import JSONEncoder
 from pydantic import ValidationError
 
 from orchestrator import failpoints
@@ -144,7 +143,7 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     """
     if (refusal := refused_here(TASK_RUN_TOOL, self.request.delivery_info, kwargs)) is not None:
         return refusal
-    digest = job_digest(kwargs, JSONEncoder)  # of what came in, before validation
+    digest = job_digest(kwargs)  # of what came in, before validation
     try:
         job = ToolJob.model_validate(kwargs)
     except ValidationError as error:
@@ -399,7 +398,7 @@ def run_agent(self: Task, **kwargs: Any) -> dict[str, Any]:
     """
     if (refusal := refused_here(TASK_RUN_AGENT, self.request.delivery_info, kwargs)) is not None:
         return refusal
-    digest = job_digest(kwargs, JSONEncoder)
+    digest = job_digest(kwargs)
     try:
         job = AgentJob.model_validate(kwargs)
     except ValidationError as error:

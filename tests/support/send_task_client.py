@@ -3,7 +3,8 @@
 Run as ``python -I tests/support/send_task_client.py '<json spec>'`` where the spec is
 ``{"redis_url": ..., "queue": ..., "timeout": ..., "messages": [<kwargs>, ...]}``. Each
 message is sent as ``adk_celery.invoke`` with those JSON keyword arguments; the task's result
-(``{"invocation_id", "session_id"}`` or ``{"error"}``) is printed as one JSON line per message.
+(``{"invocation_id", "session_id"}`` or ``{"error"}``, or ``{"failed": <the task's exception>}``
+for a message the orchestrators refused) is printed as one JSON line per message.
 It imports only ``celery`` (and the standard library) and checks that it did.
 """
 
@@ -22,7 +23,10 @@ def main() -> None:
     results = [app.send_task("adk_celery.invoke", kwargs=kwargs, queue=spec["queue"])
                for kwargs in spec["messages"]]
     for result in results:
-        print(json.dumps(result.get(timeout=spec["timeout"])), flush=True)
+        value = result.get(timeout=spec["timeout"], propagate=False)
+        if isinstance(value, BaseException):
+            value = {"failed": f"{type(value).__name__}: {value}"}
+        print(json.dumps(value), flush=True)
     leaked = sorted(name for name in ("orchestrator", "workers", "google", "config", "tools")
                     if name in sys.modules)
     assert not leaked, f"the plain client imported project or google modules: {leaked}"

@@ -298,16 +298,18 @@ def parse_member(member: str) -> tuple[str, str, str]:
     return str(app_name), str(invocation_id), str(call_id)
 
 
-def job_digest(kwargs: dict[str, Any], encoder: type[json.JSONEncoder] | None = None) -> str:
+def job_digest(kwargs: dict[str, Any]) -> str:
     """The digest of a job's keyword arguments: sha256 of their canonical JSON (keys sorted).
 
     Every field counts (app, user, session, invocation, call, tool or agent, arguments, state
     snapshot, attempt, ...), so a job differing in any of them from the one published is
-    told apart. ``encoder``: for values the broker's JSON decoder may have turned into
-    objects (kombu's ``{"__type__": ..., "__value__": ...}`` envelopes); encoding them back
-    the same way gives the digest the publisher computed from plain JSON.
+    told apart. Both sides digest plain JSON: the publisher the job it sends, the worker the
+    job as decoded from its message, which nothing turns into other objects on the way
+    (``workers/wire_json.py``; a stock ``json`` message holding kombu's type envelope is
+    refused before it is decoded, ``workers/consumer.py``). A value that is not JSON raises
+    TypeError rather than being digested as something else.
     """
-    text = json.dumps(kwargs, cls=encoder, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(kwargs, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

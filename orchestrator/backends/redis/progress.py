@@ -9,7 +9,10 @@ each pending call) and an entry of the invocation's live stream::
      "progress": <payload JSON>}
 
 Only the attempt now out may report: a late report of an attempt the watchdog replaced is
-dropped. Nothing is written once the invocation's stream is gone (expired).
+dropped, and so is one made once the call has its result (a thread the tool left behind,
+reporting after its job ended: followers would see progress after the call's answer) or
+once the invocation is cancelled. Nothing is written once the invocation's stream is gone
+(expired).
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ class ReportProgress(Operands):
     """The invocation's jobs hash (``keys.invocation_jobs``)."""
     stream: str = key_field()
     """The invocation's live stream."""
+    results: str = key_field()
+    """The invocation's results hash (``keys.invocation_results``)."""
+    cancel: str = key_field()
+    """The invocation's cancel flag (``keys.cancel_flag``)."""
     call_id: str
     attempt: int
     tool: str
@@ -47,13 +54,16 @@ class ReportProgress(Operands):
 REPORT = LuaScript(ReportProgress, """
 if redis.call('HGET', jobs, 'a:' .. call_id) ~= attempt then return 0 end
 if redis.call('EXISTS', stream) == 0 then return 0 end
+if redis.call('HEXISTS', results, call_id) == 1 or redis.call('EXISTS', cancel) == 1 then
+  return 0
+end
 redis.call('HSET', jobs, 'p:' .. call_id, journal)
 redis.call('XADD', stream, 'MAXLEN', '~', maxlen, '*', 'kind', 'progress', 'call', call_id,
   'tool', tool, 'attempt', attempt, 'at', at, 'progress', payload)
 return 1
 """)
-"""Report progress: 1, or 0 (nothing written) if the attempt is not the one out or the
-invocation's stream is gone."""
+"""Report progress: 1, or 0 (nothing written) if the attempt is not the one out, the call
+has its result, the invocation is cancelled or its stream is gone."""
 
 
 def report_operands(
@@ -65,7 +75,9 @@ def report_operands(
     journal = dumps({"attempt": attempt, "at": at, "tool": tool, "progress": payload})
     return ReportProgress(
         jobs=keys.invocation_jobs(app_name, invocation_id),
-        stream=keys.invocation_stream(app_name, invocation_id), call_id=function_call_id,
+        stream=keys.invocation_stream(app_name, invocation_id),
+        results=keys.invocation_results(app_name, invocation_id),
+        cancel=keys.cancel_flag(app_name, invocation_id), call_id=function_call_id,
         attempt=attempt, tool=tool, at=repr(at), payload=encoded, journal=journal,
         maxlen=STREAM_MAXLEN)
 
