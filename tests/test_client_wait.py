@@ -37,3 +37,41 @@ def test_an_answer_that_leaves_another_call_open_ends_no_pause(celery_stack):
     client.answer("two_approvals", invocation_id, second, {"approved": False})
     record = client.wait("two_approvals", invocation_id, timeout=15)
     assert record.status is InvocationStatus.COMPLETED, record
+
+
+def test_wait_after_an_answer_sent_again_returns_the_finished_invocation(celery_stack):
+    # The documented retry (the same bytes again, its reply lost), or a second operator
+    # sending the same approval: taken, and the wait after it returns (it used to wait for a
+    # status after ``completed``, which never comes).
+    from config import Settings
+    from workers.client import Client
+
+    client = celery_stack["client"]
+    invocation_id = client.enqueue("approval", "retry", "pay 100")
+    [call] = client.wait("approval", invocation_id, timeout=15).pending_calls
+    client.answer("approval", invocation_id, call, {"approved": True})
+    assert client.wait("approval", invocation_id, timeout=15).status is InvocationStatus.COMPLETED
+
+    client.answer("approval", invocation_id, call, {"approved": True})
+    assert client.wait("approval", invocation_id, timeout=15).status is InvocationStatus.COMPLETED
+
+    other = Client(Settings(redis_url=celery_stack["url"], apps=""))
+    try:
+        other.answer("approval", invocation_id, call, {"approved": True})
+        record = other.wait("approval", invocation_id, timeout=15, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED
+    finally:
+        other.close()
+
+
+def test_wait_after_an_answer_sent_again_returns_the_pause_still_waiting(celery_stack):
+    client = celery_stack["client"]
+    invocation_id = client.enqueue("two_approvals", "retry", "pay twice")
+    first, second = client.wait("two_approvals", invocation_id, timeout=15).pending_calls
+    client.answer("two_approvals", invocation_id, first, {"approved": True})
+    assert client.wait("two_approvals", invocation_id, timeout=15).status is InvocationStatus.PAUSED
+
+    client.answer("two_approvals", invocation_id, first, {"approved": True})  # a retry
+
+    record = client.wait("two_approvals", invocation_id, timeout=15)
+    assert record.status is InvocationStatus.PAUSED and second in record.pending_calls
