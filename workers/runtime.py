@@ -214,7 +214,8 @@ class Runtime:
         settings = self.settings
         client = connect(settings.redis_url or "")
         registry = self.apps()
-        sessions = RedisSessionService(client=client)
+        sessions = RedisSessionService(
+            client=client, wake_stream=keys.wake_stream(settings.invocations_queue))
         artifacts = RedisArtifactService(client=client)
         watch = keys.job_watch(settings.invocations_queue)
         store = RedisInvocationStore(client, record_ttl_seconds=settings.record_ttl_seconds,

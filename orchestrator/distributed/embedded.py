@@ -120,6 +120,19 @@ class _PublishingStore(InMemoryInvocationStore):
         await self._stream.publish_status(record.app_name, record.invocation_id, record.status)
 
 
+class _RuntimeSessions(InMemorySessionService):
+    """The runtime's sessions: deleting one ends its unfinished invocations (as on Redis)."""
+
+    def __init__(self, deleted: Callable[[SessionKey], None]) -> None:
+        super().__init__()
+        self._deleted = deleted
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Delete a session if it exists; its invocations that cannot go on end failed."""
+        await super().delete_session(app_name=app_name, user_id=user_id, session_id=session_id)
+        self._deleted((app_name, user_id, session_id.strip() if session_id else session_id))
+
+
 class EmbeddedRuntime:
     """Enqueue, follow, answer and cancel invocations in process (the no-Redis default)."""
 
@@ -132,11 +145,12 @@ class EmbeddedRuntime:
         agents_queue: str | None = "agents",
     ) -> None:
         self.registry = registry
-        self.session_service = InMemorySessionService()
+        self.session_service = _RuntimeSessions(self._session_deleted)
         self.artifact_service = InMemoryArtifactService()
         self.event_stream = InMemoryEventStream()
         """Every event of every invocation as it happens (see :meth:`follow`)."""
         self.store: InMemoryInvocationStore = _PublishingStore(self.event_stream)
+        self._queue = InMemorySessionQueue(self.store)
         self.transport = LocalTransport(
             self, default_queue=default_queue, tool_queues=tool_queues or {},
             agents_queue=agents_queue,
@@ -145,7 +159,7 @@ class EmbeddedRuntime:
             registry,
             session_service=self.session_service,
             store=self.store,
-            queue=InMemorySessionQueue(self.store),
+            queue=self._queue,
             transport=self.transport,
             artifact_service=self.artifact_service,
             memory_service=InMemoryMemoryService(),
@@ -161,6 +175,10 @@ class EmbeddedRuntime:
         task = asyncio.ensure_future(self.service.drain(key))
         self._drains.add(task)
         task.add_done_callback(self._drains.discard)
+
+    def _session_deleted(self, key: SessionKey) -> None:
+        if self._queue.session_deleted(key):
+            self._wake(key)
 
     async def _run_agent_job(self, job: AgentJob) -> None:
         await self._execute(job, lambda: execute_agent_job(

@@ -31,7 +31,7 @@ from orchestrator.agents.run_config import RunConfig, StreamingMode
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
 from orchestrator.distributed.redispatch import redispatch
-from orchestrator.errors import RemoteToolError
+from orchestrator.errors import RemoteToolError, SessionNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.flows import tool_callbacks
@@ -75,7 +75,7 @@ async def plan_item(
         return Plan(CallLedger(record.invocation_id),
                     events=_start(runner, record, session, writer))
     if session is None:
-        raise LookupError(f"Session {record.session_id!r} disappeared.")
+        raise session_deleted(record)
     ledger = CallLedger.of(session.events, record.invocation_id)
     interrupted = lags_its_log(record, ledger)
     if interrupted:
@@ -93,6 +93,13 @@ async def plan_item(
             session=session, session_writer=writer,
         )
     return plan
+
+
+def session_deleted(record: InvocationRecord) -> SessionNotFoundError:
+    """What ends an invocation that ran once its session is gone (it can never go on)."""
+    return SessionNotFoundError(
+        f"its session was deleted (app {record.app_name!r}, user {record.user_id!r}, "
+        f"session {record.session_id!r}).")
 
 
 def lags_its_log(record: InvocationRecord, ledger: CallLedger) -> bool:

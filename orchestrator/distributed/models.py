@@ -172,9 +172,13 @@ class InvocationRecord(BaseModel):
 
 
 class WorkItem(_Wire):
-    """One entry of a session's work queue: start, resume or cancel an invocation."""
+    """One entry of a session's work queue: start, resume or cancel an invocation.
 
-    kind: Literal["start", "resume", "cancel"]
+    ``session_deleted``: the invocation's session was deleted; it ends failed
+    (SessionNotFoundError), as it can never go on.
+    """
+
+    kind: Literal["start", "resume", "cancel", "session_deleted"]
     invocation_id: str
     item_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     """Tells apart two items alike (two resumes of one invocation): a queue that drops a

@@ -27,7 +27,7 @@ from orchestrator.distributed.intake import (
     Limits,
     check_identifier,
 )
-from orchestrator.distributed.item_plans import Plan, plan_item
+from orchestrator.distributed.item_plans import Plan, plan_item, session_deleted
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import (
     InvocationRecord,
@@ -264,6 +264,9 @@ class InvocationService:
             return None, earlier
         if item.kind == "cancel" or cancelled:
             return await self._cancel(key, token, record, session, earlier)
+        if item.kind == "session_deleted":  # queued by the delete: it can never go on
+            record.pending_calls, record.pending_tools, record.inside_calls = [], {}, []
+            return _failed(record, f"SessionNotFoundError: {session_deleted(record)}"), earlier
         runner = self._runners.get(record.app_name)
         if runner is None:
             return _failed(record, f"UnknownAppError: unknown app {record.app_name!r}; this "

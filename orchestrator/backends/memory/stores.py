@@ -103,6 +103,12 @@ class InMemoryInvocationStore:
         return InvocationPage([record.model_copy(deep=True) for record in page.records],
                               page.next_cursor)
 
+    def ran_in_session(self, key: SessionKey) -> list[str]:
+        """The ids of ``key``'s invocations that ran and did not finish (paused, running)."""
+        return [record.invocation_id for (app, _), record in self._records.items()
+                if (app, record.user_id, record.session_id) == key
+                and record.status in (InvocationStatus.PAUSED, InvocationStatus.RUNNING)]
+
     async def wait_for(
         self, app_name: str, invocation_id: str, statuses: set[InvocationStatus]
     ) -> InvocationRecord:
@@ -168,6 +174,21 @@ class InMemorySessionQueue:
             await self._store.put_result(key[0], item.invocation_id, result)
         self._queues.setdefault(key, deque()).append(item)
         return None
+
+    def session_deleted(self, key: SessionKey) -> bool:
+        """Queue what ends a deleted session's unfinished invocations (as on Redis).
+
+        Its held messages go back to the queue's head (each start then fails: no session),
+        and each invocation that ran (paused, running) gets a ``session_deleted`` item. True
+        if anything is queued (the caller drains).
+        """
+        self._busy.pop(key, None)
+        queue = self._queues.setdefault(key, deque())
+        queue.extendleft(reversed(self._held.pop(key, [])))
+        if isinstance(self._store, InMemoryInvocationStore):
+            queue.extend(WorkItem(kind="session_deleted", invocation_id=invocation_id)
+                         for invocation_id in self._store.ran_in_session(key))
+        return bool(queue)
 
     async def take(
         self, key: SessionKey, hint: str | None = None, known: Session | None = None

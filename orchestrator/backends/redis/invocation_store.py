@@ -71,14 +71,22 @@ class StatusWait:
         pipe.xrevrange(self.stream, count=1)
 
     def started(self, replies: list[Any]) -> InvocationRecord | None:
-        """The record if it is already in a wanted status; else follow from the newest entry."""
+        """The record if it is already in a wanted status; else follow from the newest entry.
+
+        With ``after``, the statuses after that entry are followed, but a finished record is
+        returned at once (nothing comes after it), and so is a wanted pause (the caller's
+        :meth:`pause_still_on` tells whether that pause is over).
+        """
         raw, latest = replies
         self.missing = not raw
+        record = InvocationRecord.model_validate_json(raw) if raw else None
         if self._after is not None:
             self.last_id = self._after  # what came since: the current status was seen
+            if record is not None and record.status in self._statuses and (
+                    record.status.is_finished or self.is_pause(record)):
+                return record
             return None
         self.last_id = latest[0][0] if latest else "0-0"
-        record = InvocationRecord.model_validate_json(raw) if raw else None
         if record is not None and record.status in self._statuses:
             return record
         return None

@@ -289,3 +289,75 @@ def score(timestamp: float, *, what: str) -> str:
     if not math.isfinite(value):
         raise ValueError(f"{what} must be a finite number, got {timestamp!r}.")
     return repr(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeleteSession(Operands):
+    """Operands of :data:`DELETE`: a session's keys, its queue, and its unfinished invocations."""
+
+    meta: str = key_field()
+    state: str = key_field()
+    events: str = key_field()
+    event_ids: str = key_field()
+    answered: str = key_field()
+    invocations: str = key_field()
+    """The session's index of invocations (``keys.session_invocations``)."""
+    busy: str = key_field()
+    held: str = key_field()
+    queue: str = key_field()
+    """The session's work queue: it outlives the session, for its items to end their invocations."""
+    user_sessions: str = key_field()
+    app_sessions: str = key_field()
+    fence: str = key_field()
+    wake: str | None = optional_key_field()
+    """The orchestrators' wake stream (with ``announce``)."""
+    announce: str = ""
+    """'1': post a wake-up on ``wake`` for what was queued ('': none, the caller drains)."""
+    app_name: str
+    user_id: str
+    session_id: str
+    app_member: str
+    fence_ttl: int
+    records: list[str] = many_field()
+    """The record key of each invocation the index lists."""
+    items: list[str] = many_field()
+    """For each of ``records``, the ``session_deleted`` work item ending it."""
+
+
+DELETE = LuaScript(DeleteSession, """
+-- Messages held behind a busy invocation go back to the queue's head, in order: the
+-- orchestrator fails each start (its session is gone) as any other queued one.
+local hint = ''
+while true do
+  local item = redis.call('RPOP', held)
+  if not item then break end
+  redis.call('LPUSH', queue, item)
+  local ok, decoded = pcall(cjson.decode, item)
+  if ok and type(decoded) == 'table' then hint = tostring(decoded['invocation_id']) end
+end
+local queued = hint ~= '' or redis.call('LLEN', queue) > 0
+-- An invocation that ran (paused, or running) gets an item that ends it: nothing else would.
+for i = 0, records_count - 1 do
+  local status = redis.call('HGET', ARGV[records_first + i], 'status')
+  if status == 'paused' or status == 'running' then
+    local item = ARGV[items_first + i]
+    redis.call('RPUSH', queue, item)
+    if hint == '' then hint = tostring(cjson.decode(item)['invocation_id']) end
+    queued = true
+  end
+end
+redis.call('DEL', meta, state, events, event_ids, answered, invocations, busy, held)
+redis.call('ZREM', user_sessions, session_id)
+redis.call('ZREM', app_sessions, app_member)
+redis.call('EXPIRE', fence, fence_ttl)
+if queued and announce == '1' then
+  redis.call('XADD', wake, '*', 'app', app_name, 'user', user_id, 'session', session_id, 'inv', hint)
+  return 1
+end
+return 0
+""")
+"""Delete a session (its data, its index entries, its lists of invocations and of held
+messages) and, in the same step, queue what ends its unfinished invocations: its held
+messages back on its queue, a ``session_deleted`` item for each invocation paused or running,
+and a wake-up for them (1; 0 when nothing was queued). Its work queue stays for those items;
+the fencing counter expires after ``fence_ttl`` seconds."""

@@ -47,10 +47,12 @@ from orchestrator.backends.redis.session_scripts import (
     APPEND,
     CANCELLED,
     CREATE,
+    DELETE,
     EXISTS,
     NOT_FOUND,
     STALE,
     AppendEvent,
+    DeleteSession,
     app_member,
     create_operands,
     encode_state,
@@ -63,6 +65,7 @@ from orchestrator.backends.redis.session_writer import (
     jobs_sent_with,
 )
 from orchestrator.distributed.cancel_seals import is_seal
+from orchestrator.distributed.models import WorkItem
 from orchestrator.errors import (
     AlreadyAnsweredError,
     AlreadyExistsError,
@@ -97,10 +100,15 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
     """
 
     def __init__(
-        self, redis_url: str | None = None, *, client: aioredis.Redis | None = None
+        self, redis_url: str | None = None, *, client: aioredis.Redis | None = None,
+        wake_stream: str | None = None,
     ) -> None:
         RedisClientOwner.__init__(self, redis_url, client=client)
+        self.wake_stream = wake_stream
+        """The orchestrators' wake stream (``keys.wake_stream``), woken by a deleted session's
+        items that end its unfinished invocations (None: nobody is woken)."""
         self._create_script = CREATE.register(self._client)
+        self._delete_script = DELETE.register(self._client)
         self._append_script = APPEND.register(self._client)
 
     async def create_session(
@@ -239,20 +247,34 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         return ListSessionsResponse(sessions=[session for _, _, session in found])
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        """Delete the session's keys and index entries atomically (missing: no-op)."""
-        async with self._client.pipeline(transaction=True) as pipe:
-            pipe.delete(*keys.session_storage_keys(app_name, user_id, session_id),
-                        keys.session_answered(app_name, user_id, session_id),
-                        keys.session_invocations(app_name, user_id, session_id),
-                        keys.session_busy(app_name, user_id, session_id),
-                        keys.session_held(app_name, user_id, session_id))
-            pipe.zrem(keys.user_sessions(app_name, user_id), session_id)
-            pipe.zrem(keys.app_sessions(app_name), app_member(user_id, session_id))
+        """Delete the session's keys and index entries atomically (missing: no-op).
+
+        Its unfinished invocations end ``failed`` (SessionNotFoundError) rather than wait for
+        ever: the same script puts its held messages back on its queue and queues a
+        ``session_deleted`` item for each invocation that ran, for an orchestrator to fail
+        them (woken on :attr:`wake_stream`).
+        """
+        ids = [text(member) for member in
+               await self._client.zrange(keys.session_invocations(app_name, user_id, session_id), 0, -1)]
+        meta, state, events, event_ids = keys.session_storage_keys(app_name, user_id, session_id)
+        await self._delete_script(DeleteSession(
+            meta=meta, state=state, events=events, event_ids=event_ids,
+            answered=keys.session_answered(app_name, user_id, session_id),
+            invocations=keys.session_invocations(app_name, user_id, session_id),
+            busy=keys.session_busy(app_name, user_id, session_id),
+            held=keys.session_held(app_name, user_id, session_id),
+            queue=keys.session_queue(app_name, user_id, session_id),
+            user_sessions=keys.user_sessions(app_name, user_id),
+            app_sessions=keys.app_sessions(app_name),
             # The fencing counter outlives the session by far more than any lease (a session
             # made again under the same id must not hand out a token a holder still has),
             # then goes: it was kept for ever.
-            pipe.expire(keys.fence_counter(app_name, user_id, session_id), FENCE_AFTER_DELETE_SECONDS)
-            await pipe.execute()
+            fence=keys.fence_counter(app_name, user_id, session_id),
+            wake=self.wake_stream, announce="1" if self.wake_stream else "",
+            app_name=app_name, user_id=user_id, session_id=session_id,
+            app_member=app_member(user_id, session_id), fence_ttl=FENCE_AFTER_DELETE_SECONDS,
+            records=[keys.invocation(app_name, i) for i in ids],
+            items=[WorkItem(kind="session_deleted", invocation_id=i).model_dump_json() for i in ids]))
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """Return the user's state with prefixes stripped."""
