@@ -174,6 +174,32 @@ def test_a_live_job_on_a_worker_whose_clock_is_behind_is_not_taken_for_lost(redi
         assert not check.hget(keys.invocation_jobs("fragile", inv), f"k:{started[1].split()[1]}")
 
 
+def test_a_live_job_is_not_taken_for_lost_while_redis_holds_writes_back(redis_url):
+    # CLIENT PAUSE ... WRITE (as a failover does) holds the workers' beats, which are
+    # scripts, while reads go on: the watchdog read Redis's clock at once, judged a silence
+    # only the pause made, sent the live job again (the tool ran twice) and counted a death
+    # (at the tool's limit, the model read "its worker died"). Its clock read waits now.
+    with _stack(redis_url, 10) as s:
+        check, client = s.check, s.client
+        inv = client.enqueue("fragile", "u", "go")
+        started = check.blpop([runs_key(inv)], timeout=15)
+        assert started is not None, s.orchestrator.output()
+        call_id = started[1].split()[1]
+
+        # Over three silence limits (0.9 s each here) of held writes, the tool running on:
+        # the pause's length is the scenario, not a wait for something to happen.
+        check.execute_command("CLIENT", "PAUSE", "3000", "WRITE")
+        time.sleep(3.5)
+        check.lpush(gate_key(inv), "test")
+        record = client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
+
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        assert check.lrange(runs_key(inv) + ":attempts", 0, -1) == ["1"], s.orchestrator.output()
+        assert not check.hget(keys.invocation_jobs("fragile", inv), f"k:{call_id}")
+        [answer] = _responses(client, "fragile", inv)
+        assert "error" not in (answer.response or {}), answer.response
+
+
 def _lose_the_parked_job(check: redis.Redis) -> None:
     """Take the job's message out of its queue, as a worker killed right after popping it."""
     _wait_for(lambda: check.llen(PARKED_QUEUE), what="the job in its queue")

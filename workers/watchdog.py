@@ -43,8 +43,10 @@ from config import Settings
 from orchestrator import failpoints
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.jobs import (
+    CLOCK,
     COUNT_DEATH,
     CountDeath,
+    ReadClock,
     dispatched_job,
     parse_member,
     queued_look_after,
@@ -80,6 +82,7 @@ class JobWatchdog(Periodic):
         self._services = services
         self._redis = services.redis
         self._count_death = COUNT_DEATH.register(self._redis)
+        self._clock = CLOCK.register(self._redis)
         self._transport = transport
         self._lost = LostAttempts(self._redis, transport.app.backend)
         self._watch_key = keys.job_watch(settings.invocations_queue)
@@ -111,11 +114,14 @@ class JobWatchdog(Periodic):
         """
         asked = time.monotonic()
         if now is None:
-            seconds, micros = await self._redis.time()
-            now = seconds + micros / 1_000_000
-            # A read that waited out a Redis outage (the client retries through a restart),
-            # the first sweep, or one after failed sweeps: Redis is back, and every worker
-            # gets its time to beat again before its silence counts.
+            # Read by a script: one that Redis holds back while it holds writes back (the
+            # workers' beats are scripts too), so a pause of writes is an outage here as
+            # well; the reads below would go on, and see only the silence it made.
+            seconds, micros = await self._clock(ReadClock())
+            now = int(seconds) + int(micros) / 1_000_000
+            # A read that waited out a Redis outage (the client retries through a restart)
+            # or a pause of writes, the first sweep, or one after failed sweeps: Redis is
+            # back, and every worker gets its time to beat again before its silence counts.
             if self._blind or time.monotonic() - asked > self._interval + 1.0:
                 self._blind, self._seeing_since = False, now
         due = await self._redis.zrangebyscore(self._watch_key, "-inf", now, start=0, num=_BATCH)

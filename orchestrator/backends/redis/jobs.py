@@ -154,6 +154,20 @@ end
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReadClock(Operands):
+    """Operands of :data:`CLOCK`: none."""
+
+
+CLOCK = LuaScript(ReadClock, """
+return redis.call('TIME')
+""")
+"""Redis's clock, read as a script is run: held back, as every script is, while Redis holds
+writes back (``CLIENT PAUSE ... WRITE``, a failover), when the workers' beats (scripts too)
+are held. A plain ``TIME`` would answer at once and the watchdog would judge silence that
+only the pause made (see :mod:`workers.watchdog`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClaimJob(Operands):
     """Operands of :data:`CLAIM`: a worker about to run an attempt of a call's job."""
 
