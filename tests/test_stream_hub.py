@@ -19,7 +19,7 @@ from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.distributed.models import InvocationStatus, ToolResult
 from tests.test_event_stream import APP, _call_event, _Pair, _record, _text_event
 from workers.api.stream_hub import StreamHub
-from workers.api.watches import LiveItem
+from workers.api.watches import LiveItem, Watch
 
 S = InvocationStatus
 GUARD = 10.0
@@ -206,3 +206,17 @@ async def test_a_read_whose_connection_drops_is_sent_again_and_its_followers_nev
     await pair.status(record, S.QUEUED)
     await pair.status(record, S.COMPLETED)
     assert _shape(await waiting) == [S.QUEUED, S.COMPLETED]
+
+
+async def test_a_follower_told_of_a_failed_read_waits_for_the_next_read():
+    # A run follows on through an outage: after the failure, its next read waits for news
+    # rather than returning at once with nothing (and the outage logged again each time).
+    watch = Watch("stream", "0-0")
+    watch.fail(ConnectionError("Redis gone"))
+    with pytest.raises(ConnectionError):
+        await watch.read()
+    with pytest.raises(TimeoutError):
+        await watch.read(0)
+    item = LiveItem("1-0", "status", status=S.COMPLETED)
+    watch.deliver([item], "1-0", (1, 0), True)
+    assert await watch.read(0) == ([item], True)

@@ -8,7 +8,8 @@ Usage::
 or, when a test needs to stop/kill/restart the server (fault tests), the
 :class:`RedisServer` handle directly. The server listens on a free loopback port, keeps
 nothing on disk (``--save '' --appendonly no``, working directory in a temp dir) and its log
-is kept to explain a failed start.
+is kept to explain a failed start. ``RedisServer(aof=True)`` keeps every write on disk
+instead, for a restart that must lose nothing, as a deployment's AOF Redis.
 """
 
 from __future__ import annotations
@@ -78,12 +79,16 @@ def _answers_ping(port: int) -> bool:
 class RedisServer:
     """A ``redis-server`` subprocess on a loopback port (start/stop/kill, restartable)."""
 
-    def __init__(self, binary: str | None = None, port: int | None = None) -> None:
+    def __init__(self, binary: str | None = None, port: int | None = None, *,
+                 aof: bool = False) -> None:
+        """``aof``: keep every write (``appendonly yes``, ``appendfsync always``) in its data
+        directory, so a restart (:meth:`stop`, then :meth:`start`) loses nothing."""
         found = binary or find_redis_server()
         if found is None:
             raise RedisServerError("redis-server was not found on PATH.")
         self.binary = found
         self.port = port
+        self.aof = aof
         self.process: subprocess.Popen[bytes] | None = None
         self._dir = tempfile.TemporaryDirectory(prefix="adk-redis-")
         self.log_path = Path(self._dir.name) / "redis.log"
@@ -121,7 +126,8 @@ class RedisServer:
             "--port", str(self.port),
             "--bind", HOST,
             "--save", "",
-            "--appendonly", "no",
+            *(["--appendonly", "yes", "--appendfsync", "always"] if self.aof
+              else ["--appendonly", "no"]),
             "--daemonize", "no",
             "--dir", self._dir.name,
             "--logfile", "",

@@ -24,7 +24,7 @@ from orchestrator.events.event_actions import EventActions
 from workers.api import answer_messages, app_info, run_frames
 from workers.api.backend import Backend, session_json, sse
 from workers.api.disconnects import unless_gone
-from workers.api.outages import UNAVAILABLE, is_outage, log_outage
+from workers.api.outages import is_outage, log_outage
 from workers.api.runs import RunFailedError, enqueued, run_body, run_events
 
 router = APIRouter()
@@ -176,11 +176,16 @@ async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
                     for shown in run_frames.frames_of(item, split=not body.function_call_event_id):
                         yield sse(shown)
         except Exception as error:
+            # A run's follow rides out Redis outages (runs.py): this guards the rest. The 200
+            # is out and the run accepted: an error frame that says so, not "retry" (sent
+            # again, the turn would run twice), rather than a cut chunked body.
             if not is_outage(error):
                 raise
-            # The 200 is out: the stream ends with an error frame, not a cut chunked body.
             log_outage("POST /run_sse", error)
-            yield sse(run_frames.error_frame(f"ServiceUnavailable: {UNAVAILABLE}"))
+            yield sse(run_frames.error_frame(
+                f"ServiceUnavailable: Redis unavailable; invocation {record.invocation_id} was "
+                f"accepted and goes on: follow it at /apps/{record.app_name}/invocations/"
+                f"{record.invocation_id}/stream (do not send the run again)"))
 
     return StreamingResponse(frames(), media_type="text/event-stream")
 

@@ -27,20 +27,29 @@ over, follows only the status changes (the status stream) and gets the events al
 the finished status (the stream reader reads them in the same exchange with Redis), or
 reads them once after a pause for an outside answer; ``/run_sse`` follows every event as it
 comes.
+
+A run that was accepted (its invocation stored and queued, or its answer stored) is followed
+through a Redis outage, however long, for as long as its client stays: the stream reader
+reads again from where each follower stands once Redis is back, and every read of the run's
+own is made again (:class:`_Outage`). Ending it on an outage would be an error its client
+would take for "not run" and send again: the invocation goes on and finishes all the same,
+and the turn would run twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 from orchestrator import platform
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.invocation_store import queue_waits_for_outside, waits_for_outside_in
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from workers.api.backend import Backend
+from workers.api.outages import is_outage
 from workers.api.stream_hub import StreamHub
 from workers.api.watches import LiveItem, Watch
 
@@ -51,6 +60,12 @@ milliseconds, and looking sooner would cost a round trip to Redis, and the serve
 just as the worker needs the machine: 0.1–0.3 ms of each such run on two busy cores.
 A run that ends at a pause on a call that no worker runs (answered by a person or another
 service, which take seconds) answers this much later; a worker's placeholder ends it at once."""
+_OUTAGE_PAUSE_SECONDS = 0.5
+"""Pause before a read of an accepted run that found Redis out of reach is made again (each
+attempt already rides out several seconds of outage: this only bounds how often it tries)."""
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class RunFailedError(Exception):
@@ -136,6 +151,7 @@ async def run_items(backend: Backend, record: InvocationRecord, *, partial: bool
     """
     at_the_end = watch is not None or (not live and after is None)  # resumed: live
     ended: LiveItem | None = None  # the finished status, if the run ends with one
+    outage = _Outage(record)
     async with _watching(backend, record, after, at_the_end, watch) as watch:
         pause = _Pause(asyncio.get_running_loop())
         while ended is None:
@@ -143,6 +159,12 @@ async def run_items(backend: Backend, record: InvocationRecord, *, partial: bool
                 items, at_end = await watch.read(pause.wait())
             except TimeoutError:  # still paused, and nothing came: look
                 items, at_end = [], True
+            except Exception as error:
+                # The reader could not read: it reads again, from where this watch stands.
+                if not outage.met(error):
+                    raise
+                continue
+            outage.over()
             shown, ended = _taken(items, pause, partial)
             for item in shown:
                 yield item
@@ -150,22 +172,66 @@ async def run_items(backend: Backend, record: InvocationRecord, *, partial: bool
                 # The record as it is now may be a later pause's (the run went on meanwhile):
                 # read with it every entry up to its own status entry, show them, and decide
                 # on the pause it describes.
-                paused, ahead = await _read_on(backend, record, watch)
+                paused, ahead = await _read_on(backend, record, watch, outage)
                 shown, ended = _taken(ahead, pause, partial)
                 for item in shown:
                     yield item
                 pause.read(paused)
-            if ended is None and at_end and await pause.waits_for_outside(backend):
+            if ended is None and at_end and await pause.waits_for_outside(backend, outage):
                 break
     if at_the_end:
         # Read by the stream reader along with the finished status (else, after a pause for
         # an outside answer, once here).
-        for item in watch.events if watch.events is not None else await _committed(backend, record):
+        events = watch.events
+        if events is None:
+            events = await outage.again(lambda: _committed(backend, record))
+        for item in events:
             if _shown(item, partial):
                 yield item
     if ended is not None and ended.status is InvocationStatus.FAILED:
-        final = ended.record or await backend.record(record.app_name, record.invocation_id)
+        final = ended.record or await outage.again(
+            lambda: backend.record(record.app_name, record.invocation_id))
         yield RuntimeError(final.error or "the invocation failed")
+
+
+class _Outage:
+    """An accepted run's reads through a Redis outage: made again until Redis answers.
+
+    Its client waits on (the request holds it, and ends it when the client goes): the
+    invocation goes on meanwhile, or waits for Redis as this does. Logged once an outage.
+    """
+
+    def __init__(self, record: InvocationRecord) -> None:
+        self._record = record
+        self._told = False
+
+    def met(self, error: BaseException) -> bool:
+        """Whether ``error`` is an outage to ride out (logged at its first)."""
+        if not is_outage(error):
+            return False
+        if not self._told:
+            self._told = True
+            logger.warning("Run %s: Redis unavailable (%s: %s); the run was accepted: following "
+                           "it on once Redis is back", self._record.invocation_id,
+                           type(error).__name__, error)
+        return True
+
+    def over(self) -> None:
+        """A read went through: a later outage is logged again."""
+        self._told = False
+
+    async def again(self, read: Callable[[], Awaitable[T]]) -> T:
+        """``read()``'s result, made again after each outage until Redis answers."""
+        while True:
+            try:
+                result = await read()
+            except Exception as error:
+                if not self.met(error):
+                    raise
+                await asyncio.sleep(_OUTAGE_PAUSE_SECONDS)
+                continue
+            self.over()
+            return result
 
 
 def _taken(items: list[LiveItem], pause: _Pause, partial: bool
@@ -239,7 +305,7 @@ class _Pause:
         if self._pause is not None:
             self._record = record
 
-    async def waits_for_outside(self, backend: Backend) -> bool:
+    async def waits_for_outside(self, backend: Backend, outage: _Outage) -> bool:
         """At the stream's end: whether the run ends at its pause (the pause waits for outside).
 
         A ``waiting`` entry for one of the pause's calls says so at once. Otherwise, once
@@ -257,7 +323,7 @@ class _Pause:
         if not self._look_due():
             return False
         self._look_at = None
-        return await _waits_for_outside(backend, paused)
+        return await outage.again(lambda: _waits_for_outside(backend, paused))
 
     def _look_due(self) -> bool:
         return self._look_at is not None and self._loop.time() >= self._look_at
@@ -289,7 +355,7 @@ async def _committed(backend: Backend, record: InvocationRecord) -> list[LiveIte
             and (item := LiveItem.parse(entry_id, fields)) is not None]
 
 
-async def _read_on(backend: Backend, record: InvocationRecord, watch: Watch
+async def _read_on(backend: Backend, record: InvocationRecord, watch: Watch, outage: _Outage
                    ) -> tuple[InvocationRecord, list[LiveItem]]:
     """The invocation's record, and the watched stream's entries past those its follower has.
 
@@ -299,15 +365,16 @@ async def _read_on(backend: Backend, record: InvocationRecord, watch: Watch
     """
     record_key = keys.invocation(record.app_name, record.invocation_id)
     start = watch.read_to
-    raw, entries = await (await backend.transactions()).run(
-        lambda pipe: (pipe.hget(record_key, "record"), pipe.xrange(watch.key, start)))
+    transactions = await backend.transactions()
+    raw, entries = await outage.again(lambda: transactions.run(
+        lambda pipe: (pipe.hget(record_key, "record"), pipe.xrange(watch.key, start))))
     # XRANGE's start is inclusive (an exclusive one needs Redis 6.2).
     entries = [(entry_id, fields) for entry_id, fields in entries if entry_id != start]
     if entries:
         watch.caught_up(entries[-1][0])
     # A record gone (expired) is the 404 Backend.record says.
-    current = (InvocationRecord.model_validate_json(raw) if raw
-               else await backend.record(record.app_name, record.invocation_id))
+    current = (InvocationRecord.model_validate_json(raw) if raw else await outage.again(
+        lambda: backend.record(record.app_name, record.invocation_id)))
     return current, [item for entry_id, fields in entries
                      if (item := LiveItem.parse(entry_id, fields)) is not None]
 

@@ -100,6 +100,8 @@ class StreamHub:
         self._nudges: set[asyncio.Task[None]] = set()
         self._events_wanted: dict[Watch, None] = {}
         """Watches whose invocation finished, waiting for its events (read in order)."""
+        self._failing = False
+        """The last read failed (logged once an outage)."""
 
     @contextlib.asynccontextmanager
     async def watch(self, app_name: str, invocation_id: str, after: str | None = None, *,
@@ -226,10 +228,16 @@ class StreamHub:
                 raise
             except Exception as error:  # Redis gone past the client's retries
                 self._blocked = False
+                if not self._failing:
+                    self._failing = True
+                    logger.warning("Live stream reader: Redis unavailable (%s: %s); its followers "
+                                   "were told, it reads again from where each stands",
+                                   type(error).__name__, error)
                 self._fail_all(error)
                 await asyncio.sleep(_RETRY_SECONDS)
                 continue
             self._blocked = False
+            self._failing = False
             self._hand_out(_by_stream(reply), starts, asked_more)
 
     async def _exchange(self, starts: dict[str, str], block: int | None) -> Any:

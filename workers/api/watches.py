@@ -190,6 +190,10 @@ class Watch:
             await asyncio.wait_for(self._ready.wait(), timeout)
         if self._error is not None:
             error, self._error = self._error, None
+            if not self._items and not (self._at_end and not self._end_seen):
+                # The failure was all there was to tell: the next read waits for the reader's
+                # next one (its follower reads again through an outage: runs.py).
+                self._ready.clear()
             raise error
         items, self._items = self._items, []
         self.read_to = self.last_id
