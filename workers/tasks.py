@@ -39,6 +39,7 @@ from workers.celery_app import (
 from workers.celery_app import app as celery_app
 from workers.enqueue import check_size, with_message_ids
 from workers.lifecycle import refused_here, refused_off_orchestrators
+from workers.loop import LoopThreadDeadError
 from workers.progress import ProgressPublisher
 from workers.runtime import Services, get_runtime
 
@@ -153,7 +154,22 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     runtime = get_runtime()
     # Celery's request context is thread-local: read it here, not on the loop thread.
     reporter = _progress_reporter(self, self.request.id, self.request.hostname, job)
-    return runtime.run(_run_tool(reporter, job, digest))
+    return _run_job(runtime, _run_tool(reporter, job, digest))
+
+
+def _run_job(runtime: Any, body: Coroutine[Any, Any, T]) -> T:
+    """Run a job's body on the process's loop.
+
+    A loop thread found dead is no outcome of the job: its message goes back to its queue
+    (another worker runs it). Nothing that is not an ``Exception`` gets out of here (the
+    loop hands it back as a :class:`~workers.loop.LoopExitError`): Celery's pool code only
+    copes with those.
+    """
+    try:
+        return runtime.run(body)  # type: ignore[no-any-return]
+    except LoopThreadDeadError as error:
+        logger.critical("%s; the job goes back to its queue", error)
+        raise Reject(str(error), requeue=True) from error
 
 
 _dispatcher_lock = threading.Lock()
@@ -405,7 +421,7 @@ def run_agent(self: Task, **kwargs: Any) -> dict[str, Any]:
     except ValidationError as error:
         logger.error("Malformed branch job rejected: %s", invalid_fields(error))
         return {"error": f"malformed branch job: {error.error_count()} invalid field(s)"}
-    return get_runtime().run(_run_agent(job, digest))
+    return _run_job(get_runtime(), _run_agent(job, digest))
 
 
 async def _run_agent(job: AgentJob, digest: str) -> dict[str, Any]:

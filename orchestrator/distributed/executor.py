@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import Awaitable, Callable
@@ -17,7 +18,7 @@ from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.errors import raised_by_service
+from orchestrator.errors import error_text, raised_by_service
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.flows import tool_callbacks
@@ -100,10 +101,14 @@ async def execute_tool_job(
 
     try:
         result = await tool_callbacks.call_tool(ctx, agent, tool, args, tool_context, invoke)
-    except Exception as error:  # the model reads the failure as an error response
+    except asyncio.CancelledError:
+        raise  # the job is stopped: nothing to answer
+    except BaseException as raised:  # the model reads the failure as an error response
+        # (a callback's ``sys.exit`` too: it must not end the worker's loop or pool thread)
+        error = tool_callbacks.as_tool_error(raised)
         if raised_by_service(error):
             raise  # Redis away under a service the tool called: run it again, do not answer
-        return _error(job, f"{type(error).__name__}: {error}", callbacks_ran=True).model_copy(
+        return _error(job, error_text(error), callbacks_ran=True).model_copy(
             update={"state_delta": dict(tool_context.actions.state_delta),
                     "actions": other_actions(tool_context.actions)}
         )
@@ -197,10 +202,13 @@ async def execute_agent_job(
             if not event.partial:
                 await sessions.append_event(session, event)
                 produced.append(event)
-    except Exception as error:  # the orchestrator fails the invocation with this error
+    except asyncio.CancelledError:
+        raise  # the job is stopped: nothing to answer
+    except BaseException as raised:  # the orchestrator fails the invocation with this error
+        error = tool_callbacks.as_tool_error(raised)
         if raised_by_service(error):
             raise  # Redis away under a service the branch called: run it again
-        return _agent_error(job, f"{type(error).__name__}: {error}", produced)
+        return _agent_error(job, error_text(error), produced)
     paused = _waits(session.events, job)
     return ToolResult(
         function_call_id=job.function_call_id,
