@@ -17,19 +17,22 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import pytest
 import redis
 from google.genai import types
 
 from config import Settings
-from orchestrator import FunctionTool, LlmAgent, Runner
+from orchestrator import App, FunctionTool, LlmAgent, LongRunningFunctionTool, Runner
+from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
+from orchestrator.distributed.registry import AppRegistry
 from orchestrator.errors import ToolExitError
 from orchestrator.models.fake import FunctionLlm
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from tests.apps import function_responses
-from tests.apps_careless import APP_SPECS, runs_key
+from tests.apps_careless import APP_SPECS, _model, runs_key, state_object
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 from workers.loop import LoopExitError, LoopThread, LoopThreadDeadError
 
@@ -119,6 +122,40 @@ def test_a_branch_whose_tool_exits_fails_the_invocation_as_in_process(redis_url)
         runs = [run.split()[0] for run in stack.check.lrange(runs_key(inv), 0, -1)]
         assert runs.count("raise_sysexit") == 1 and runs.count("plain") <= 1, runs
         _still_runs_the_next_job(stack)
+
+
+# --- results and state writes that are not JSON --------------------------------------------
+
+
+def test_a_result_or_state_write_that_is_not_json_is_answered_once_with_what_and_where(redis_url):
+    # Taken for its worker's death before: the tool ran 3 times and the model read that its
+    # worker died.
+    with _stack(redis_url) as stack:
+        for tool, where in [("ret_object", "response.value: a Opaque is not JSON"),
+                            ("ret_nan", "response.value: nan is not a JSON number"),
+                            ("state_object", "state_delta.thing: a Opaque is not JSON")]:
+            record, responses, runs = stack.run("careless", f"call {tool}")
+            assert record.status is InvocationStatus.COMPLETED, (record.error,
+                                                                 stack.worker.output())
+            [answer] = [r.response["error"] for r in responses]
+            assert answer.startswith(f"The result of tool {tool!r} is not JSON: {where}")
+            assert [run.split()[::3] for run in runs] == [[tool, "1"]]  # ran once
+        _still_runs_the_next_job(stack)
+        assert not any("dispatching attempt" in line for line in stack.orchestrator.lines)
+
+
+async def test_in_process_a_remote_result_that_is_not_json_is_the_same_error_answer():
+    agent = LlmAgent(name="agent", model=FunctionLlm(fn=_model, record_requests=False),
+                     tools=[LongRunningFunctionTool(state_object)])
+    runtime = EmbeddedRuntime(AppRegistry([App(name="careless", root_agent=agent)]))
+    with mock.patch("tests.apps_careless._record"):
+        inv = await runtime.enqueue(app_name="careless", user_id="u", new_message="call state_object")
+        record = await runtime.wait("careless", inv, timeout=5, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    [answer] = [r.response for e in await runtime.events("careless", inv)
+                for r in e.get_function_responses()]
+    assert answer["error"].startswith(
+        "The result of tool 'state_object' is not JSON: state_delta.thing: a Opaque is not JSON")
 
 
 # --- in process: the same tools, the same rule ---------------------------------------------

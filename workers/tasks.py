@@ -27,7 +27,13 @@ from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import check_identifier
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.stores import SessionKey
-from orchestrator.errors import AnswerRejectedError, PayloadError, RequestError, is_infrastructure_error
+from orchestrator.errors import (
+    AnswerRejectedError,
+    PayloadError,
+    RequestError,
+    error_text,
+    is_infrastructure_error,
+)
 from workers.celery_app import (
     TASK_ANSWER,
     TASK_CANCEL,
@@ -381,6 +387,28 @@ async def _hand_back(services: Services, job: ToolJob | AgentJob, result: ToolRe
         await _retrying("Storing a job's result", store)
 
 
+async def _hand_back_or_answer(services: Services, job: ToolJob, result: ToolResult) -> ToolResult:
+    """Hand ``result`` back; if that fails for anything but the infrastructure, an error instead.
+
+    A result that cannot be stored is the tool's failure, answered once: raised, the task
+    would fail after its heartbeats stopped, and the watchdog would take that for its
+    worker's death and run the tool again. Returns what was handed back.
+    """
+    try:
+        await _hand_back(services, job, result)
+        return result
+    except Exception as error:
+        if isinstance(error, Reject) or is_infrastructure_error(error):
+            raise
+        logger.exception("The result of call %.100r (%.100r) of invocation %.100r could not be "
+                         "stored", job.function_call_id, job.tool_name, job.invocation_id)
+        message = f"The result of tool {job.tool_name!r} could not be stored: {error_text(error)}"
+        answer = ToolResult(function_call_id=job.function_call_id, tool_name=job.tool_name,
+                            response={"error": message}, error=message, worker=result.worker)
+        await _hand_back(services, job, answer)
+        return answer
+
+
 async def _run_tool(
     progress: Callable[[dict[str, Any]], None], job: ToolJob, digest: str
 ) -> dict[str, Any]:
@@ -393,7 +421,8 @@ async def _run_tool(
     # A service the tool called that could not reach Redis runs the tool again once it is
     # back: the call is answered by the tool, never by the outage.
     result = await _retrying("Running a tool", lambda: _run_watched(job, execute_tool_job(
-        job, services.registry, artifact_service=services.artifacts, progress=progress)))
+        job, services.registry, artifact_service=services.artifacts, progress=progress,
+        limits=runtime.limits)))
     if result is None:
         return {**summary, "status": _STOPPED}
     try:
@@ -401,7 +430,7 @@ async def _run_tool(
     except PayloadError as error:
         result = ToolResult(function_call_id=job.function_call_id, tool_name=job.tool_name,
                             response={"error": str(error)}, error=str(error), worker=result.worker)
-    await _hand_back(services, job, result)
+    result = await _hand_back_or_answer(services, job, result)
     status = "error" if result.error else ("pending" if result.response is None else "answered")
     return {**summary, "status": status, "worker": result.worker}
 

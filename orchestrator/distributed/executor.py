@@ -15,10 +15,11 @@ from orchestrator.agents.context import ReadonlyContext, ToolContext
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
+from orchestrator.distributed.intake import Limits, check_json
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.errors import error_text, raised_by_service
+from orchestrator.errors import PayloadError, error_text, raised_by_service
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.flows import tool_callbacks
@@ -45,8 +46,13 @@ async def execute_tool_job(
     *,
     artifact_service: BaseArtifactService | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    limits: Limits | None = None,
 ) -> ToolResult:
     """Run the job's tool with a ToolContext over a state snapshot.
+
+    A result (response, state or artifact delta, actions) that is not strict JSON within
+    ``limits``' nesting depth is answered with an error saying what and where, once: it
+    could be neither stored nor read back, and running the tool again would not mend it.
 
     Raises only when a service the tool called could not reach its store
     (:func:`~orchestrator.errors.raised_by_service`): the job is then run again, not answered.
@@ -93,6 +99,12 @@ async def execute_tool_job(
         ctx, function_call_id=job.function_call_id, tool_confirmation=confirmation
     )
     tool_context.attempt = job.attempt
+    return _json_only(job, await _run_tool(job, ctx, agent, tool, tool_context), limits or Limits())
+
+
+async def _run_tool(
+    job: ToolJob, ctx: InvocationContext, agent: LlmAgent, tool: Any, tool_context: ToolContext
+) -> ToolResult:
     args = dict(job.args)
 
     async def invoke() -> Any:
@@ -135,6 +147,18 @@ async def execute_tool_job(
         actions=other_actions(tool_context.actions),
         worker=WORKER_ID,
     )
+
+
+def _json_only(job: ToolJob, result: ToolResult, limits: Limits) -> ToolResult:
+    """``result``, or an error answer naming what of it is not JSON (its writes dropped)."""
+    try:
+        for field in ("response", "state_delta", "artifact_delta", "actions"):
+            check_json(field, getattr(result, field), limits)
+    except PayloadError as error:
+        return _error(job, f"The result of tool {job.tool_name!r} is not JSON: {error} "
+                           "Tools return and store JSON types (dict, list, str, int, float, "
+                           "bool, None).", callbacks_ran=result.error_callbacks_ran)
+    return result
 
 
 def other_actions(actions: EventActions) -> dict[str, Any]:
