@@ -225,6 +225,26 @@ def test_a_job_lost_between_the_broker_and_a_worker_is_dispatched_again(redis_ur
         assert check.hget(keys.invocation_jobs("parked", inv), f"a:{answer.id}") == "2"
 
 
+def test_a_call_whose_message_is_lost_again_and_again_is_answered_with_an_error(redis_url):
+    # A job whose message never gets acknowledged (its worker wedged) comes back as lost
+    # copy after copy: bounded like deaths, by tool_max_attempts, never sent for ever.
+    with _stack(redis_url, 11, worker=False, tool_max_attempts="2") as s:
+        check, client = s.check, s.client
+        inv = client.enqueue("parked", "u", "lost-twice")
+        assert client.wait("parked", inv, timeout=10).status is InvocationStatus.PAUSED
+        _lose_the_parked_job(check)
+        _wait_for(lambda: client.calls("parked", inv)[0].attempt == 2, what="attempt 2")
+        _lose_the_parked_job(check)
+
+        record = client.wait("parked", inv, timeout=20, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record.error, s.orchestrator.output())
+        [answer] = _responses(client, "parked", inv)
+        assert "'parked_tool' did not finish" in answer.response["error"]
+        assert "its job was lost in 2 of 2 attempt(s)" in answer.response["error"]
+        assert check.llen(PARKED_QUEUE) == 0  # no third copy sent
+        assert check.get("test:parked:lost-twice") is None  # never ran
+
+
 def test_an_answered_call_keeps_no_copy_of_its_message_and_a_late_copy_is_skipped(redis_url):
     with _stack(redis_url, 11, worker=False) as s:
         check, client = s.check, s.client

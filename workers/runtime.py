@@ -46,7 +46,7 @@ from workers.enqueue import (
 )
 from workers.heartbeat import Heartbeats
 from workers.keep_alive import UnfinishedKeeper
-from workers.loop import LoopThread
+from workers.loop import LoopThread, LoopThreadDeadError
 from workers.transport import CeleryTransport
 from workers.watchdog import JobWatchdog
 
@@ -58,7 +58,7 @@ SendTransaction = Callable[[Callable[[Any], None]], Awaitable[list[Any]]]
 errors in place (as ``execute(raise_on_error=False)``)."""
 
 # The broker's connection errors are ours, never a tool's or an invocation's outcome.
-register_infrastructure_errors(kombu.exceptions.OperationalError)
+register_infrastructure_errors(kombu.exceptions.OperationalError, LoopThreadDeadError)
 
 
 @dataclass

@@ -26,7 +26,13 @@ from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import check_identifier
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.stores import SessionKey
-from orchestrator.errors import AnswerRejectedError, PayloadError, RequestError, is_infrastructure_error
+from orchestrator.errors import (
+    AnswerRejectedError,
+    PayloadError,
+    RequestError,
+    error_text,
+    is_infrastructure_error,
+)
 from workers.celery_app import (
     TASK_ANSWER,
     TASK_CANCEL,
@@ -38,6 +44,7 @@ from workers.celery_app import (
 from workers.celery_app import app as celery_app
 from workers.enqueue import check_size, with_message_ids
 from workers.lifecycle import refused_here, refused_off_orchestrators
+from workers.loop import LoopThreadDeadError
 from workers.progress import ProgressPublisher
 from workers.runtime import Services, get_runtime
 
@@ -152,7 +159,22 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
     runtime = get_runtime()
     # Celery's request context is thread-local: read it here, not on the loop thread.
     reporter = _progress_reporter(self, self.request.id, self.request.hostname, job)
-    return runtime.run(_run_tool(reporter, job, digest))
+    return _run_job(runtime, _run_tool(reporter, job, digest))
+
+
+def _run_job(runtime: Any, body: Coroutine[Any, Any, T]) -> T:
+    """Run a job's body on the process's loop.
+
+    A loop thread found dead is no outcome of the job: its message goes back to its queue
+    (another worker runs it). Nothing that is not an ``Exception`` gets out of here (the
+    loop hands it back as a :class:`~workers.loop.LoopExitError`): Celery's pool code only
+    copes with those.
+    """
+    try:
+        return runtime.run(body)  # type: ignore[no-any-return]
+    except LoopThreadDeadError as error:
+        logger.critical("%s; the job goes back to its queue", error)
+        raise Reject(str(error), requeue=True) from error
 
 
 _dispatcher_lock = threading.Lock()
@@ -364,6 +386,28 @@ async def _hand_back(services: Services, job: ToolJob | AgentJob, result: ToolRe
         await _retrying("Storing a job's result", store)
 
 
+async def _hand_back_or_answer(services: Services, job: ToolJob, result: ToolResult) -> ToolResult:
+    """Hand ``result`` back; if that fails for anything but the infrastructure, an error instead.
+
+    A result that cannot be stored is the tool's failure, answered once: raised, the task
+    would fail after its heartbeats stopped, and the watchdog would take that for its
+    worker's death and run the tool again. Returns what was handed back.
+    """
+    try:
+        await _hand_back(services, job, result)
+        return result
+    except Exception as error:
+        if isinstance(error, Reject) or is_infrastructure_error(error):
+            raise
+        logger.exception("The result of call %.100r (%.100r) of invocation %.100r could not be "
+                         "stored", job.function_call_id, job.tool_name, job.invocation_id)
+        message = f"The result of tool {job.tool_name!r} could not be stored: {error_text(error)}"
+        answer = ToolResult(function_call_id=job.function_call_id, tool_name=job.tool_name,
+                            response={"error": message}, error=message, worker=result.worker)
+        await _hand_back(services, job, answer)
+        return answer
+
+
 async def _run_tool(
     progress: Callable[[dict[str, Any]], None], job: ToolJob, digest: str
 ) -> dict[str, Any]:
@@ -376,7 +420,8 @@ async def _run_tool(
     # A service the tool called that could not reach Redis runs the tool again once it is
     # back: the call is answered by the tool, never by the outage.
     result = await _retrying("Running a tool", lambda: _run_watched(job, execute_tool_job(
-        job, services.registry, artifact_service=services.artifacts, progress=progress)))
+        job, services.registry, artifact_service=services.artifacts, progress=progress,
+        limits=runtime.limits)))
     if result is None:
         return {**summary, "status": _STOPPED}
     try:
@@ -384,7 +429,7 @@ async def _run_tool(
     except PayloadError as error:
         result = ToolResult(function_call_id=job.function_call_id, tool_name=job.tool_name,
                             response={"error": str(error)}, error=str(error), worker=result.worker)
-    await _hand_back(services, job, result)
+    result = await _hand_back_or_answer(services, job, result)
     status = "error" if result.error else ("pending" if result.response is None else "answered")
     return {**summary, "status": status, "worker": result.worker}
 
@@ -404,7 +449,7 @@ def run_agent(self: Task, **kwargs: Any) -> dict[str, Any]:
     except ValidationError as error:
         logger.error("Malformed branch job rejected: %s", invalid_fields(error))
         return {"error": f"malformed branch job: {error.error_count()} invalid field(s)"}
-    return get_runtime().run(_run_agent(job, digest))
+    return _run_job(get_runtime(), _run_agent(job, digest))
 
 
 async def _run_agent(job: AgentJob, digest: str) -> dict[str, Any]:

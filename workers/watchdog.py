@@ -14,8 +14,9 @@ and, for each one that has no result yet:
 - otherwise lost (a silent worker, or a message neither queued nor claimed for
   ``job_lost_after_seconds``): dispatched again with the same call id and the next attempt
   number, or, once its worker died ``tool_max_attempts`` times while running it, answered
-  with an error naming the tool and the cause, so the model can go on (a message lost before
-  any worker started it does not count: that is not the tool's doing).
+  with an error naming the tool and the cause, so the model can go on. A message lost
+  before any worker started it is counted apart, against the same limit: losing one is not
+  the tool's doing, but a job whose message is never acknowledged must not go round for ever.
 
 An attempt whose worker died may have left its task in the state ``PROGRESS`` in Celery's
 result backend (a tool that reported progress): before the call is sent again or answered,
@@ -45,7 +46,9 @@ from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.jobs import (
     CLOCK,
     COUNT_DEATH,
+    COUNT_LOST,
     CountDeath,
+    CountLost,
     ReadClock,
     dispatched_job,
     parse_member,
@@ -82,6 +85,7 @@ class JobWatchdog(Periodic):
         self._services = services
         self._redis = services.redis
         self._count_death = COUNT_DEATH.register(self._redis)
+        self._count_lost = COUNT_LOST.register(self._redis)
         self._clock = CLOCK.register(self._redis)
         self._transport = transport
         self._lost = LostAttempts(self._redis, transport.app.backend)
@@ -160,12 +164,18 @@ class JobWatchdog(Periodic):
         self._missing_since.pop(member, None)
         # Only runs that died count against the call's attempts (a tool that kills its
         # worker must not loop forever); a message lost before any worker started it does not.
-        deaths = 0
+        # A message lost again and again is bounded too (by the same limit, counted apart):
+        # a job that keeps its worker from ever acknowledging it must not go round for ever.
+        deaths = lost = 0
         if run.get("state") == "running":
             # Once per attempt, however many watchdogs find it dead at the same time.
             deaths = int(await self._count_death(
                 CountDeath(jobs=jobs, call_id=call_id, attempt=str(attempt_raw))))
-        await self._dispatch_again(dispatched_job(dispatch), int(attempt_raw), deaths, cause)
+        else:
+            lost = int(await self._count_lost(
+                CountLost(jobs=jobs, call_id=call_id, attempt=str(attempt_raw))))
+        await self._dispatch_again(dispatched_job(dispatch), int(attempt_raw), deaths, cause,
+                                   lost=lost)
         return 1
 
     async def _look_again(self, member: str, when: float, deadline: float | None) -> None:
@@ -275,20 +285,21 @@ class JobWatchdog(Periodic):
             return any(await pipe.execute())
 
     async def _dispatch_again(
-        self, raw: dict[str, Any], attempt: int, deaths: int, cause: str
+        self, raw: dict[str, Any], attempt: int, deaths: int, cause: str, *, lost: int = 0
     ) -> None:
         job: ToolJob | AgentJob = AgentJob.model_validate(raw) if "parallel_agent" in raw else (
             ToolJob.model_validate(raw))
         name = job.agent_name if isinstance(job, AgentJob) else job.tool_name
         limit = (job.max_attempts if isinstance(job, ToolJob) else None) or self._max_attempts
-        if deaths >= limit:
+        if deaths >= limit or lost >= limit:
+            how = (f"its worker died in {deaths} of {attempt} attempt(s)" if deaths >= limit
+                   else f"its job was lost in {lost} of {attempt} attempt(s)")
             message = (f"{'Branch' if isinstance(job, AgentJob) else 'Tool'} {name!r} did not "
-                       f"finish: {cause}; its worker died in {deaths} of {attempt} attempt(s).")
+                       f"finish: {cause}; {how}.")
             logger.warning("Call %s of invocation %s: %s", job.function_call_id,
                            job.invocation_id, message)
             await self._settle_dead(job, attempt, deaths, (
-                f"{cause}; not sent again (its worker died in {deaths} of {attempt} "
-                "attempt(s)): the call is answered with an error"))
+                f"{cause}; not sent again ({how}): the call is answered with an error"))
             await self._answer_with_error(
                 job, name if isinstance(job, ToolJob) else RUN_BRANCH, message)
             metrics.WATCHDOG_ANSWERS.labels("gave_up").inc()

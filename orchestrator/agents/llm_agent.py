@@ -12,7 +12,12 @@ from pydantic import BaseModel, Field, field_validator
 
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.context import ReadonlyContext
-from orchestrator.errors import InvocationCancelledError, is_infrastructure_error
+from orchestrator.errors import (
+    InvocationCancelledError,
+    ToolExitError,
+    error_name,
+    is_infrastructure_error,
+)
 from orchestrator.events.event import Event, call_author
 from orchestrator.models.base_llm import BaseLlm
 from orchestrator.models.registry import LLMRegistry
@@ -237,8 +242,8 @@ class LlmAgent(BaseAgent):
                     invocation_id=ctx.invocation_id,
                     author=self.name,
                     branch=ctx.branch,
-                    error_code=type(error).__name__,
-                    error_message=str(error),
+                    error_code=error_name(error),
+                    error_message=str(error.error if isinstance(error, ToolExitError) else error),
                 )
             raise
         if ctx.hopped(self):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import Awaitable, Callable
@@ -14,10 +15,11 @@ from orchestrator.agents.context import ReadonlyContext, ToolContext
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
+from orchestrator.distributed.intake import Limits, check_json
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.errors import raised_by_service
+from orchestrator.errors import PayloadError, error_text, raised_by_service
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.flows import tool_callbacks
@@ -44,8 +46,13 @@ async def execute_tool_job(
     *,
     artifact_service: BaseArtifactService | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    limits: Limits | None = None,
 ) -> ToolResult:
     """Run the job's tool with a ToolContext over a state snapshot.
+
+    A result (response, state or artifact delta, actions) that is not strict JSON within
+    ``limits``' nesting depth is answered with an error saying what and where, once: it
+    could be neither stored nor read back, and running the tool again would not mend it.
 
     Raises only when a service the tool called could not reach its store
     (:func:`~orchestrator.errors.raised_by_service`): the job is then run again, not answered.
@@ -92,6 +99,12 @@ async def execute_tool_job(
         ctx, function_call_id=job.function_call_id, tool_confirmation=confirmation
     )
     tool_context.attempt = job.attempt
+    return _json_only(job, await _run_tool(job, ctx, agent, tool, tool_context), limits or Limits())
+
+
+async def _run_tool(
+    job: ToolJob, ctx: InvocationContext, agent: LlmAgent, tool: Any, tool_context: ToolContext
+) -> ToolResult:
     args = dict(job.args)
 
     async def invoke() -> Any:
@@ -100,10 +113,14 @@ async def execute_tool_job(
 
     try:
         result = await tool_callbacks.call_tool(ctx, agent, tool, args, tool_context, invoke)
-    except Exception as error:  # the model reads the failure as an error response
+    except asyncio.CancelledError:
+        raise  # the job is stopped: nothing to answer
+    except BaseException as raised:  # the model reads the failure as an error response
+        # (a callback's ``sys.exit`` too: it must not end the worker's loop or pool thread)
+        error = tool_callbacks.as_tool_error(raised)
         if raised_by_service(error):
             raise  # Redis away under a service the tool called: run it again, do not answer
-        return _error(job, f"{type(error).__name__}: {error}", callbacks_ran=True).model_copy(
+        return _error(job, error_text(error), callbacks_ran=True).model_copy(
             update={"state_delta": dict(tool_context.actions.state_delta),
                     "actions": other_actions(tool_context.actions)}
         )
@@ -130,6 +147,18 @@ async def execute_tool_job(
         actions=other_actions(tool_context.actions),
         worker=WORKER_ID,
     )
+
+
+def _json_only(job: ToolJob, result: ToolResult, limits: Limits) -> ToolResult:
+    """``result``, or an error answer naming what of it is not JSON (its writes dropped)."""
+    try:
+        for field in ("response", "state_delta", "artifact_delta", "actions"):
+            check_json(field, getattr(result, field), limits)
+    except PayloadError as error:
+        return _error(job, f"The result of tool {job.tool_name!r} is not JSON: {error} "
+                           "Tools return and store JSON types (dict, list, str, int, float, "
+                           "bool, None).", callbacks_ran=result.error_callbacks_ran)
+    return result
 
 
 def other_actions(actions: EventActions) -> dict[str, Any]:
@@ -197,10 +226,13 @@ async def execute_agent_job(
             if not event.partial:
                 await sessions.append_event(session, event)
                 produced.append(event)
-    except Exception as error:  # the orchestrator fails the invocation with this error
+    except asyncio.CancelledError:
+        raise  # the job is stopped: nothing to answer
+    except BaseException as raised:  # the orchestrator fails the invocation with this error
+        error = tool_callbacks.as_tool_error(raised)
         if raised_by_service(error):
             raise  # Redis away under a service the branch called: run it again
-        return _agent_error(job, f"{type(error).__name__}: {error}", produced)
+        return _agent_error(job, error_text(error), produced)
     paused = _waits(session.events, job)
     return ToolResult(
         function_call_id=job.function_call_id,

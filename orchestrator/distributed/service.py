@@ -46,7 +46,7 @@ from orchestrator.distributed.stores import (
     session_key,
 )
 from orchestrator.distributed.transport import Transport
-from orchestrator.errors import InvocationCancelledError, is_infrastructure_error
+from orchestrator.errors import InvocationCancelledError, error_text, is_infrastructure_error
 from orchestrator.events.event import Event
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
@@ -296,7 +296,7 @@ class InvocationService:
             if is_infrastructure_error(error):
                 raise
             logger.info("Invocation %r failed: %r", record.invocation_id, error)
-            return _failed(record, f"{type(error).__name__}: {error}"), earlier
+            return _failed(record, error_text(error)), earlier
 
     async def _cancel(
         self, key: SessionKey, token: str, record: InvocationRecord, session: Session | None,

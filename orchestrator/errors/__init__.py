@@ -92,6 +92,39 @@ class RemoteBranchError(RuntimeError):
     """A branch failed on its worker; the invocation fails as it would in process."""
 
 
+class ToolExitError(RuntimeError):
+    """A tool raised what is not an ``Exception``: ``SystemExit``, ``KeyboardInterrupt``, ...
+
+    A tool wrapping argparse or click calls ``sys.exit`` on bad input; left as it is, that
+    exception would end the event loop running the tool (asyncio re-raises it out of the
+    loop) or the worker's pool thread. So it is the tool's error like any other: offered to
+    the on_tool_error callbacks as this exception, then the call's error answer (on a
+    worker) or the invocation's failure (in process), worded as the tool's own exception
+    (``SystemExit: 3``: :func:`error_text`). ``error`` is what the tool raised (also its
+    ``__cause__``). Never an ``asyncio.CancelledError`` (that stops a call), and never a
+    ``KeyboardInterrupt`` caught on the main thread (that may be the user's Ctrl-C).
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        name = type(error).__name__
+        super().__init__(f"{name}: {error}" if str(error) else name)
+        self.error = error
+        self.__cause__ = error
+
+
+def error_name(error: BaseException) -> str:
+    """The name an error is reported by (an error event's ``error_code``).
+
+    Its class's, or for a :class:`ToolExitError` the class of what the tool raised.
+    """
+    return type(error.error if isinstance(error, ToolExitError) else error).__name__
+
+
+def error_text(error: BaseException) -> str:
+    """``Name: message`` of an error, as a model or a caller reads it (see :func:`error_name`)."""
+    return str(error) if isinstance(error, ToolExitError) else f"{type(error).__name__}: {error}"
+
+
 # --- Models ----------------------------------------------------------------------------------
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.agents import callbacks as cb
-from orchestrator.errors import raised_by_service
+from orchestrator.errors import ToolExitError, raised_by_service
 
 if TYPE_CHECKING:
     from orchestrator.agents.context import ToolContext
@@ -46,7 +47,7 @@ async def before_tool(
         {"tool": tool, "args": args, "tool_context": tool_context})
 
 
-async def on_tool_error(
+async def onas_tool_error(
     ctx: InvocationContext, agent: LlmAgent, tool: BaseTool, args: dict[str, Any],
     tool_context: ToolContext, error: Exception,
 ) -> Any:
@@ -77,7 +78,8 @@ async def call_tool(
     """Run one call through its callbacks and return the result the model will see.
 
     Before-tool callbacks first (an answer skips ``invoke``); then ``invoke()``, whose
-    exception goes to the error callbacks (no recovery: it propagates); then the after-tool
+    exception goes to the error callbacks (no recovery: it propagates; one that is not an
+    ``Exception`` as a :class:`~orchestrator.errors.ToolExitError`); then the after-tool
     callbacks, which may replace whatever result there is. A cancelled call tells every
     error callback (for clean-up; what they return is ignored) and stays cancelled.
     """
@@ -88,14 +90,34 @@ async def call_tool(
         except asyncio.CancelledError as cancelled:
             await _tell_cancelled(ctx, agent, tool, args, tool_context, cancelled)
             raise
-        except Exception as error:
+        except BaseException as raised:
+            error = as_tool_error(raised)
             if raised_by_service(error):
                 raise  # the infrastructure failed, not the tool: it runs again, unreported
-            result = await on_tool_error(ctx, agent, tool, args, tool_context, error)
+            result = await onas_tool_error(ctx, agent, tool, args, tool_context, error)
             if result is None:
-                raise
+                if error is raised:
+                    raise
+                raise error from raised
     replaced = await after_tool(ctx, agent, tool, args, tool_context, result)
     return result if replaced is None else replaced
+
+
+def as_tool_error(raised: BaseException) -> Exception:
+    """What the tool raised, as the tool's error (an ``Exception``).
+
+    ``sys.exit`` in a tool (argparse, click), a ``KeyboardInterrupt`` or ``GeneratorExit`` it
+    raises would otherwise end the event loop running it: they become a
+    :class:`~orchestrator.errors.ToolExitError`. A ``KeyboardInterrupt`` caught on the main
+    thread is re-raised: it may be the user's Ctrl-C (Python delivers signals there), which
+    stops the program as it would without us. A sync tool's comes from its tool thread,
+    where no signal lands, already wrapped.
+    """
+    if isinstance(raised, Exception):
+        return raised
+    if isinstance(raised, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+        raise raised
+    return ToolExitError(raised)
 
 
 async def _tell_cancelled(

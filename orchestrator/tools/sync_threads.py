@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from orchestrator.errors import ToolExitError
 from orchestrator.process_setup import core_defaults
 
 _pools: dict[int, ThreadPoolExecutor] = {}
@@ -39,10 +40,24 @@ def tool_thread_pool(max_workers: int | None = None) -> ThreadPoolExecutor:
 async def call_in_tool_thread(
     func: Callable[..., Any], kwargs: dict[str, Any], *, max_workers: int | None = None
 ) -> Any:
-    """Call ``func(**kwargs)`` on a tool thread, with the caller's context variables."""
+    """Call ``func(**kwargs)`` on a tool thread, with the caller's context variables.
+
+    What it raises that is not an ``Exception`` (``sys.exit``, ``KeyboardInterrupt``) comes
+    back as a :class:`~orchestrator.errors.ToolExitError`: no signal is ever delivered to a
+    tool thread, so it is the tool's own.
+    """
     context = contextvars.copy_context()
-    call = functools.partial(context.run, func, **kwargs)
+    call = functools.partial(context.run, _as_tool_error, func, kwargs)
     return await asyncio.get_running_loop().run_in_executor(tool_thread_pool(max_workers), call)
+
+
+def _as_tool_error(func: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    try:
+        return func(**kwargs)
+    except Exception:
+        raise
+    except BaseException as error:
+        raise ToolExitError(error) from error
 
 
 def _forget_pools_after_fork() -> None:

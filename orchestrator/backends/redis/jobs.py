@@ -12,6 +12,8 @@ Each invocation has a jobs hash (``keys.invocation_jobs``) with these fields per
   arguments): a worker runs a job only if its own digest of what it received is this one;
 - ``k:<call id>``: how many times its worker died while running it (the watchdog counts,
   once per attempt: ``x:<call id>:<attempt>`` marks an attempt counted);
+- ``l:<call id>``: how many of its attempts' messages were lost before any worker started
+  them (counted once per attempt: ``y:<call id>:<attempt>``);
 - ``n:<call id>``: the name of the publication of the attempt now out (a publication run
   twice, after a lost reply, knows it went out);
 - ``t:<call id>``: the attempt that was running when the call was answered by its timeout,
@@ -281,6 +283,25 @@ return tonumber(redis.call('HGET', jobs, 'k:' .. call_id) or 0)
 """Count the death of this attempt of the call once, however many watchdogs find it (or
 however many times this script runs: a lost reply resent); reply how many of its attempts
 died."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CountLost(Operands):
+    """Operands of :data:`COUNT_LOST`: an attempt of a call whose message was found lost."""
+
+    jobs: str = key_field()
+    call_id: str
+    attempt: str
+
+
+COUNT_LOST = LuaScript(CountLost, """
+if redis.call('HSETNX', jobs, 'y:' .. call_id .. ':' .. attempt, 1) == 1 then
+  redis.call('HINCRBY', jobs, 'l:' .. call_id, 1)
+end
+return tonumber(redis.call('HGET', jobs, 'l:' .. call_id) or 0)
+""")
+"""As :data:`COUNT_DEATH`, for an attempt whose message was lost before any worker started
+it: count it once; reply how many of the call's attempts were lost so."""
 
 
 SILENT_BEATS = 3
