@@ -13,7 +13,7 @@ import pytest
 from config import Settings
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.invocation_store import RedisInvocationStore
-from orchestrator.backends.redis.jobs import COUNT_DEATH, PUBLISH, watch_member
+from orchestrator.backends.redis.jobs import COUNT_ATTEMPT, PUBLISH, watch_member
 from orchestrator.backends.redis.session_queue import RedisSessionQueue
 from orchestrator.distributed.models import ToolJob
 
@@ -52,8 +52,8 @@ async def test_a_dead_attempt_counted_by_a_lost_reply_counts_once(
         "r:c1": json.dumps({"state": "running", "worker": "w", "beat": 1.0, "attempt": 1})})
     await redis_client.zadd(keys.job_watch(settings.invocations_queue),
                             {watch_member("a", "e-1", "c1"): 0})
-    await redis_client.script_load(COUNT_DEATH.source)
-    proxy.needle = COUNT_DEATH.register(client).sha.encode()
+    await redis_client.script_load(COUNT_ATTEMPT.source)
+    proxy.needle = COUNT_ATTEMPT.register(client).sha.encode()
     dog._seeing_since = 0.0
 
     await dog.sweep(now=time.time())

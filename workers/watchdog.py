@@ -45,10 +45,10 @@ from orchestrator import failpoints
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.jobs import (
     CLOCK,
-    COUNT_DEATH,
-    COUNT_LOST,
-    CountDeath,
-    CountLost,
+    COUNT_ATTEMPT,
+    DEATHS,
+    LOSSES,
+    CountAttempt,
     ReadClock,
     dispatched_job,
     parse_member,
@@ -84,8 +84,7 @@ class JobWatchdog(Periodic):
         super().__init__(settings.watchdog_interval_seconds)
         self._services = services
         self._redis = services.redis
-        self._count_death = COUNT_DEATH.register(self._redis)
-        self._count_lost = COUNT_LOST.register(self._redis)
+        self._count_attempt = COUNT_ATTEMPT.register(self._redis)
         self._clock = CLOCK.register(self._redis)
         self._transport = transport
         self._lost = LostAttempts(self._redis, transport.app.backend)
@@ -169,11 +168,11 @@ class JobWatchdog(Periodic):
         deaths = lost = 0
         if run.get("state") == "running":
             # Once per attempt, however many watchdogs find it dead at the same time.
-            deaths = int(await self._count_death(
-                CountDeath(jobs=jobs, call_id=call_id, attempt=str(attempt_raw))))
+            deaths = int(await self._count_attempt(CountAttempt(
+                jobs=jobs, call_id=call_id, attempt=str(attempt_raw), counter=DEATHS)))
         else:
-            lost = int(await self._count_lost(
-                CountLost(jobs=jobs, call_id=call_id, attempt=str(attempt_raw))))
+            lost = int(await self._count_attempt(CountAttempt(
+                jobs=jobs, call_id=call_id, attempt=str(attempt_raw), counter=LOSSES)))
         await self._dispatch_again(dispatched_job(dispatch), int(attempt_raw), deaths, cause,
                                    lost=lost)
         return 1

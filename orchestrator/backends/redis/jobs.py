@@ -266,42 +266,32 @@ died after its call was answered by its timeout, must not take it for dead."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class CountDeath(Operands):
-    """Operands of :data:`COUNT_DEATH`: an attempt of a call found dead while running."""
+class CountAttempt(Operands):
+    """Operands of :data:`COUNT_ATTEMPT`: an attempt of a call found dead, or its message lost."""
 
     jobs: str = key_field()
     call_id: str
     attempt: str
+    counter: str
+    """Which count: :data:`DEATHS` (its worker died running it) or :data:`LOSSES` (its
+    message was lost before any worker started it)."""
 
 
-COUNT_DEATH = LuaScript(CountDeath, """
-if redis.call('HSETNX', jobs, 'x:' .. call_id .. ':' .. attempt, 1) == 1 then
-  redis.call('HINCRBY', jobs, 'k:' .. call_id, 1)
+DEATHS = "k"
+"""The count of attempts whose worker died running them (``k:<call id>``)."""
+LOSSES = "l"
+"""The count of attempts whose message was lost before any worker started them (``l:``)."""
+
+COUNT_ATTEMPT = LuaScript(CountAttempt, """
+local marks = {k = 'x:', l = 'y:'}
+if redis.call('HSETNX', jobs, marks[counter] .. call_id .. ':' .. attempt, 1) == 1 then
+  redis.call('HINCRBY', jobs, counter .. ':' .. call_id, 1)
 end
-return tonumber(redis.call('HGET', jobs, 'k:' .. call_id) or 0)
+return tonumber(redis.call('HGET', jobs, counter .. ':' .. call_id) or 0)
 """)
-"""Count the death of this attempt of the call once, however many watchdogs find it (or
-however many times this script runs: a lost reply resent); reply how many of its attempts
-died."""
+"""Count this attempt of the call once in ``counter``, however many watchdogs find it (or
+however many times this script runs: a lost reply resent); reply the count."""
 
-
-@dataclass(frozen=True, kw_only=True)
-class CountLost(Operands):
-    """Operands of :data:`COUNT_LOST`: an attempt of a call whose message was found lost."""
-
-    jobs: str = key_field()
-    call_id: str
-    attempt: str
-
-
-COUNT_LOST = LuaScript(CountLost, """
-if redis.call('HSETNX', jobs, 'y:' .. call_id .. ':' .. attempt, 1) == 1 then
-  redis.call('HINCRBY', jobs, 'l:' .. call_id, 1)
-end
-return tonumber(redis.call('HGET', jobs, 'l:' .. call_id) or 0)
-""")
-"""As :data:`COUNT_DEATH`, for an attempt whose message was lost before any worker started
-it: count it once; reply how many of the call's attempts were lost so."""
 
 
 SILENT_BEATS = 3
