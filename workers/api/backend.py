@@ -181,15 +181,17 @@ class Backend:
 
     async def follow(
         self, record: InvocationRecord, *, until: frozenset[InvocationStatus] = InvocationStatus.SETTLED,
-        after: str | None = None, timeout: float | None = None,
+        after: str | None = None, timeout: float | None = None, answered_pauses: bool = False,
     ) -> AsyncIterator[LiveItem]:
         """The invocation's live stream (replayed from its start, or after ``after``).
 
-        TimeoutError if ``timeout`` seconds pass before it ends.
+        A pause whose calls all have their answers stored does not end it (see
+        :meth:`StreamHub.follow`, and ``answered_pauses``). TimeoutError if ``timeout``
+        seconds pass before it ends.
         """
         hub = await self.hub()
         async for item in hub.follow(record.app_name, record.invocation_id, until=until,
-                                     after=after, timeout=timeout):
+                                     after=after, timeout=timeout, answered_pauses=answered_pauses):
             yield item
 
 
