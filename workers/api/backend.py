@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from fastapi import HTTPException
 
 from config import Settings
+from orchestrator import platform
 from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
@@ -23,6 +24,7 @@ from orchestrator.errors import SessionNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.api.batching import TurnBatcher
+from workers.api.outages import EnqueueUnanswered, is_outage
 from workers.api.security import Access
 from workers.api.stream_hub import StreamHub
 from workers.api.watches import LiveItem
@@ -112,7 +114,14 @@ class Backend:
         ``session_must_exist``: 404 ``Session not found`` (nothing queued) for a session that
         does not exist, checked in the enqueue's own round trip. ``rider``: commands sent in
         the enqueue's transaction after its own (none if the request is refused at intake).
+
+        The invocation id is made here if the request has none: an outage met by the
+        enqueue raises :class:`~workers.api.outages.EnqueueUnanswered` naming it (Redis may
+        have stored the invocation before its reply was lost; sent again with that id, the
+        request gets the invocation stored under it, not a second one).
         """
+        if fields.get("invocation_id") is None:  # "" is refused by the checks, not replaced
+            fields = {**fields, "invocation_id": platform.new_invocation_id()}
         # The services with this server's connection cap; the transaction goes with those
         # of the other requests of this turn of the loop.
         batcher = await self.transactions()
@@ -140,6 +149,10 @@ class Backend:
             raise HTTPException(422, str(error)) from None
         except SessionNotFoundError:  # ADK's detail names the session
             raise HTTPException(404, f"Session not found: {fields.get('session_id')}") from None
+        except Exception as error:
+            if not is_outage(error):
+                raise
+            raise EnqueueUnanswered(fields["invocation_id"]) from error
         return record
 
     async def answer(self, app_name: str, invocation_id: str, function_call_id: str,
