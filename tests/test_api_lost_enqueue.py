@@ -95,3 +95,31 @@ async def test_a_lost_enqueue_reply_names_the_invocation_and_sent_again_with_it_
     events = (await http.get(f"{sessions}/{session}")).json()["events"]
     assert [(e["author"], e["invocationId"]) for e in events] == [
         ("user", invocation), ("agent", invocation)], events
+
+
+@pytest.mark.parametrize("door", ["run", "run_sse"])
+async def test_sent_again_with_the_id_of_a_run_that_failed_it_answers_that_failure_again(http, door):
+    # What a client that sends again after the 503 gets if the run it had stored failed:
+    # the run's failure as the first request would have told it, not a 422 "refused".
+    sessions = "/apps/failing_branch/users/u/sessions"
+    session = (await http.post(sessions)).json()["id"]
+    body = {"appName": "failing_branch", "userId": "u", "sessionId": session,
+            "newMessage": {"role": "user", "parts": [{"text": "go"}]}}
+    first = await http.post(f"/{door}", json=body)
+    invocation = (await http.get(f"/apps/failing_branch/users/u/sessions/{session}/invocations")
+                  ).json()["invocations"][0]["invocationId"]
+    again = await http.post(f"/{door}", json={**body, "invocationId": invocation})
+    if door == "run":
+        assert first.status_code == 500 and "branch model exploded" in first.json()["detail"], first.text
+    else:
+        assert first.status_code == 200 and "branch model exploded" in _sse_events(first.text)[-1]["error"]
+    assert again.status_code == first.status_code
+    if door == "run":
+        assert again.json() == first.json()
+    else:  # the same frames; the error frame's time is when it was sent
+        shown = [_sse_events(reply.text) for reply in (first, again)]
+        for frames in shown:
+            frames[-1].get("error_details", {}).pop("timestamp", None)
+        assert shown[1] == shown[0]
+    listed = (await http.get(f"/apps/failing_branch/users/u/sessions/{session}/invocations")).json()
+    assert [i["invocationId"] for i in listed["invocations"]] == [invocation]

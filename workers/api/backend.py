@@ -108,8 +108,9 @@ class Backend:
                       rider: Rider | None = None) -> InvocationRecord:
         """Record and queue an invocation (the checks of every door).
 
-        A request refused at intake (a malformed message, state delta...) is not stored: its
-        failed record is returned for the route to answer 422 with (nothing of it kept).
+        A request refused at intake (a malformed message, state delta...) is not stored: 422
+        saying why (nothing of it kept). A repeated invocation id returns the record stored
+        first, as it stands, a failed one included (not refused: its run goes on to say why).
 
         ``session_must_exist``: 404 ``Session not found`` (nothing queued) for a session that
         does not exist, checked in the enqueue's own round trip. ``rider``: commands sent in
@@ -143,7 +144,7 @@ class Backend:
             return replies[:own]
 
         try:
-            record, _ = await self.runtime.submit_invocation(
+            record, stored_under = await self.runtime.submit_invocation(
                 fields, session_must_exist=session_must_exist, send=send, store_refused=False)
         except RequestError as error:
             raise HTTPException(422, str(error)) from None
@@ -153,6 +154,8 @@ class Backend:
             if not is_outage(error):
                 raise
             raise EnqueueUnanswered(fields["invocation_id"]) from error
+        if stored_under is None:  # refused at intake: its failed record was not stored
+            raise HTTPException(422, record.error or "the request was refused")
         return record
 
     async def answer(self, app_name: str, invocation_id: str, function_call_id: str,
