@@ -78,3 +78,55 @@ async def test_an_id_past_the_end_of_a_live_stream_is_refused_not_followed_for_e
     for position in (rest[-1]["id"], FUTURE):
         back = await http.get(stream, headers={"Last-Event-ID": position})
         assert (back.status_code, back.text) == (200, ""), position
+
+
+def test_a_follow_right_after_an_answer_goes_on_to_what_the_answer_brings(celery_stack):
+    # README's flow over HTTP: follow ?until=paused, answer, follow ?until=paused again.
+    # Followed before the orchestrator took the answer (stopped here), the second follow used
+    # to end at once with the pause the answer had just ended.
+    import os
+    import signal
+
+    from tests.support.processes import stack_env
+    from tests.test_api import start_api
+
+    api, base = start_api(stack_env(celery_stack["url"], APP_SPECS))
+    orchestrator = celery_stack["orchestrator"].proc.pid
+    stopped = False
+    try:
+        with httpx.Client(base_url=base, timeout=GUARD) as http:
+            enqueued = http.post("/apps/approval/users/u/invocations", json={"newMessage": "pay"})
+            assert enqueued.status_code == 202, enqueued.text
+            invocation = enqueued.json()["invocationId"]
+            stream = f"/apps/approval/invocations/{invocation}/stream"
+            paused = _frames(http.get(stream, params={"until": "paused"}).text)
+            assert paused[-1]["data"] == {"status": "paused"}
+            [call] = http.get(f"/apps/approval/invocations/{invocation}").json()["pendingCalls"]
+
+            os.kill(orchestrator, signal.SIGSTOP)
+            stopped = True
+            answered = http.post(f"/apps/approval/invocations/{invocation}/answer", json={
+                "functionCallId": call, "response": {"approved": True}})
+            assert answered.status_code == 202, answered.text
+            with http.stream("GET", stream, params={"until": "paused"}) as reply:
+                lines = reply.iter_lines()
+                # The replay reaches the pause: the follow has read its stream to the end
+                # while the orchestrator could not take the answer.
+                replayed = []
+                for line in lines:
+                    replayed.append(line)
+                    if line == 'data: {"status":"paused"}':
+                        break
+                assert replayed[-1] == 'data: {"status":"paused"}', replayed
+                os.kill(orchestrator, signal.SIGCONT)
+                stopped = False
+                rest = _frames("\n".join(lines).strip())
+    finally:
+        if stopped:
+            os.kill(orchestrator, signal.SIGCONT)
+        api.stop()
+    assert rest and rest[-1]["data"] == {"status": "completed"}, rest
+    assert [f["data"]["status"] for f in rest if f["event"] == "status"] == ["completed"], rest
+    [reply_event] = [f["data"] for f in rest if f["event"] == "event"
+                     and "text" in f["data"]["content"]["parts"][0]]
+    assert reply_event["content"]["parts"][0]["text"] == "approval: {'approved': True}"

@@ -84,12 +84,22 @@ async def test_routes_answer_503_follows_end_with_an_error_frame_and_accepted_ru
         client.get(f"{sessions}/{session}"),
         client.post(sessions),
         client.get(f"/apps/chat/invocations/{invocation}"),
+    ]
+    enqueues = [  # Redis may have stored them: each 503 names the id to send again with
         client.post(f"{sessions}/{session}/invocations", json={"newMessage": "hi"}),
         client.post("/run", json=run),  # DirectRun's
         client.post("/run", json=run, headers={"content-type": "application/vnd.x+json"}),
+        client.post("/run_sse", json=run),
     ]
-    for reply in await asyncio.gather(*requests):
+    replies = await asyncio.gather(*requests, *enqueues)
+    for reply in replies[:len(requests)]:
         assert (reply.status_code, reply.json()) == (503, UNAVAILABLE), reply.request.url
+    for reply in replies[len(requests):]:
+        told = reply.json()
+        assert reply.status_code == 503 and told.keys() == {"detail", "invocationId"}, told
+        assert told["detail"].startswith(UNAVAILABLE["detail"]), told
+        assert f'"invocationId": "{told["invocationId"]}"' in told["detail"], told
+    for reply in replies:
         assert reply.headers["retry-after"] == "1"
 
     followed = await follow

@@ -18,7 +18,6 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from orchestrator.distributed.intake import RequestError, check_identifier, check_state_delta
-from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from workers.api import answer_messages, app_info, run_frames
@@ -106,7 +105,7 @@ async def _start_run(request: Request, body: RunAgentRequest) -> tuple[Backend, 
         return backend, *answered
     if body.invocation_id is not None:  # as /run: "" is refused, not taken for "a new id"
         checked(request, body.app_name, ("invocation_id", body.invocation_id))
-    return backend, _accepted(await backend.enqueue(_enqueue_fields(body), session_must_exist=True)), None
+    return backend, await backend.enqueue(_enqueue_fields(body), session_must_exist=True), None
 
 
 async def _answered(backend: Backend, body: RunAgentRequest) -> tuple[Any, str | None] | None:
@@ -122,13 +121,6 @@ def _enqueue_fields(body: RunAgentRequest) -> dict[str, Any]:
     return {"app_name": body.app_name, "user_id": body.user_id, "session_id": body.session_id,
             "new_message": body.new_message, "state_delta": body.state_delta,
             "streaming": body.streaming, "invocation_id": body.invocation_id}
-
-
-def _accepted(record: InvocationRecord) -> InvocationRecord:
-    """The record of an enqueue; 422 if it was refused at intake (nothing ran)."""
-    if record.status is InvocationStatus.FAILED:
-        raise HTTPException(422, record.error or "the request was refused")
-    return record
 
 
 _CLIENT_GONE = 499
@@ -156,7 +148,7 @@ async def run_response(request: Request, body: RunAgentRequest) -> Response:
             if body.invocation_id is not None:  # it names the stream watched before the enqueue
                 checked(request, body.app_name, ("invocation_id", body.invocation_id))
             async with enqueued(backend, _enqueue_fields(body)) as (record, watch):
-                content = await run_body(backend, _accepted(record), watch=watch)
+                content = await run_body(backend, record, watch=watch)
     except RunFailedError as error:
         raise HTTPException(500, str(error)) from None
     return Response(content, media_type="application/json")

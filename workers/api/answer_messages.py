@@ -132,10 +132,14 @@ async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
 
 
 async def _stream_end(backend: Backend, record: InvocationRecord) -> str | None:
-    """The id of the last entry of a paused invocation's stream (its pause)."""
+    """The id of the last entry of a paused invocation's stream (its pause).
+
+    Its end as it stands, even if another client's answers just ended the pause: this
+    message's answers are then refused (409), and the position not used.
+    """
     last = None
     try:
-        async for item in backend.follow(record, timeout=_POSITION_SECONDS):
+        async for item in backend.follow(record, timeout=_POSITION_SECONDS, answered_pauses=True):
             last = item.entry_id or last
     except TimeoutError:
         pass  # resumed meanwhile: the answer is refused (409), the position is not used

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from fastapi import HTTPException
 
 from config import Settings
+from orchestrator import platform
 from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
@@ -23,6 +24,7 @@ from orchestrator.errors import SessionNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.api.batching import TurnBatcher
+from workers.api.outages import EnqueueUnanswered, is_outage
 from workers.api.security import Access
 from workers.api.stream_hub import StreamHub
 from workers.api.watches import LiveItem
@@ -106,13 +108,21 @@ class Backend:
                       rider: Rider | None = None) -> InvocationRecord:
         """Record and queue an invocation (the checks of every door).
 
-        A request refused at intake (a malformed message, state delta...) is not stored: its
-        failed record is returned for the route to answer 422 with (nothing of it kept).
+        A request refused at intake (a malformed message, state delta...) is not stored: 422
+        saying why (nothing of it kept). A repeated invocation id returns the record stored
+        first, as it stands, a failed one included (not refused: its run goes on to say why).
 
         ``session_must_exist``: 404 ``Session not found`` (nothing queued) for a session that
         does not exist, checked in the enqueue's own round trip. ``rider``: commands sent in
         the enqueue's transaction after its own (none if the request is refused at intake).
+
+        The invocation id is made here if the request has none: an outage met by the
+        enqueue raises :class:`~workers.api.outages.EnqueueUnanswered` naming it (Redis may
+        have stored the invocation before its reply was lost; sent again with that id, the
+        request gets the invocation stored under it, not a second one).
         """
+        if fields.get("invocation_id") is None:  # "" is refused by the checks, not replaced
+            fields = {**fields, "invocation_id": platform.new_invocation_id()}
         # The services with this server's connection cap; the transaction goes with those
         # of the other requests of this turn of the loop.
         batcher = await self.transactions()
@@ -134,12 +144,18 @@ class Backend:
             return replies[:own]
 
         try:
-            record, _ = await self.runtime.submit_invocation(
+            record, stored_under = await self.runtime.submit_invocation(
                 fields, session_must_exist=session_must_exist, send=send, store_refused=False)
         except RequestError as error:
             raise HTTPException(422, str(error)) from None
         except SessionNotFoundError:  # ADK's detail names the session
             raise HTTPException(404, f"Session not found: {fields.get('session_id')}") from None
+        except Exception as error:
+            if not is_outage(error):
+                raise
+            raise EnqueueUnanswered(fields["invocation_id"]) from error
+        if stored_under is None:  # refused at intake: its failed record was not stored
+            raise HTTPException(422, record.error or "the request was refused")
         return record
 
     async def answer(self, app_name: str, invocation_id: str, function_call_id: str,
@@ -181,15 +197,17 @@ class Backend:
 
     async def follow(
         self, record: InvocationRecord, *, until: frozenset[InvocationStatus] = InvocationStatus.SETTLED,
-        after: str | None = None, timeout: float | None = None,
+        after: str | None = None, timeout: float | None = None, answered_pauses: bool = False,
     ) -> AsyncIterator[LiveItem]:
         """The invocation's live stream (replayed from its start, or after ``after``).
 
-        TimeoutError if ``timeout`` seconds pass before it ends.
+        A pause whose calls all have their answers stored does not end it (see
+        :meth:`StreamHub.follow`, and ``answered_pauses``). TimeoutError if ``timeout``
+        seconds pass before it ends.
         """
         hub = await self.hub()
         async for item in hub.follow(record.app_name, record.invocation_id, until=until,
-                                     after=after, timeout=timeout):
+                                     after=after, timeout=timeout, answered_pauses=answered_pauses):
             yield item
 
 

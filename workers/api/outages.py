@@ -5,6 +5,11 @@ ridden out: :mod:`orchestrator.backends.redis.connection`) and then raises. That
 deployment's state, not a bug of the request: :class:`OutageAnswer` answers it 503
 ``Redis unavailable, retry`` and logs one line. A stream already under way cannot change
 its status; its frames end with an error frame instead (:func:`is_outage` tells them).
+
+An enqueue (``/run``, ``/run_sse``, the enqueue routes) that met the outage may have been
+stored by Redis before its reply was lost: its 503 also names the invocation id it tried
+(:class:`EnqueueUnanswered`), and a client that sends the request again with that
+``invocationId`` gets that invocation, never a second run of the turn.
 """
 
 from __future__ import annotations
@@ -26,9 +31,29 @@ RETRY_AFTER_SECONDS = 1
 """What the 503 suggests waiting before retrying (a restarted Redis is back in about that)."""
 
 
+class EnqueueUnanswered(Exception):
+    """An enqueue met an outage: Redis may have stored the invocation, its reply lost.
+
+    Raised from the outage; ``invocation_id`` is the id the enqueue gave the invocation.
+    """
+
+    def __init__(self, invocation_id: str) -> None:
+        super().__init__(f"enqueue of {invocation_id} unanswered: Redis unavailable")
+        self.invocation_id = invocation_id
+
+    def answer(self) -> dict[str, str]:
+        """The 503's body: the generic detail, the id, and what to send again."""
+        return {"detail": f"{UNAVAILABLE} with \"invocationId\": \"{self.invocation_id}\" in "
+                          "the request: Redis may have stored this run before its reply was "
+                          "lost, and sent again with that id it is not run twice (an "
+                          "invocation stored under it is answered as it stands)",
+                "invocationId": self.invocation_id}
+
+
 def is_outage(error: BaseException) -> bool:
     """True for Redis out of reach, or another infrastructure error of the project's."""
-    return isinstance(error, RedisConnectionError | RedisTimeoutError) or is_infrastructure_error(error)
+    return (isinstance(error, RedisConnectionError | RedisTimeoutError | EnqueueUnanswered)
+            or is_infrastructure_error(error))
 
 
 def log_outage(what: str, error: BaseException) -> None:
@@ -63,6 +88,7 @@ class OutageAnswer:
             if started or not is_outage(error):
                 raise
             log_outage(f"{scope['method']} {scope['path']}", error)
-            response = JSONResponse({"detail": UNAVAILABLE}, status_code=503,
+            body = error.answer() if isinstance(error, EnqueueUnanswered) else {"detail": UNAVAILABLE}
+            response = JSONResponse(body, status_code=503,
                                     headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
             await response(scope, receive, send)

@@ -41,6 +41,7 @@ from redis.exceptions import ResponseError
 
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.connection import connect
+from orchestrator.backends.redis.invocation_store import pause_over
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.streams import ends_follow
 from workers.api.watches import LiveItem, Watch, position_of
@@ -68,7 +69,8 @@ def _at(watch: Watch) -> tuple[int, int]:
 class StreamHub:
     """The process's one reader of live streams (see the module docstring); one per event loop.
 
-    ``nudger``: a client of the server's own pool, to wake the reader with. ``block_ms`` and
+    ``nudger``: a client of the server's own pool, to wake the reader with (and for a
+    follower's look at a pause, :meth:`follow`). ``block_ms`` and
     ``read_count`` bound one read (its wait and its entries per stream).
     """
 
@@ -140,17 +142,22 @@ class StreamHub:
     async def follow(
         self, app_name: str, invocation_id: str, *,
         until: Collection[InvocationStatus] = InvocationStatus.SETTLED, after: str | None = None,
-        timeout: float | None = None,
+        timeout: float | None = None, answered_pauses: bool = False,
     ) -> AsyncIterator[LiveItem]:
         """The invocation's entries in order, as ``RedisEventStream.follow`` yields them.
 
         Replayed from its start (or after ``after``); stops after a terminal status, and
-        after a status in ``until`` that is the stream's latest entry when read.
-        TimeoutError if ``timeout`` seconds pass first.
+        after a status in ``until`` that is the stream's latest entry when read. But not at
+        a pause whose calls all have their answers stored (its resume queued, the
+        orchestrator has not taken it yet): that pause is over, and the follow reads on to
+        what the answers bring (:func:`~orchestrator.backends.redis.invocation_store.pause_over`,
+        as ``RedisEventStream.follow``), unless ``answered_pauses`` (the stream's end as it
+        stands is wanted). TimeoutError if ``timeout`` seconds pass first.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         async with self.watch(app_name, invocation_id, after) as watch:
             stop_at_end = False
+            stopped_at: InvocationStatus | None = None
             while True:
                 left = None if deadline is None else deadline - time.monotonic()
                 try:
@@ -168,8 +175,12 @@ class StreamHub:
                     if ends:
                         return
                     stop_at_end = ends is None
+                    stopped_at = item.status
                 if stop_at_end and at_end:
-                    return
+                    if (stopped_at is not InvocationStatus.PAUSED or answered_pauses
+                            or not await pause_over(self._nudger, app_name, invocation_id)):
+                        return
+                    stop_at_end = False  # its calls are all answered: what comes next
 
     async def aclose(self) -> None:
         """Stop reading; followers still waiting get an error."""

@@ -141,6 +141,25 @@ class StatusWait:
                        for raw in results)
 
 
+async def pause_over(client: aioredis.Redis, app_name: str, invocation_id: str) -> bool:
+    """True if the invocation is no longer paused, or its pause has every answer stored.
+
+    For a follow that read a ``paused`` entry as its stream's latest: a pause whose calls all
+    have their answers (its resume queued) is over, and a follow that stopped at it would
+    show the pause an answer just ended (as ``Client.wait``, see
+    :meth:`StatusWait.pause_still_on`). False for an invocation that has no record (gone).
+    Two reads: the record, then the answers of the calls it waits for.
+    """
+    raw = await client.hget(keys.invocation(app_name, invocation_id), "record")
+    record = InvocationRecord.model_validate_json(raw) if raw else None
+    if record is None or not StatusWait.is_pause(record):
+        # Gone, or saved in another status: its entry follows the pause already.
+        return record is not None and record.status is not InvocationStatus.PAUSED
+    async with client.pipeline(transaction=False) as pipe:
+        StatusWait.queue_answers(pipe, record)
+        return not StatusWait.pause_still_on(await pipe.execute())
+
+
 def loaded_from(raw: str | None, cancelled: int, results: dict[str, str]) -> Loaded:
     """The record JSON, cancel flag and results hash of an invocation, parsed (no session)."""
     return Loaded(

@@ -24,7 +24,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.invocation_store import StatusWait
+from orchestrator.backends.redis.invocation_store import pause_over
 from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
 from orchestrator.backends.redis.session_writer import Mirror
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
@@ -180,22 +180,6 @@ class RedisEventStream:
 
         return save_with_next_append
 
-    async def _pause_over(self, app_name: str, invocation_id: str) -> bool:
-        """True if the invocation is no longer paused, or its pause has every answer stored.
-
-        A pause whose calls all have their answers (its resume queued) is over: a follow that
-        stopped at it would show the pause an answer just ended (as ``Client.wait``, see
-        :meth:`~.invocation_store.StatusWait.pause_still_on`).
-        """
-        raw = await self._redis.hget(keys.invocation(app_name, invocation_id), "record")
-        record = InvocationRecord.model_validate_json(raw) if raw else None
-        if record is None or not StatusWait.is_pause(record):
-            # Gone, or saved in another status: its entry follows the pause already.
-            return record is not None and record.status is not InvocationStatus.PAUSED
-        async with self._redis.pipeline(transaction=False) as pipe:
-            StatusWait.queue_answers(pipe, record)
-            return not StatusWait.pause_still_on(await pipe.execute())
-
     async def follow(
         self,
         app_name: str,
@@ -230,7 +214,7 @@ class RedisEventStream:
                 ends = ends_follow(item.status, until) if item is not None else False
                 if item is not None and ends is not False and (
                         ends or item.status is not InvocationStatus.PAUSED
-                        or not await self._pause_over(app_name, invocation_id)):
+                        or not await pause_over(self._redis, app_name, invocation_id)):
                     yield item
                     return
         stop_at_end = False  # the last item is a status in ``until``: stop if it stays the latest
@@ -255,7 +239,7 @@ class RedisEventStream:
                 stop_at_end = ends is None
                 stopped_at = item.status
             if stop_at_end and len(entries) < _READ_COUNT:  # read to the end: still the latest
-                if stopped_at is not InvocationStatus.PAUSED or not await self._pause_over(
-                        app_name, invocation_id):
+                if stopped_at is not InvocationStatus.PAUSED or not await pause_over(
+                        self._redis, app_name, invocation_id):
                     return
                 stop_at_end = False  # its calls are all answered: what comes next
