@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import redis
 from google.genai import types
 
-from config import Settings, get_settings
+from config import get_settings
 from orchestrator import App, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
 from orchestrator.backends.redis import keys
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.models.fake import FunctionLlm
 from tests.apps import function_responses, last_user_text
-from tests.support.processes import ManagedProcess, stack_env, start_celery_process
+from tests.support.stacks import Stack, running_stack
 
 
 def gate_key(invocation_id: str) -> str:
@@ -92,32 +90,11 @@ late_app = App(name="late", root_agent=LlmAgent(
 SPECS = "tests.test_progress_after_answer:late_app"
 
 
-@dataclass
-class Stack:
-    check: redis.Redis
-    orchestrator: ManagedProcess
-    worker: ManagedProcess
-    client: Any
-
-
 @pytest.fixture(scope="module")
 def stack(redis_url: str) -> Iterator[Stack]:
     """Redis db 11, one orchestrator, one worker, a client."""
-    url = redis_url.rsplit("/", 1)[0] + "/11"
-    check = redis.Redis.from_url(url, decode_responses=True)
-    check.flushdb()
-    env = stack_env(url, SPECS, lease_retry_seconds="0.2")
-    from workers.client import Client
-
-    with ExitStack() as stack:
-        stack.callback(check.close)
-        orchestrator = start_celery_process("orchestrator", "late-orch", env)
-        stack.callback(orchestrator.stop)
-        worker = start_celery_process("worker", "late-work", env)
-        stack.callback(worker.stop)
-        client = Client(Settings(redis_url=url, apps=SPECS, lease_retry_seconds=0.2))
-        stack.callback(client.close)
-        yield Stack(check, orchestrator, worker, client)
+    with running_stack(redis_url, 11, SPECS, "late") as running:
+        yield running
 
 
 def _next_mark(s: Stack, inv: str) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ import pytest
 import redis
 from google.genai import types
 
-from config import Settings, get_settings
+from config import get_settings
 from orchestrator import (
     App,
     FunctionTool,
@@ -36,7 +35,8 @@ from orchestrator import (
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.models.fake import FunctionLlm
 from tests.apps import function_responses, last_user_text
-from tests.support.processes import ManagedProcess, stack_env, start_celery_process
+from tests.support.stacks import Stack as BaseStack
+from tests.support.stacks import running_stack
 
 RUNS_KEY = "adk-test:wire:runs"
 
@@ -131,35 +131,23 @@ ENVELOPES = {
 
 @dataclass
 class Stack:
-    url: str
-    check: redis.Redis
-    orchestrator: ManagedProcess
-    worker: ManagedProcess
-    client: Any
+    base: BaseStack
     via_celery: Any
+    """A client that enqueues by sending Celery's task (the other door)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.base, name)
 
 
 @pytest.fixture(scope="module")
 def stack(redis_url: str) -> Iterator[Stack]:
     """Redis db 12, one orchestrator, one worker, a client (and one enqueuing by Celery)."""
-    url = redis_url.rsplit("/", 1)[0] + "/12"
-    check = redis.Redis.from_url(url, decode_responses=True)
-    check.flushdb()
-    env = stack_env(url, SPECS, lease_retry_seconds="0.2")
     from workers.client import Client
 
-    with ExitStack() as stack:
-        stack.callback(check.close)
-        orchestrator = start_celery_process("orchestrator", "wire-orch", env)
-        stack.callback(orchestrator.stop)
-        worker = start_celery_process("worker", "wire-work", env)
-        stack.callback(worker.stop)
-        settings = Settings(redis_url=url, apps=SPECS, lease_retry_seconds=0.2)
-        client = Client(settings)
-        stack.callback(client.close)
-        via_celery = Client(settings, enqueue_via_celery=True)
-        stack.callback(via_celery.close)
-        yield Stack(url, check, orchestrator, worker, client, via_celery)
+    with running_stack(redis_url, 12, SPECS, "wire") as base:
+        via_celery = Client(base.settings, enqueue_via_celery=True)
+        base.exit.callback(via_celery.close)
+        yield Stack(base, via_celery)
 
 
 def _finished(s: Stack, app: str, inv: str, sender: Any = None) -> list[Any]:
