@@ -444,10 +444,14 @@ class Client:
         does not wait for that call; nothing is stored either way.
         """
         self._check_ids(app_name, invocation_id)
-        service = self._services().service
+        services = self._services()
         seen = self._sync_redis().xrevrange(keys.invocation_statuses(app_name, invocation_id), count=1)
-        self._runtime.run(service.answer(app_name, invocation_id, function_call_id, response))
-        if seen:
+        # Stored already: this very answer sent again (a retry, a second operator), taken
+        # once and changing nothing, so no status comes after it for ``wait`` to wait for.
+        repeat = function_call_id in self._runtime.run(
+            services.store.results(app_name, invocation_id))
+        self._runtime.run(services.service.answer(app_name, invocation_id, function_call_id, response))
+        if seen and not repeat:
             self._seen[(app_name, invocation_id)] = seen[0][0]
 
     def cancel(self, app_name: str, invocation_id: str) -> InvocationStatus:

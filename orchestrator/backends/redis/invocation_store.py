@@ -73,17 +73,17 @@ class StatusWait:
     def started(self, replies: list[Any]) -> InvocationRecord | None:
         """The record if it is already in a wanted status; else follow from the newest entry.
 
-        With ``after``, the statuses after that entry are followed, but a finished record is
-        returned at once (nothing comes after it), and so is a wanted pause (the caller's
-        :meth:`pause_still_on` tells whether that pause is over).
+        With ``after``, the statuses after that entry are followed (the pause an answer
+        sent after it ends is not returned, even while the pause waits for other calls: the
+        answer brings a status of its own), but a finished record is returned at once:
+        nothing comes after it.
         """
         raw, latest = replies
         self.missing = not raw
         record = InvocationRecord.model_validate_json(raw) if raw else None
         if self._after is not None:
             self.last_id = self._after  # what came since: the current status was seen
-            if record is not None and record.status in self._statuses and (
-                    record.status.is_finished or self.is_pause(record)):
+            if record is not None and record.status in self._statuses and record.status.is_finished:
                 return record
             return None
         self.last_id = latest[0][0] if latest else "0-0"
