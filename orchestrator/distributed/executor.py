@@ -29,13 +29,21 @@ from orchestrator.sessions.in_memory_session_service import InMemorySessionServi
 from orchestrator.sessions.session import Session
 from orchestrator.tools.tool_confirmation import ToolConfirmation
 
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
+
+def worker_id() -> str:
+    """The calling process's name in the job journal, heartbeats and results: ``<host>:<pid>``.
+
+    Read at each use, never at import: a prefork pool's child imports this module in its
+    parent, before the fork, and must name itself (the process running the job, the one
+    whose death the watchdog notices), not the parent.
+    """
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _error(job: ToolJob, message: str, *, callbacks_ran: bool = False) -> ToolResult:
     return ToolResult(
         function_call_id=job.function_call_id, tool_name=job.tool_name,
-        response={"error": message}, error=message, worker=WORKER_ID,
+        response={"error": message}, error=message, worker=worker_id(),
         error_callbacks_ran=callbacks_ran,
     )
 
@@ -145,7 +153,7 @@ async def _run_tool(
         state_delta=dict(tool_context.actions.state_delta),
         artifact_delta=dict(tool_context.actions.artifact_delta),
         actions=other_actions(tool_context.actions),
-        worker=WORKER_ID,
+        worker=worker_id(),
     )
 
 
@@ -239,7 +247,7 @@ async def execute_agent_job(
         tool_name=RUN_BRANCH,
         response=None if paused else {"status": "completed"},
         events=[e.to_wire() for e in produced],
-        worker=WORKER_ID,
+        worker=worker_id(),
     )
 
 
@@ -258,5 +266,5 @@ def _agent_error(job: AgentJob, message: str, produced: list[Event]) -> ToolResu
     return ToolResult(
         function_call_id=job.function_call_id, tool_name=RUN_BRANCH,
         response={"error": message}, error=message,
-        events=[e.to_wire() for e in produced], worker=WORKER_ID,
+        events=[e.to_wire() for e in produced], worker=worker_id(),
     )
