@@ -461,7 +461,7 @@ async def _run_agent(job: AgentJob, digest: str) -> dict[str, Any]:
         return {**summary, "status": _SKIPPED[verdict]}
     result = await _retrying("Running a branch", lambda: _run_watched(job, execute_agent_job(
         job, services.registry, artifact_service=services.artifacts,
-        tool_timeout_seconds=runtime.settings.tool_timeout_seconds)))
+        tool_timeout_seconds=runtime.settings.tool_timeout_seconds, limits=runtime.limits)))
     if result is None:
         return {**summary, "status": _STOPPED}
     await _hand_back(services, job, result)
