@@ -128,5 +128,12 @@ branch_sysexit_app = App(name="careless_branches", root_agent=_branches("plain",
                          resumability_config=ResumabilityConfig(is_resumable=True))
 """A ParallelAgent whose branches run on workers: one healthy, one whose tool calls sys.exit."""
 
+branch_not_json_app = App(name="careless_json_branches",
+                          root_agent=_branches("plain", "ret_object", "ret_nan", "state_object"),
+                          resumability_config=ResumabilityConfig(is_resumable=True))
+"""A ParallelAgent whose branches run on workers: one healthy, three whose tool returns or
+stores what is not JSON."""
 
-APP_SPECS = "tests.apps_careless:careless_app,tests.apps_careless:branch_sysexit_app"
+
+APP_SPECS = ("tests.apps_careless:careless_app,tests.apps_careless:branch_sysexit_app,"
+             "tests.apps_careless:branch_not_json_app")

@@ -29,10 +29,17 @@ from orchestrator.distributed.embedded import EmbeddedRuntime
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.errors import ToolExitError
+from orchestrator.flows.contents import RUN_BRANCH
 from orchestrator.models.fake import FunctionLlm
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from tests.apps import function_responses
-from tests.apps_careless import APP_SPECS, _model, runs_key, state_object
+from tests.apps_careless import (
+    APP_SPECS,
+    _model,
+    branch_not_json_app,
+    runs_key,
+    state_object,
+)
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 from workers.loop import LoopExitError, LoopThread, LoopThreadDeadError
 
@@ -158,6 +165,55 @@ async def test_in_process_a_remote_result_that_is_not_json_is_the_same_error_ans
         "The result of tool 'state_object' is not JSON: state_delta.thing: a Opaque is not JSON")
 
 
+NOT_JSON = {"ret_object": "response.value: a Opaque is not JSON",
+            "ret_nan": "response.value: nan is not a JSON number",
+            "state_object": "state_delta.thing: a Opaque is not JSON"}
+
+
+def _branch_answers(events: list[Any]) -> dict[str, Any]:
+    return {r.name: r.response for e in events for r in e.get_function_responses()
+            if r.name != RUN_BRANCH}
+
+
+def _answered_as_a_tool_job(answers: dict[str, Any]) -> None:
+    assert answers.pop("plain")["ok"] is True
+    assert set(answers) == set(NOT_JSON), answers
+    for tool, where in NOT_JSON.items():
+        assert answers[tool]["error"].startswith(
+            f"The result of tool {tool!r} is not JSON: {where}"), answers[tool]
+
+
+def test_a_branch_whose_tool_returns_what_is_not_json_is_answered_once_as_a_tool_job(redis_url):
+    # The branch's events failed to store after its heartbeats stopped: taken for its
+    # worker's death, the branch ran again until its attempts ran out, and the model read
+    # that its worker died. The branch's tool call is answered as a tool job's is now.
+    with _stack(redis_url, concurrency=2) as stack:
+        inv = stack.client.enqueue("careless_json_branches", "u", "go")
+        record = stack.client.wait("careless_json_branches", inv, timeout=20,
+                                   until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record.error,
+                                                             stack.worker.output())
+        events = stack.client.events("careless_json_branches", inv)
+        _answered_as_a_tool_job(_branch_answers(events))
+        runs = sorted(run.split()[0] for run in stack.check.lrange(runs_key(inv), 0, -1))
+        assert runs == sorted(["plain", *NOT_JSON]), runs  # each ran once
+        assert not any("dispatching attempt" in line for line in stack.orchestrator.lines)
+        [session] = stack.client.list_sessions("careless_json_branches", "u")
+        assert "thing" not in session.state  # the write that is not JSON is dropped
+        _still_runs_the_next_job(stack)
+
+
+async def test_in_process_a_branch_whose_tool_returns_what_is_not_json_is_the_same_answer():
+    runtime = EmbeddedRuntime(AppRegistry([branch_not_json_app]))
+    with mock.patch("tests.apps_careless._record"):
+        inv = await runtime.enqueue(app_name="careless_json_branches", user_id="u",
+                                    new_message="go")
+        record = await runtime.wait("careless_json_branches", inv, timeout=5,
+                                    until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    _answered_as_a_tool_job(_branch_answers(await runtime.events("careless_json_branches", inv)))
+
+
 # --- in process: the same tools, the same rule ---------------------------------------------
 
 
@@ -274,3 +330,30 @@ def test_running_on_a_dead_loop_thread_fails_at_once():
         thread.run(stop_the_loop(), timeout=30)
     with pytest.raises(LoopThreadDeadError):  # and at once afterwards
         thread.run(asyncio.sleep(0), timeout=10)
+
+
+async def test_in_process_a_branch_event_that_is_not_json_fails_the_branch_once_naming_it():
+    # Not a tool's answer (an agent callback's state write): no call to answer with an
+    # error, so the branch fails, as a branch's error does, with what and where.
+    from orchestrator.agents.parallel_agent import ParallelAgent
+    from orchestrator.apps.app import ResumabilityConfig
+    from tests.apps_careless import Opaque
+
+    starts: list[str] = []
+
+    def careless_callback(callback_context):
+        starts.append(callback_context.agent_name)
+        callback_context.state["thing"] = Opaque()
+
+    branch = LlmAgent(name="b_careless", model=FunctionLlm(fn=lambda r: "hi", record_requests=False),
+                      before_agent_callback=careless_callback)
+    app = App(name="careless_event", root_agent=ParallelAgent(name="fan", sub_agents=[branch]),
+              resumability_config=ResumabilityConfig(is_resumable=True))
+    runtime = EmbeddedRuntime(AppRegistry([app]))
+    inv = await runtime.enqueue(app_name="careless_event", user_id="u", new_message="go")
+    record = await runtime.wait("careless_event", inv, timeout=5, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.FAILED
+    assert "Event 0 of branch 'b_careless' (by 'b_careless') is not JSON" in (record.error or "")
+    assert "is not JSON: event.actions.stateDelta.thing: a Opaque is not JSON" in (
+        record.error or ""), record.error
+    assert starts == ["b_careless"]  # once

@@ -149,6 +149,41 @@ def test_a_worker_killed_mid_tool_is_noticed_without_waiting_for_the_visibility_
         assert check.lrange(runs_key(inv) + ":attempts", 0, -1) == ["1", "2"]  # tools see it
 
 
+def test_on_a_prefork_worker_the_child_running_the_job_is_its_worker(redis_url):
+    # The worker id was computed at import, in the main process before it forked its pool:
+    # status, task results and the watchdog named the healthy parent, never the child that
+    # ran the tool (and died).
+    with _stack(redis_url, 9, worker=False) as s:
+        check, client = s.check, s.client
+        parent = s.start_worker("prefork-worker", "--pool", "prefork")
+        inv = client.enqueue("fragile", "u", "go")
+        started = check.blpop([runs_key(inv)], timeout=15)
+        assert started is not None, parent.output()
+        child, call_id = int(started[1].split()[0]), started[1].split()[1]
+        assert child != parent.pid
+        assert client.wait("fragile", inv, timeout=10).status is InvocationStatus.PAUSED
+        [call] = client.calls("fragile", inv)
+        assert call.where == "running" and call.worker.endswith(f":{child}"), call
+        # The beats (every 0.3 s here) write the name again: the child's too.
+        _wait_for(lambda: client.calls("fragile", inv)[0].last_seen != call.last_seen,
+                  what="a heartbeat")
+        assert client.calls("fragile", inv)[0].worker.endswith(f":{child}")
+
+        os.kill(child, 9)  # the child dies; its parent lives on and forks another
+        again = check.blpop([runs_key(inv)], timeout=20)
+        assert again is not None, s.orchestrator.output()
+        heir = int(again[1].split()[0])
+        assert heir not in (child, parent.pid) and again[1].split()[1] == call_id
+        lost = [line for line in s.orchestrator.lines if "dispatching attempt 2" in line]
+        assert len(lost) == 1 and f":{child} stopped" in lost[0], lost
+        [call] = client.calls("fragile", inv)
+        assert call.attempt == 2 and call.worker.endswith(f":{heir}"), call
+        check.lpush(gate_key(inv), "test")
+        record = client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        assert [r.response["pid"] for r in _responses(client, "fragile", inv)] == [heir]
+
+
 def test_a_live_job_on_a_worker_whose_clock_is_behind_is_not_taken_for_lost(redis_url, tmp_path):
     # Beats were stamped with the worker's clock and judged by the watchdog's: a worker a
     # minute behind looked silent for a minute from its first beat, its job was sent again

@@ -32,7 +32,10 @@ logger = logging.getLogger(__name__)
 class Heartbeats:
     """The running jobs of this process, and the thread that says they are alive."""
 
-    def __init__(self, redis_url: str, watch_key: str, interval: float, worker: str) -> None:
+    def __init__(
+        self, redis_url: str, watch_key: str, interval: float, worker: Callable[[], str]
+    ) -> None:
+        """``worker``: this process's name, asked at each beat (it changes across a fork)."""
         self._url = redis_url
         self._watch_key = watch_key
         self.interval = max(0.05, interval)
@@ -83,7 +86,7 @@ class Heartbeats:
                             watch=self._watch_key,
                             cancel=keys.cancel_flag(job.app_name, job.invocation_id),
                             results=keys.invocation_results(job.app_name, job.invocation_id),
-                            call_id=job.function_call_id, attempt=job.attempt, worker=self._worker,
+                            call_id=job.function_call_id, attempt=job.attempt, worker=self._worker(),
                             member=watch_member(job.app_name, job.invocation_id,
                                                 job.function_call_id),
                             lost_after=self.lost_after), client=pipe)

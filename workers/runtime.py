@@ -25,7 +25,7 @@ from orchestrator.backends.redis.session_queue import RedisSessionQueue
 from orchestrator.backends.redis.session_service import LeasedSessionWriter, RedisSessionService
 from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.backends.redis.wakeups import RedisWakeups, WakeConsumer
-from orchestrator.distributed.executor import WORKER_ID
+from orchestrator.distributed.executor import worker_id
 from orchestrator.distributed.intake import Limits
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
@@ -128,7 +128,7 @@ class Runtime:
         self._other_loops: dict[asyncio.AbstractEventLoop, Services] = {}
         self.heartbeats = Heartbeats(
             self.settings.redis_url, keys.job_watch(self.settings.invocations_queue),
-            self.settings.job_heartbeat_seconds, WORKER_ID,
+            self.settings.job_heartbeat_seconds, worker_id,
         )
         """Signs of life of the jobs this process runs (a worker's)."""
 

@@ -18,9 +18,9 @@ from pydantic import ValidationError
 from orchestrator import failpoints
 from orchestrator.backends.redis.jobs import job_digest
 from orchestrator.distributed.executor import (
-    WORKER_ID,
     execute_agent_job,
     execute_tool_job,
+    worker_id,
 )
 from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import check_identifier
@@ -357,7 +357,7 @@ async def _claim(services: Services, job: ToolJob | AgentJob, digest: str) -> st
     runtime = get_runtime()
     verdict: str = await _retrying("Claiming a job", lambda: services.store.claim_job(
         job.app_name, job.invocation_id, job.function_call_id, attempt=job.attempt,
-        worker=WORKER_ID, branch=isinstance(job, AgentJob),
+        worker=worker_id(), branch=isinstance(job, AgentJob),
         lost_after=runtime.heartbeats.lost_after, digest=digest,
     ))
     name = job.agent_name if isinstance(job, AgentJob) else job.tool_name
@@ -461,7 +461,7 @@ async def _run_agent(job: AgentJob, digest: str) -> dict[str, Any]:
         return {**summary, "status": _SKIPPED[verdict]}
     result = await _retrying("Running a branch", lambda: _run_watched(job, execute_agent_job(
         job, services.registry, artifact_service=services.artifacts,
-        tool_timeout_seconds=runtime.settings.tool_timeout_seconds)))
+        tool_timeout_seconds=runtime.settings.tool_timeout_seconds, limits=runtime.limits)))
     if result is None:
         return {**summary, "status": _STOPPED}
     await _hand_back(services, job, result)

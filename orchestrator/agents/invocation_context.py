@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from orchestrator.agents.base_agent import BaseAgent, BaseAgentState
     from orchestrator.apps.app import ResumabilityConfig
     from orchestrator.artifacts.base_artifact_service import BaseArtifactService
+    from orchestrator.distributed.intake import Limits
     from orchestrator.distributed.transport import Transport
     from orchestrator.memory.base_memory_service import BaseMemoryService
     from orchestrator.sessions.base_session_service import BaseSessionService
@@ -194,6 +195,11 @@ class InvocationContext:
     """Set in a ParallelAgent branch's job on a worker (the worker's ``tool_timeout_seconds``):
     each tool call gets the deadline a tool job of that tool would get, its
     ``adk_celery_timeout`` metadata else this (0: none). None, elsewhere: no deadlines."""
+    json_limits: Limits | None = None
+    """Set in a ParallelAgent branch's job (whose answers go back as JSON): a tool call
+    whose result or writes are not JSON within these limits is answered with the error a
+    tool job gets (see :func:`~orchestrator.distributed.intake.not_json_answer`), its writes
+    dropped. None, elsewhere: results are taken as they are (google-adk's in-process way)."""
     plugin_manager: PluginManager = field(default_factory=PluginManager)
     """The app's plugins (shared by every copy of the context)."""
     _counters: _Counters | None = None

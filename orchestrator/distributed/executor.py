@@ -15,7 +15,7 @@ from orchestrator.agents.context import ReadonlyContext, ToolContext
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
-from orchestrator.distributed.intake import Limits, check_json
+from orchestrator.distributed.intake import Limits, check_json, not_json_answer
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.registry import AppRegistry
@@ -29,13 +29,21 @@ from orchestrator.sessions.in_memory_session_service import InMemorySessionServi
 from orchestrator.sessions.session import Session
 from orchestrator.tools.tool_confirmation import ToolConfirmation
 
-WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
+
+def worker_id() -> str:
+    """The calling process's name in the job journal, heartbeats and results: ``<host>:<pid>``.
+
+    Read at each use, never at import: a prefork pool's child imports this module in its
+    parent, before the fork, and must name itself (the process running the job, the one
+    whose death the watchdog notices), not the parent.
+    """
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _error(job: ToolJob, message: str, *, callbacks_ran: bool = False) -> ToolResult:
     return ToolResult(
         function_call_id=job.function_call_id, tool_name=job.tool_name,
-        response={"error": message}, error=message, worker=WORKER_ID,
+        response={"error": message}, error=message, worker=worker_id(),
         error_callbacks_ran=callbacks_ran,
     )
 
@@ -145,19 +153,17 @@ async def _run_tool(
         state_delta=dict(tool_context.actions.state_delta),
         artifact_delta=dict(tool_context.actions.artifact_delta),
         actions=other_actions(tool_context.actions),
-        worker=WORKER_ID,
+        worker=worker_id(),
     )
 
 
 def _json_only(job: ToolJob, result: ToolResult, limits: Limits) -> ToolResult:
     """``result``, or an error answer naming what of it is not JSON (its writes dropped)."""
-    try:
-        for field in ("response", "state_delta", "artifact_delta", "actions"):
-            check_json(field, getattr(result, field), limits)
-    except PayloadError as error:
-        return _error(job, f"The result of tool {job.tool_name!r} is not JSON: {error} "
-                           "Tools return and store JSON types (dict, list, str, int, float, "
-                           "bool, None).", callbacks_ran=result.error_callbacks_ran)
+    refusal = not_json_answer(job.tool_name, {
+        field: getattr(result, field)
+        for field in ("response", "state_delta", "artifact_delta", "actions")}, limits)
+    if refusal is not None:
+        return _error(job, refusal, callbacks_ran=result.error_callbacks_ran)
     return result
 
 
@@ -174,6 +180,7 @@ async def execute_agent_job(
     artifact_service: BaseArtifactService | None = None,
     on_event: Callable[[Event], Awaitable[None]] | None = None,
     tool_timeout_seconds: float | None = None,
+    limits: Limits | None = None,
 ) -> ToolResult:
     """Run one parallel branch against a private copy of its history.
 
@@ -188,7 +195,14 @@ async def execute_agent_job(
     progress, as in process) and returned in order for the orchestrator to commit for real.
     A branch that pauses returns its events with no response; one that fails returns them
     with the error.
+
+    Its events go back as JSON (within ``limits``' nesting depth): a tool call of the branch
+    whose result or writes are not is answered with the error a tool job gets, and the
+    branch goes on (see :attr:`InvocationContext.json_limits`); any other event that is not
+    JSON (an agent callback's state write, say) fails the branch with an error naming it,
+    the events before it kept. Either way once: running the branch again would not mend it.
     """
+    limits = limits or Limits()
     try:
         app = registry.get(job.app_name)
     except LookupError as error:
@@ -217,6 +231,7 @@ async def execute_agent_job(
         resumability_config=app.resumability_config,
         plugin_manager=PluginManager(app.plugins),
         tool_timeout_seconds=tool_timeout_seconds,
+        json_limits=limits,
     )
     produced: list[Event] = []
     try:
@@ -232,15 +247,56 @@ async def execute_agent_job(
         error = tool_callbacks.as_tool_error(raised)
         if raised_by_service(error):
             raise  # Redis away under a service the branch called: run it again
-        return _agent_error(job, error_text(error), produced)
+        return _agent_error(job, error_text(error), produced, limits)
+    events, refusal = _wire(job, produced, limits)
+    if refusal is not None:
+        return _agent_error(job, refusal, produced, limits)
     paused = _waits(session.events, job)
     return ToolResult(
         function_call_id=job.function_call_id,
         tool_name=RUN_BRANCH,
         response=None if paused else {"status": "completed"},
-        events=[e.to_wire() for e in produced],
-        worker=WORKER_ID,
+        events=events,
+        worker=worker_id(),
     )
+
+
+def _wire(
+    job: AgentJob, produced: list[Event], limits: Limits
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The events' JSON forms up to the first that is not JSON, and what is wrong with it."""
+    events: list[dict[str, Any]] = []
+    for index, event in enumerate(produced):
+        try:
+            try:
+                wire = event.to_wire()
+            except ValueError:  # a value of no JSON type (pydantic's message names no place)
+                raise _not_json_place(event) from None
+            check_json("event", wire, limits)
+        except PayloadError as error:
+            return events, (f"Event {index} of branch {job.agent_name!r} (by {event.author!r}) is "
+                            f"not JSON: {error}")
+        events.append(wire)
+    return events, None
+
+
+_MARK = "\x00adk-celery:not-json:"
+
+
+def _not_json_place(event: Event) -> PayloadError:
+    """Where in ``event`` the first value of no JSON type is, as check_json would name it."""
+    marked = event.model_dump(mode="json", by_alias=True, exclude_none=True,
+                              fallback=lambda value: _MARK + type(value).__name__)
+    stack: list[tuple[str, Any]] = [("event", marked)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str) and item.startswith(_MARK):
+            return PayloadError(where, f"a {item[len(_MARK):]} is not JSON.")
+        if isinstance(item, dict):
+            stack.extend((f"{where}.{key}", child) for key, child in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", child) for i, child in reversed(list(enumerate(item))))
+    return PayloadError("event", "holds a value of no JSON type.")
 
 
 def _waits(events: list[Event], job: AgentJob) -> bool:
@@ -254,9 +310,13 @@ def _waits(events: list[Event], job: AgentJob) -> bool:
     return any(on_or_below(ledger.calls[cid].event.branch, job.branch) for cid in ledger.open)
 
 
-def _agent_error(job: AgentJob, message: str, produced: list[Event]) -> ToolResult:
+def _agent_error(
+    job: AgentJob, message: str, produced: list[Event], limits: Limits | None = None
+) -> ToolResult:
+    events, refusal = _wire(job, produced, limits or Limits())
+    if refusal is not None and refusal not in message:
+        message = f"{message} ({refusal})"
     return ToolResult(
         function_call_id=job.function_call_id, tool_name=RUN_BRANCH,
-        response={"error": message}, error=message,
-        events=[e.to_wire() for e in produced], worker=WORKER_ID,
+        response={"error": message}, error=message, events=events, worker=worker_id(),
     )

@@ -149,6 +149,23 @@ def check_json(field: str, value: Any, limits: Limits) -> None:
             raise PayloadError(where, f"a {type(item).__name__} is not JSON.")
 
 
+def not_json_answer(tool_name: str, parts: dict[str, Any], limits: Limits) -> str | None:
+    """The error a tool is answered with when a part of its result is not JSON, else None.
+
+    ``parts``: what the tool's answer is made of, by name (``response``, ``state_delta``,
+    ...): the error names the first place found that is not JSON. Such a result could be
+    neither stored nor read back, and running the tool again would not mend it; a tool job
+    and a tool called in a ParallelAgent branch's job are answered with this, once.
+    """
+    try:
+        for field, value in parts.items():
+            check_json(field, value, limits)
+    except PayloadError as error:
+        return (f"The result of tool {tool_name!r} is not JSON: {error} Tools return and store "
+                "JSON types (dict, list, str, int, float, bool, None).")
+    return None
+
+
 def _short(key: str) -> str:
     return key if len(key) <= 40 and key.isprintable() else preview(key)
 

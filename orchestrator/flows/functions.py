@@ -12,6 +12,7 @@ from google.genai import types
 
 from orchestrator import failpoints, observe, platform
 from orchestrator.agents.context import ToolContext
+from orchestrator.distributed.intake import not_json_answer
 from orchestrator.distributed.transport import commit_dispatch
 from orchestrator.events.answers import final_answer_ids
 from orchestrator.events.event import Event
@@ -223,6 +224,14 @@ async def _execute_call(
     if tool.is_long_running and not result:
         # The call stays open: its answer arrives later as a FunctionResponse.
         return _CallOutcome(None, answered_in.actions)
+    if ctx.json_limits is not None:  # a branch's job: its answers must travel as JSON
+        refusal = not_json_answer(name, {
+            "response": result if isinstance(result, dict) else {"result": result},
+            "state_delta": answered_in.actions.state_delta,
+            "artifact_delta": answered_in.actions.artifact_delta}, ctx.json_limits)
+        if refusal is not None:  # answered as a tool job would be, its writes dropped
+            return _answer(call, name, {"error": refusal},
+                           ToolContext(ctx, function_call_id=call.id), tool)
     return _answer(call, name, result, answered_in, tool)
 
 
