@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
+from orchestrator.artifacts.save_ids import CALL_SAVE_ID, call_save_id
 from orchestrator.events.event_actions import EventActions
 from orchestrator.sessions.state import State
 from orchestrator.tools.tool_confirmation import ToolConfirmation
@@ -100,6 +101,8 @@ class Context(ReadonlyContext):
         """The id of the function call being executed (tools only)."""
         self.tool_confirmation = tool_confirmation
         """The confirmation answer, when a confirmed tool is re-run."""
+        self._saves: dict[str, int] = {}
+        """Saves of each file made through this context (see :meth:`save_artifact`)."""
         self.attempt = 1
         """adk-celery: which run of this call this is (more than 1 when a worker was lost and
         the call's job was dispatched again, with the same ``function_call_id``)."""
@@ -126,15 +129,30 @@ class Context(ReadonlyContext):
         artifact: types.Part,
         custom_metadata: dict[str, Any] | None = None,
     ) -> int:
-        """Save an artifact in this session; record its version in ``artifact_delta``."""
-        version: int = await self._artifact_service().save_artifact(
-            app_name=self.app_name,
-            user_id=self.user_id,
-            session_id=self.session.id,
-            filename=filename,
-            artifact=artifact,
-            custom_metadata=custom_metadata,
-        )
+        """Save an artifact in this session; record its version in ``artifact_delta``.
+
+        adk-celery: a tool's save names itself by its call (see
+        :mod:`orchestrator.artifacts.save_ids`): a second run of the call (its worker lost,
+        its orchestrator stopped) gets the version the first run saved, not a new one.
+        """
+        token = None
+        if self.function_call_id:
+            nth = self._saves.get(filename, 0)
+            self._saves[filename] = nth + 1
+            token = CALL_SAVE_ID.set(call_save_id(
+                self.invocation_id, self.function_call_id, filename, nth))
+        try:
+            version: int = await self._artifact_service().save_artifact(
+                app_name=self.app_name,
+                user_id=self.user_id,
+                session_id=self.session.id,
+                filename=filename,
+                artifact=artifact,
+                custom_metadata=custom_metadata,
+            )
+        finally:
+            if token is not None:
+                CALL_SAVE_ID.reset(token)
         self._event_actions.artifact_delta[filename] = version
         return version
 

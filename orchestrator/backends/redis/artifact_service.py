@@ -36,6 +36,7 @@ from orchestrator.artifacts import _scoping
 from orchestrator.artifacts._scoping import ArtifactLocation
 from orchestrator.artifacts.artifact_util import is_rewind_tombstone
 from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
+from orchestrator.artifacts.save_ids import CALL_SAVE_ID
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.codec import dumps, encode_value, loads, text
 from orchestrator.backends.redis.connection import RedisClientOwner
@@ -178,7 +179,8 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
             app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
         )
         part = _scoping.coerce_part(artifact, location)
-        save_id = uuid.uuid4().hex
+        # A tool's save carries its call's id: a second run of the call finds it (save_ids).
+        save_id = CALL_SAVE_ID.get() or uuid.uuid4().hex
         meta = {
             "saveId": save_id,  # first: SAVE looks for it at the start of the JSON
             "customMetadata": {
