@@ -47,7 +47,7 @@ async def before_tool(
         {"tool": tool, "args": args, "tool_context": tool_context})
 
 
-async def onas_tool_error(
+async def on_tool_error(
     ctx: InvocationContext, agent: LlmAgent, tool: BaseTool, args: dict[str, Any],
     tool_context: ToolContext, error: Exception,
 ) -> Any:
@@ -94,7 +94,7 @@ async def call_tool(
             error = as_tool_error(raised)
             if raised_by_service(error):
                 raise  # the infrastructure failed, not the tool: it runs again, unreported
-            result = await onas_tool_error(ctx, agent, tool, args, tool_context, error)
+            result = await on_tool_error(ctx, agent, tool, args, tool_context, error)
             if result is None:
                 if error is raised:
                     raise
