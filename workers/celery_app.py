@@ -106,10 +106,13 @@ def create_celery_app(settings: Settings | None = None) -> Celery:
     routes[TASK_RUN_TOOL] = {"queue": settings.tools_queue}
     routes[TASK_RUN_AGENT] = {"queue": settings.agents_queue or settings.tools_queue}
     app.conf.update(
-        # Task messages in plain JSON that nothing decodes into objects (workers/wire_json.py);
-        # stock Celery's "json" from other services is accepted too (workers/consumer.py
-        # refuses one holding a value kombu's decoder would change).
-        task_serializer=wire_json.NAME,
+        # Our task messages are sent in plain JSON that nothing decodes into objects
+        # (workers/wire_json.py): each send names that serializer (workers/transport.py,
+        # workers/client.py). The default stays stock "json", which Celery's remote control
+        # replies use too: a stock Celery or Flower (`celery --broker=... inspect ping`)
+        # reads them. Stock "json" task messages from other services are accepted
+        # (workers/consumer.py refuses one holding a value kombu's decoder would change).
+        task_serializer="json",
         result_serializer="json",
         event_serializer="json",
         accept_content=[wire_json.CONTENT_TYPE, "application/json"],

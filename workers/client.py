@@ -40,6 +40,7 @@ from orchestrator.errors import (
 )
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
+from workers import wire_json
 from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app, kwargs_repr
 from workers.enqueue import (
     check_same_invocation,
@@ -194,7 +195,8 @@ class Client:
         elif self._via_celery:
             shown = {field: kwargs[field] for field in _SHOWN_FIELDS}  # never the message or state
             self._celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=self._settings.invocations_queue,
-                                   argsrepr="()", kwargsrepr=kwargs_repr(shown))
+                                   argsrepr="()", kwargsrepr=kwargs_repr(shown),
+                                   serializer=wire_json.NAME)
             self._sent[(app_name, invocation_id)] = None
             while len(self._sent) > SENT_REMEMBERED:
                 del self._sent[next(iter(self._sent))]
@@ -474,7 +476,7 @@ class Client:
             raise InvocationFinishedError(invocation_id, record.status)
         self._celery.send_task(TASK_CANCEL, kwargs={
             "app_name": app_name, "invocation_id": invocation_id,
-        }, queue=self._settings.invocations_queue)
+        }, queue=self._settings.invocations_queue, serializer=wire_json.NAME)
         return record.status
 
     def _check_ids(self, app_name: Any, invocation_id: Any) -> None:

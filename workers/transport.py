@@ -25,6 +25,7 @@ from orchestrator.backends.redis.jobs import (
 from orchestrator.distributed.models import AgentJob, ToolJob
 from orchestrator.distributed.transport import default_route, effective_timeout
 from orchestrator.tools.base_tool import BaseTool
+from workers import wire_json
 from workers.celery_app import TASK_RUN_AGENT, TASK_RUN_TOOL, kwargs_repr
 from workers.publish_commands import CommandProducer, RedisCommand, collects_publishes
 
@@ -128,6 +129,7 @@ class CeleryTransport:
         options: dict[str, Any] = {
             "kwargs": kwargs,
             "queue": queue,
+            "serializer": wire_json.NAME,  # a tool's arguments and state reach it unchanged
             "shadow": f"{task}:{shown_as}",
             "task_id": job_task_id(job.invocation_id, job.function_call_id, job.attempt),
             # The worker stores the result itself: no result-backend subscription per job.
