@@ -10,7 +10,6 @@ made it send the turn again as a new run, and the turn ran twice. The 503 now ca
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,16 +20,9 @@ import pytest
 from config import Settings
 from orchestrator import failpoints
 from tests.apps import APP_SPECS
+from tests.test_api_follows import _Guarded
 from workers.api.app import create_app
 from workers.enqueue import enqueue_scripts
-
-GUARD = 30.0
-"""Longest wait for one answer: a run that never ends fails instead of blocking the suite."""
-
-
-class _Guarded(httpx.ASGITransport):
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await asyncio.wait_for(super().handle_async_request(request), GUARD)
 
 
 @pytest.fixture

@@ -23,21 +23,10 @@ from config import Settings
 from orchestrator import App, InMemoryRunner
 from orchestrator.distributed.models import InvocationStatus
 from tests.apps_loops import LOOP_APP_SPECS, loop_of_sequence, loop_then_call
-from tests.support.events import simplify, user_text
+from tests.support.events import user_text
 from tests.support.processes import start_celery_process
 from tests.test_crash_recovery import _doomed_orchestrator, _stack, _wait_dead
-
-
-def _shown(events: list[Any]) -> list[tuple[Any, ...]]:
-    """Each agent's event: author, what it says (or its actions), and its state delta."""
-    return [(*simplify(e), dict(e.actions.state_delta)) for e in events if e.author != "user"]
-
-
-def _state(events: list[Any]) -> dict[str, Any]:
-    state: dict[str, Any] = {}
-    for event in events:
-        state.update(event.actions.state_delta)
-    return state
+from tests.test_transfers_on_workers import _shown, _state
 
 
 def _texts(shown: list[tuple[Any, ...]]) -> Counter[str]:
