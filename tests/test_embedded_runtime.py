@@ -74,6 +74,26 @@ async def test_parallel_remote_calls_resume_once_with_all_answers():
     assert sorted(RAN) == ["A", "B"]
 
 
+@pytest.mark.parametrize("from_start", [True, False])
+async def test_a_follow_right_after_an_answer_goes_on_to_what_the_answer_brings(from_start):
+    # README's flow in process: follow stops at the pause, answer, follow again. The
+    # answer's resume is queued, not yet run: the pause it ends is no place to stop.
+    rt, _ = runtime_for(call("approval", amount=5), "approved!",
+                        tools=[LongRunningFunctionTool(approval)])
+    inv = await rt.enqueue(app_name="app", user_id="u", new_message="pay")
+    first = [item async for item in rt.follow("app", inv, timeout=5)]
+    assert first[-1].status is InvocationStatus.PAUSED
+    call_id = (await rt.status("app", inv)).pending_calls[0]
+
+    await rt.answer("app", inv, call_id, {"ok": True})
+    after = [item async for item in rt.follow("app", inv, from_start=from_start, timeout=5)]
+
+    assert after[-1].status is InvocationStatus.COMPLETED
+    assert [i.event.content.parts[0].text for i in after
+            if i.event is not None and i.event.content and i.event.content.parts[0].text] \
+        == (["pay", "approved!"] if from_start else ["approved!"])
+
+
 async def test_pending_call_answered_from_outside_and_bad_answers_rejected():
     rt, model = runtime_for(call("approval", amount=5), "approved!", tools=[LongRunningFunctionTool(approval)])
     inv = await rt.enqueue(app_name="app", user_id="u", new_message="pay")

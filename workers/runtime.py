@@ -238,6 +238,7 @@ class Runtime:
                 lease_renew_seconds=settings.lease_ttl_seconds / 3,
                 # Committed events reach the stream inside their append; the sink sends chunks.
                 event_sink=events.publish_partial,
+                abandoned_chunks=events.abandoned_chunks,
                 writer_for=lambda key, token, record: _leased_writer(
                     sessions, events, key, token, record),
                 limits=self.limits,

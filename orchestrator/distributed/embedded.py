@@ -147,7 +147,7 @@ class EmbeddedRuntime:
         self.registry = registry
         self.session_service = _RuntimeSessions(self._session_deleted)
         self.artifact_service = InMemoryArtifactService()
-        self.event_stream = InMemoryEventStream()
+        self.event_stream = InMemoryEventStream(pause_over=self._pause_over)
         """Every event of every invocation as it happens (see :meth:`follow`)."""
         self.store: InMemoryInvocationStore = _PublishingStore(self.event_stream)
         self._queue = InMemorySessionQueue(self.store)
@@ -164,6 +164,7 @@ class EmbeddedRuntime:
             artifact_service=self.artifact_service,
             memory_service=InMemoryMemoryService(),
             event_sink=self.event_stream.publish,
+            abandoned_chunks=self.event_stream.abandoned_chunks,
             # Never a second answer to a call, as the Redis back-end's leased writer.
             writer_for=lambda key, token, record: (self.session_service.answer_once_writer(), None),
         )
@@ -279,6 +280,15 @@ class EmbeddedRuntime:
             app_name, invocation_id, from_start=from_start, until=until, timeout=timeout
         ):
             yield item
+
+    async def _pause_over(self, app_name: str, invocation_id: str) -> bool:
+        """True if the invocation is no longer paused, or its pause has every answer stored."""
+        record = await self.store.get(app_name, invocation_id)
+        if record is None or record.status is not InvocationStatus.PAUSED:
+            return record is not None
+        results = await self.store.results(app_name, invocation_id)
+        return bool(record.pending_calls) and all(
+            cid in results and results[cid].answered for cid in record.pending_calls)
 
     async def events(self, app_name: str, invocation_id: str) -> list[Event]:
         """The committed events of the invocation, oldest first."""

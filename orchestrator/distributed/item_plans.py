@@ -57,6 +57,8 @@ class Plan:
     events: AsyncGenerator[Event, None] | None = None
     prelude: list[Event] = field(default_factory=list)
     """Events committed by this item before the run (published first)."""
+    recovering: bool = False
+    """The run continues an invocation whose earlier run was cut off (its record lags its log)."""
 
     @property
     def is_empty(self) -> bool:
@@ -86,6 +88,7 @@ async def plan_item(
         await _dispatch_open_calls(runner, record, ledger, results, session)
     plan = await plan_resume(service, runner, record, results, session, ledger, writer,
                              recovering=interrupted)
+    plan.recovering = interrupted
     if plan.is_empty and interrupted:
         plan.events = runner.recover_async(
             user_id=record.user_id, session_id=record.session_id,

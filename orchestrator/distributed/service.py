@@ -48,6 +48,7 @@ from orchestrator.distributed.stores import (
 from orchestrator.distributed.transport import Transport
 from orchestrator.errors import InvocationCancelledError, error_text, is_infrastructure_error
 from orchestrator.events.event import Event
+from orchestrator.flows.retried_answers import AnswerKey, answering_as
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService, SessionWriter
@@ -63,6 +64,11 @@ EventSink = Callable[[InvocationRecord, Event], Awaitable[None]]
 
 SaveWithNextCommit = Callable[[InvocationRecord], None]
 """Has the next committed event also save this record (one atomic write for both)."""
+
+AbandonedChunks = Callable[[InvocationRecord, set[str]], Awaitable[dict[AnswerKey, str]]]
+"""``await abandoned(record, ids in the log)``: the answers whose partial chunks the latest
+run of ``record``'s invocation left on its live stream uncommitted (a run cut off
+mid-answer), as ``{(agent, branch): event id}``."""
 
 WriterFactory = Callable[
     [SessionKey, str, InvocationRecord], tuple[SessionWriter, SaveWithNextCommit | None]
@@ -87,6 +93,7 @@ class InvocationService:
         memory_service: BaseMemoryService | None = None,
         lease_renew_seconds: float | None = None,
         event_sink: EventSink | None = None,
+        abandoned_chunks: AbandonedChunks | None = None,
         writer_for: WriterFactory | None = None,
         limits: Limits | None = None,
         session_cache_max_bytes: int = DEFAULT_MAX_BYTES,
@@ -96,6 +103,9 @@ class InvocationService:
         """What answers and cancels from clients are checked against."""
         self.event_sink = event_sink
         """Receives every event of every run as it happens (partial chunks included)."""
+        self.abandoned_chunks = abandoned_chunks
+        """Reads what a run cut off mid-answer streamed: the recovering run's model calls
+        answer under those ids (see :mod:`orchestrator.flows.retried_answers`)."""
         self.writer_for = writer_for
         """Builds each run's lease-bound writer (None: commit through the session service);
         a writer that mirrors its commits to the live stream leaves those to the appends."""
@@ -357,19 +367,23 @@ class InvocationService:
         checked = time.monotonic()
         cancelled = False
         if plan.events is not None:
+            retried = await self._abandoned(record, plan, session)
             try:
-                async with contextlib.aclosing(plan.events):
-                    async for event in plan.events:
-                        if self.event_sink is not None:
-                            await self.event_sink(record, event)
-                        if event.partial:
-                            continue
-                        ledger.record(event)
-                        if time.monotonic() - checked > _CANCEL_CHECK_SECONDS:
-                            checked = time.monotonic()
-                            if await self.store.is_cancelled(record.app_name, record.invocation_id):
-                                cancelled = True
-                                break
+                with answering_as(retried):
+                    async with contextlib.aclosing(plan.events):
+                        async for event in plan.events:
+                            if self.event_sink is not None:
+                                await self.event_sink(record, event)
+                            if event.partial:
+                                failpoints.hit("orchestrator.chunk_published")
+                                continue
+                            ledger.record(event)
+                            if time.monotonic() - checked > _CANCEL_CHECK_SECONDS:
+                                checked = time.monotonic()
+                                if await self.store.is_cancelled(
+                                        record.app_name, record.invocation_id):
+                                    cancelled = True
+                                    break
             except InvocationCancelledError:  # an append found the cancel flag set
                 cancelled = True
         if cancelled and session is not None:
@@ -387,6 +401,15 @@ class InvocationService:
         else:
             status = InvocationStatus.PAUSED if record.pending_calls else InvocationStatus.COMPLETED
         return _ended(record, status)
+
+    async def _abandoned(
+        self, record: InvocationRecord, plan: Plan, session: Session | None
+    ) -> dict[AnswerKey, str]:
+        """The ids of the answers a cut-off streamed run left unfinished (none otherwise)."""
+        if not (plan.recovering and record.streaming and session is not None
+                and self.abandoned_chunks is not None):
+            return {}
+        return await self.abandoned_chunks(record, {event.id for event in session.events})
 
 
 def _stored_copy(session: Session) -> Session:

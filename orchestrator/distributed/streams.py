@@ -98,11 +98,46 @@ class StreamItem:
         return cls(kind="status", status=status)
 
 
+class AbandonedAnswers:
+    """Read back from a stream's end: the answers whose chunks a cut-off run left uncommitted.
+
+    Feed the entries newest first to :meth:`read_back` until it returns False (the latest
+    status entry: the run's start, or the pause it resumed from). :attr:`found` maps
+    (author, branch) to the id of that agent's newest chunk that no committed event has
+    (``logged``: the ids of the session's events).
+    """
+
+    def __init__(self, logged: set[str]) -> None:
+        self._logged = logged
+        self.found: dict[tuple[str, str | None], str] = {}
+
+    def read_back(self, kind: str, chunk: dict[str, Any] | None) -> bool:
+        """Take one entry: its kind and, for a partial chunk, its event's wire JSON."""
+        if kind == "status":
+            return False
+        if chunk is not None:
+            event_id, author, branch = chunk.get("id"), chunk.get("author"), chunk.get("branch")
+            if (isinstance(event_id, str) and isinstance(author, str)
+                    and isinstance(branch, str | None) and event_id not in self._logged):
+                self.found.setdefault((author, branch), event_id)
+        return True
+
+
 class EventStream(Protocol):
     """What the Redis and in-memory live streams share."""
 
     async def publish(self, record: InvocationRecord, event: Event) -> None:
         """Append ``event`` to the stream of ``record``'s invocation (an event sink)."""
+        ...
+
+    async def abandoned_chunks(
+        self, record: InvocationRecord, logged: set[str]
+    ) -> dict[tuple[str, str | None], str]:
+        """The answers the latest run of ``record``'s invocation streamed and never committed.
+
+        ``{(author, branch): event id}`` (see :class:`AbandonedAnswers`): what a run cut off
+        mid-answer left; the run that recovers the invocation answers under those ids.
+        """
         ...
 
     def follow(

@@ -18,6 +18,7 @@ from orchestrator.flows import answers_in, functions, remote_calls, step_resume,
 from orchestrator.flows.contents import build_contents
 from orchestrator.flows.instructions import agent_instructions
 from orchestrator.flows.llm_calls import AGENT_NAME_LABEL, call_llm
+from orchestrator.flows.retried_answers import answer_id_for
 from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
 from orchestrator.tools.base_tool import BaseTool
@@ -91,6 +92,8 @@ class LlmFlow:
         model_response_event = Event(
             invocation_id=ctx.invocation_id, author=agent.name, branch=ctx.branch
         )
+        if (retried := answer_id_for(agent.name, ctx.branch)) is not None:
+            model_response_event.id = retried  # the stopped run's chunks carried it
         async for llm_response in call_llm(ctx, agent, llm_request, model_response_event):
             async for event in self._postprocess(
                 ctx, llm_request, llm_response, model_response_event, step

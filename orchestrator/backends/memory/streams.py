@@ -8,12 +8,22 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
-from orchestrator.distributed.streams import STREAM_MAXLEN, FollowDeadline, StreamItem, ends_follow
+from orchestrator.distributed.streams import (
+    STREAM_MAXLEN,
+    AbandonedAnswers,
+    FollowDeadline,
+    StreamItem,
+    ends_follow,
+)
 from orchestrator.events.event import Event
+
+PauseOver = Callable[[str, str], Awaitable[bool]]
+"""``await pause_over(app_name, invocation_id)``: True if the invocation is no longer paused,
+or its pause has every answer stored (see ``invocation_store.pause_over`` for Redis)."""
 
 
 @dataclass
@@ -32,9 +42,12 @@ class InMemoryEventStream:
     the object; :meth:`discard` drops one.
     """
 
-    def __init__(self, *, maxlen: int = STREAM_MAXLEN) -> None:
+    def __init__(self, *, maxlen: int = STREAM_MAXLEN, pause_over: PauseOver | None = None) -> None:
         self._maxlen = maxlen
         self._logs: dict[tuple[str, str], _Log] = {}
+        self._pause_over = pause_over
+        """Whether a pause read as the latest entry is over (every call answered, its
+        resume queued): a follow goes on past it then, as the Redis stream's does."""
 
     def _log(self, app_name: str, invocation_id: str) -> _Log:
         key = (app_name, invocation_id)
@@ -59,6 +72,19 @@ class InMemoryEventStream:
         """Append a status change."""
         await self._append(app_name, invocation_id, StreamItem.of_status(status))
 
+    async def abandoned_chunks(
+        self, record: InvocationRecord, logged: set[str]
+    ) -> dict[tuple[str, str | None], str]:
+        """What the latest run streamed and never committed (see ``EventStream``)."""
+        answers = AbandonedAnswers(logged)
+        log = self._logs.get((record.app_name, record.invocation_id))
+        for item in reversed(log.items if log is not None else ()):
+            chunk = (item.event.model_dump(mode="json", include={"id", "author", "branch"})
+                     if item.partial and item.event is not None else None)
+            if not answers.read_back(item.kind, chunk):
+                break
+        return answers.found
+
     def discard(self, app_name: str, invocation_id: str) -> None:
         """Forget an invocation's stream."""
         self._logs.pop((app_name, invocation_id), None)
@@ -78,8 +104,11 @@ class InMemoryEventStream:
         position = 0
         if not from_start:
             position = log.total
-            if log.items and ends_follow(log.items[-1].status, until) is not False:
-                yield log.items[-1]
+            latest = log.items[-1] if log.items else None
+            ends = ends_follow(latest.status, until) if latest is not None else False
+            if latest is not None and ends is not False and (
+                    ends or not await self._over(latest, app_name, invocation_id)):
+                yield latest
                 return
         while True:
             async with log.changed:
@@ -95,5 +124,11 @@ class InMemoryEventStream:
             for index, item in enumerate(batch):
                 yield item
                 ends = ends_follow(item.status, until)
-                if ends or (ends is None and index == len(batch) - 1 and position == log.total):
+                if ends or (ends is None and index == len(batch) - 1 and position == log.total
+                            and not await self._over(item, app_name, invocation_id)):
                     return
+
+    async def _over(self, item: StreamItem, app_name: str, invocation_id: str) -> bool:
+        """True for a latest ``paused`` entry whose pause has every answer stored."""
+        return (item.status is InvocationStatus.PAUSED and self._pause_over is not None
+                and await self._pause_over(app_name, invocation_id))

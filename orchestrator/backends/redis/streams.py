@@ -30,6 +30,7 @@ from orchestrator.backends.redis.session_writer import Mirror
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.streams import (
     STREAM_MAXLEN,
+    AbandonedAnswers,
     FollowDeadline,
     Progress,
     StreamItem,
@@ -39,6 +40,8 @@ from orchestrator.events.event import Event
 
 _READ_COUNT = 500
 """Entries read per XREAD."""
+_READ_BACK_COUNT = 200
+"""Entries per XREVRANGE when reading a stream back to its latest status."""
 _LATEST_LOOKBACK = 16
 """Entries read back from the end to find a stream's current item (``from_start=False``)."""
 _BLOCK_MS = 1000
@@ -110,6 +113,17 @@ def parse_entry(fields: dict[Any, Any]) -> StreamItem | None:
     return None
 
 
+def _chunk(data: dict[str, Any]) -> dict[str, Any] | None:
+    """A partial chunk's event wire JSON (None for a committed event or a malformed entry)."""
+    if _text(data.get("partial", "")) != "1":
+        return None
+    try:
+        chunk = json.loads(data["event"])
+    except (KeyError, ValueError):
+        return None
+    return chunk if isinstance(chunk, dict) else None
+
+
 def _entries(reply: Any) -> list[tuple[str, dict[Any, Any]]]:
     """The entries of a one-stream XREAD reply (RESP2 list or RESP3 map)."""
     if not reply:
@@ -157,6 +171,31 @@ class RedisEventStream:
         """The event sink to use with :meth:`mirror_for`: only partial chunks here."""
         if event.partial:
             await self.publish(record, event)
+
+    async def abandoned_chunks(
+        self, record: InvocationRecord, logged: set[str]
+    ) -> dict[tuple[str, str | None], str]:
+        """What the latest run streamed and never committed (see ``EventStream``).
+
+        Read back from the stream's end in pages, to its latest status entry (at most the
+        stream's cap): only a recovering run of a streamed invocation asks.
+        """
+        answers = AbandonedAnswers(logged)
+        stream = keys.invocation_stream(record.app_name, record.invocation_id)
+        newest, read = "+", 0
+        while read < self._maxlen:
+            entries = await self._redis.xrevrange(stream, max=newest, min="-",
+                                                  count=_READ_BACK_COUNT)
+            for _, fields in entries:
+                data = {_text(k): v for k, v in fields.items()}
+                kind = _text(data.get("kind", ""))
+                if not answers.read_back(kind, _chunk(data) if kind == "event" else None):
+                    return answers.found
+            if len(entries) < _READ_BACK_COUNT:
+                break
+            read += len(entries)
+            newest = f"({_text(entries[-1][0])}"
+        return answers.found
 
     def mirror_for(self, record: InvocationRecord) -> Mirror:
         """The live stream of ``record``'s invocation, for a leased writer to mirror to.
