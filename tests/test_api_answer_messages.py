@@ -45,8 +45,16 @@ def test_a_function_response_message_resumes_the_paused_invocation(api):
     stored = httpx.get(f"{api}/apps/approval/users/ann/sessions/{session}").json()["events"]
     answer = stored[2]["content"]["parts"][0]["functionResponse"]
     assert (stored[2]["author"], answer["id"], answer["response"]) == ("user", call["id"], {"approved": True})
+    # Sent again (its reply lost, say): the same answer was taken once, and the reply is
+    # the first one's; the session holds one answer.
     again = httpx.post(f"{api}/run", timeout=30, json=request)
-    assert again.status_code == 409 and "completed" in again.text
+    assert again.status_code == 200 and again.json() == events
+    stored = httpx.get(f"{api}/apps/approval/users/ann/sessions/{session}").json()["events"]
+    assert [e["author"] for e in stored] == ["user", "agent", "user", "agent"]
+    # Another answer to the answered call is a second answer: refused.
+    other = httpx.post(f"{api}/run", timeout=30,
+                       json={**request, "newMessage": _answer(call, {"approved": False})})
+    assert other.status_code == 409 and "completed" in other.text
 
 
 def test_run_sse_streams_what_follows_the_answer(api):

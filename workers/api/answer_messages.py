@@ -82,7 +82,9 @@ async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
     422 for a response that answers no call of this session, or responses to calls of
     several invocations (or of another one than ``invocation_id``); 409 for a call that
     is not pending (answered already, or its invocation is not paused on it) or that only
-    what runs it may answer (a branch's, a plain tool's on a worker).
+    what runs it may answer (a branch's, a plain tool's on a worker). The very message taken
+    before (sent again after its reply was lost) is no second answer: the run is followed
+    from the pause it ended, as the first time.
     """
     session = await backend.session(app_name, user_id, session_id)
     issued = {call.id: (event.invocation_id, call.name) for event in session.events
@@ -111,6 +113,11 @@ async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
         raise HTTPException(422, "new_message: function responses must answer calls of one "
                                  "invocation (the request's invocation_id, if given)")
     record = await backend.record(app_name, owners.pop())
+    if (record.status.is_finished or not set(answered) <= set(record.pending_calls)) \
+            and await _taken_already(backend, record, responses):
+        # This very message was taken before (a request sent again after its reply was
+        # lost): the run is followed on from the pause it ended, as the first time.
+        return record, await _pause_answered(backend, record, answered)
     if record.status.is_finished:
         raise HTTPException(409, f"Invocation {record.invocation_id!r} is {record.status.value}; "
                                  "it takes no answers.")
@@ -129,6 +136,40 @@ async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
     await backend.answer_all(app_name, record.invocation_id,
                              [(response["id"], response["response"]) for response in responses])
     return record, after
+
+
+async def _taken_already(backend: Backend, record: InvocationRecord,
+                         responses: list[dict[str, Any]]) -> bool:
+    """True if every response is stored already as this message's.
+
+    That is: answered from outside with the very same response (the store took it once;
+    see ``take_answers``).
+    """
+    stored = await (await backend.services()).store.results(record.app_name, record.invocation_id)
+    return all((result := stored.get(response["id"])) is not None and result.source == "client"
+               and result.response == response["response"] for response in responses)
+
+
+async def _pause_answered(backend: Backend, record: InvocationRecord,
+                          call_ids: set[str]) -> str | None:
+    """The stream entry of the pause that the answers to ``call_ids`` ended.
+
+    Read from the stream's start: the last ``paused`` status before the event that commits
+    one of those answers (or before the stream's end, if none commits them: the invocation
+    was cancelled before its resume ran).
+    """
+    pause = None
+    try:
+        async for item in backend.follow(record, until=InvocationStatus.FINISHED,
+                                         timeout=_POSITION_SECONDS):
+            if item.kind == "status" and item.status is InvocationStatus.PAUSED:
+                pause = item.entry_id
+            elif item.kind == "event" and not item.partial and item.event is not None and any(
+                    answer.id in call_ids for answer in item.event.get_function_responses()):
+                return pause
+    except TimeoutError:
+        pass  # paused again, on a later call: the pause before it is the one answered
+    return pause
 
 
 async def _stream_end(backend: Backend, record: InvocationRecord) -> str | None:
