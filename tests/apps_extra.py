@@ -2,6 +2,7 @@
 
 ``gated``: one remote long-running tool that reports progress and then blocks until the test
 releases it (or a bounded timeout passes), so a test can watch the call while it is running.
+``noted``: the same, its progress report being the user's message (JSON).
 ``fragile``: the same report and wait, after recording which worker process started it, so a
 test can kill that worker mid-call and see the job run again elsewhere. ``slow``: an async
 tool that waits 30 s, so a test can cancel its invocation while it runs. ``export_fan``: a
@@ -13,6 +14,7 @@ pops it with BLPOP. The model is a stateless function of the request, like tests
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import redis
@@ -64,6 +66,26 @@ def _gated_model(request: LlmRequest) -> Any:
 gated_app = App(name="gated", root_agent=LlmAgent(
     name="agent", model=FunctionLlm(record_requests=False, fn=_gated_model),
     tools=[LongRunningFunctionTool(gated_step)]))
+
+def noted_step(note: dict[str, Any], tool_context: ToolContext) -> dict[str, Any]:
+    """Report the note as progress, then wait until the test releases this invocation's gate."""
+    tool_context.report_progress({"note": note})
+    return {"note": note, **wait_at_gate(gate_key(tool_context.invocation_id), GATE_TIMEOUT_SECONDS)}
+
+
+def _noted_model(request: LlmRequest) -> Any:
+    answers = function_responses(request)
+    if not answers:  # the user's message is the note, as JSON
+        note = json.loads(last_user_text(request))
+        return types.Part(function_call=types.FunctionCall(name="noted_step", args={"note": note}))
+    return f"noted, released={(answers[-1].response or {}).get('released')}"
+
+
+noted_app = App(name="noted", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_noted_model),
+    tools=[LongRunningFunctionTool(noted_step)]))
+"""A remote tool reporting what the user's message holds (any JSON) as its progress."""
+
 
 def runs_key(invocation_id: str) -> str:
     """The Redis list where each start of the fragile tool records ``pid call_id``."""
@@ -160,6 +182,7 @@ def _export_fan_root() -> Any:
 export_fan_app = App(name="export_fan", root_agent=_export_fan_root(),
                      resumability_config=ResumabilityConfig(is_resumable=True))
 
-APP_SPECS = "tests.apps_extra:gated_app,tests.apps_extra:fragile_app,tests.apps_extra:slow_app"
+APP_SPECS = ("tests.apps_extra:gated_app,tests.apps_extra:fragile_app,tests.apps_extra:slow_app,"
+             "tests.apps_extra:noted_app")
 EXPORT_FAN_SPEC = "tests.apps_extra:export_fan_app"
 """Only the lost-job tests load it (its counter is this process's: see :func:`check_export`)."""

@@ -8,6 +8,7 @@ Flower while it runs. Flower is only ever polled with a bounded deadline.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -89,7 +90,7 @@ def flower_stack(redis_url):
         stack.callback(client.close)
         gate = redis.Redis.from_url(url, decode_responses=True)
         stack.callback(gate.close)
-        yield {"client": client, "flower": flower, "api": f"http://127.0.0.1:{port}/api",
+        yield {"client": client, "flower": flower, "api": f"http://127.0.0.1:{port}/api", "url": url,
                "gate": gate, "orchestrator": orchestrator, "worker": worker}
 
 
@@ -170,6 +171,48 @@ def test_flower_shows_the_remote_tool_with_progress_then_success(flower_stack):
             10.0, tasks_text,
         )
         assert "gated" in str(invoke["kwargs"]) and invoke["worker"].startswith("flower-orch@")
+    finally:
+        if not released:  # never leave the worker blocked on the gate
+            gate.lpush(gate_key(inv), "cleanup")
+
+
+def test_a_progress_report_shaped_like_kombus_type_envelope_leaves_flower_working(flower_stack):
+    """A tool's report travels to Flower in Celery's stock json, whose decoder would turn an
+    object shaped like kombu's type envelope into an object, or refuse the whole message for
+    an unknown type: Flower dropped the task's PROGRESS event and its result could not be
+    read. Such a report shows there as a note; the call's status carries it whole."""
+    client, api, gate = flower_stack["client"], flower_stack["api"], flower_stack["gate"]
+    _wait_until_flower_listens(flower_stack)
+    note = {"__type__": "not-a-kombu-type", "__value__": 1}
+    inv = client.enqueue("noted", "u", json.dumps(note))
+    released = False
+    try:
+        record = client.wait("noted", inv, timeout=10)
+        assert record.status is InvocationStatus.PAUSED, (record.status, record.error)
+        progress = poll("the call's progress",
+                        lambda: next((c.progress for c in client.calls("noted", inv)), None),
+                        10.0, lambda: str(client.calls("noted", inv)))
+        assert progress == {"note": note}  # whole where our own JSON carries it
+        tool_task = poll(
+            "the tool task in state PROGRESS",
+            lambda: find_task(api, "adk_celery.run_tool", inv, "PROGRESS"), 10.0,
+            lambda: str(flower_tasks(api))[:2000],
+        )
+        # Celery's result backend (what AsyncResult, and Flower's /api/task/result, read).
+        from celery.result import AsyncResult
+
+        from workers.celery_app import create_celery_app
+
+        result = AsyncResult(tool_task["uuid"], app=create_celery_app(
+            Settings(redis_url=flower_stack["url"])))
+        assert result.state == "PROGRESS"
+        assert result.info["progress"] == {"not_shown": "progress.note is an object shaped like kombu's type "
+                                      "envelope, which Celery's json would decode; the "
+                                      "invocation's status and live stream show the report"}
+        gate.lpush(gate_key(inv), "test")
+        released = True
+        record = client.wait("noted", inv, timeout=15, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
     finally:
         if not released:  # never leave the worker blocked on the gate
             gate.lpush(gate_key(inv), "cleanup")

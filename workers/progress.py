@@ -25,11 +25,30 @@ from orchestrator.backends.redis.connection import connect_sync
 from orchestrator.backends.redis.progress import REPORT, report_operands
 from orchestrator.distributed.models import ToolJob
 from orchestrator.errors import is_infrastructure_error
+from workers.wire_json import envelope_path
 
 logger = logging.getLogger(__name__)
 
 PROGRESS_STATE = "PROGRESS"
 """The custom task state a progress report sets in Celery's result backend (Flower shows it)."""
+
+
+def for_celery(payload: dict[str, Any]) -> dict[str, Any]:
+    """What a progress report shows in Celery's channels (task events, the result backend).
+
+    Those travel in Celery's stock ``json``, whose decoder turns an object shaped like
+    kombu's type envelope (``{"__type__": ..., "__value__": ...}``) into a Python object, or
+    refuses the whole message for a type it does not know: a tool echoing a model's or a
+    user's data in its report could make Flower drop the task's ``PROGRESS`` event and
+    make its result unreadable. Such a report is shown there as a note saying where the
+    envelope is; the call's status and the live stream carry it whole.
+    """
+    where = envelope_path(payload, "progress")
+    if where is None:
+        return payload
+    return {"not_shown": f"{where} is an object shaped like kombu's type envelope, which "
+                         "Celery's json would decode; the invocation's status and live stream "
+                         "show the report"}
 
 
 class ProgressPublisher:

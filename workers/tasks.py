@@ -205,7 +205,7 @@ def _progress_reporter(
 
     Flower shows an event of type ``task-progress`` as the custom state ``PROGRESS``.
     """
-    from workers.progress import backend_progress
+    from workers.progress import backend_progress, for_celery
 
     ids = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
            "tool": job.tool_name}
@@ -215,11 +215,12 @@ def _progress_reporter(
         try:
             if not _progress_publisher().publish(job, payload) or backend is None:
                 return
-            if not backend.write({**ids, "progress": payload}):
+            shown = for_celery(payload)
+            if not backend.write({**ids, "progress": shown}):
                 return  # the task has ended
             with _dispatcher_lock:
                 _event_dispatcher(task, hostname).send(
-                    "task-progress", uuid=task_id, progress=payload, **ids
+                    "task-progress", uuid=task_id, progress=shown, **ids
                 )
         except Exception as error:  # progress is best effort: never the tool's failure
             if not is_infrastructure_error(error) and not isinstance(error, OSError):
