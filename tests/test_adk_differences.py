@@ -695,3 +695,38 @@ def test_a_message_answering_two_turns_calls_shows_each_turn_only_its_answers() 
     assert answers == [[job], [manager]]
     adk_answers = [c["parts"] for c in theirs["last_request"] if c["parts"][0][0] == "response"]
     assert adk_answers == [[job, manager], [job, manager]]
+
+
+# --------------------------------------------------------------------------------------------
+# State
+
+
+async def nested_state_writes_scenario(adk: Any) -> dict[str, Any]:
+    h = s.Harness(adk)
+
+    def add_to_cart(item: str, tool_context: Any) -> dict[str, Any]:
+        """Add an item to the cart."""
+        tool_context.state["cart"].append(item)  # a list read from state, changed in place
+        tool_context.state["profile"]["visits"] += 1
+        return {"cart": list(tool_context.state["cart"])}
+
+    def count_turns(callback_context: Any) -> None:
+        callback_context.state["stats"]["turns"] += 1  # from a callback
+
+    agent = adk.LlmAgent(
+        name="shop", tools=[add_to_cart], before_agent_callback=count_turns,
+        model=h.model("m", s.fc("add_to_cart", item="apple"), "added",
+                      s.fc("add_to_cart", item="pear"), "added"))
+    await h.start(agent, state={"cart": [], "profile": {"visits": 0}, "stats": {"turns": 0}})
+    await h.turn(s.user_text("add apple"))
+    await h.turn(s.user_text("add pear"))
+    record = await h.finish()
+    return {"state": record["session_state"],
+            "deltas": [(e["author"], e["state_delta"]) for e in record["session_events"]
+                       if e["state_delta"]]}
+
+
+def test_writes_into_a_dict_or_list_read_from_state_are_recorded() -> None:
+    result = assert_same(nested_state_writes_scenario)
+    assert result["state"] == {"cart": ["apple", "pear"], "profile": {"visits": 2},
+                               "stats": {"turns": 2}}

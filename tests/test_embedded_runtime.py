@@ -60,6 +60,29 @@ async def test_remote_call_pauses_then_resumes_with_the_result_and_state_delta()
     assert RAN == ["Oslo"]
 
 
+def note_city(city: str, tool_context: ToolContext) -> dict:
+    """Note a city (long-running): changes a list read from state in place."""
+    tool_context.state["seen"].append(city)
+    return {"noted": city}
+
+
+async def test_a_remote_tools_write_into_a_list_read_from_state_is_recorded():
+    rt, _ = runtime_for(call("note_city", city="Oslo"), "noted",
+                        tools=[LongRunningFunctionTool(note_city)])
+    session = await rt.session_service.create_session(app_name="app", user_id="u",
+                                                      state={"seen": ["Rome"]})
+    inv = await rt.enqueue(app_name="app", user_id="u", session_id=session.id,
+                           new_message="note Oslo")
+    record = await rt.wait("app", inv, timeout=5, until=InvocationStatus.FINISHED)
+
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    answer = (await rt.events("app", inv))[2]
+    assert answer.actions.state_delta == {"seen": ["Rome", "Oslo"]}
+    stored = await rt.session_service.get_session(app_name="app", user_id="u",
+                                                  session_id=session.id)
+    assert stored.state["seen"] == ["Rome", "Oslo"]
+
+
 async def test_parallel_remote_calls_resume_once_with_all_answers():
     RAN.clear()
     rt, model = runtime_for([call("slow_lookup", city="A"), call("slow_lookup", city="B")], "both",

@@ -114,7 +114,12 @@ class Context(ReadonlyContext):
 
     @property
     def actions(self) -> EventActions:
-        """The actions of the event this context writes into."""
+        """The actions of the event this context writes into.
+
+        Writes made into a dict or list read from :attr:`state` are recorded in its
+        ``state_delta`` first (as google-adk's context does).
+        """
+        self._state.record_nested_writes()
         return self._event_actions
 
     def _artifact_service(self) -> Any:

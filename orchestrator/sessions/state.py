@@ -1,9 +1,21 @@
-"""State: session state as seen through a context, recording every write into a delta."""
+"""State: session state as seen through a context, recording every write into a delta.
+
+A write into a dict or list read from the state (``state["cart"].append(x)``) changes the
+stored object without assigning its key; as in google-adk, the container a read hands out
+is kept beside a copy, and :meth:`State.record_nested_writes` (run by ``has_delta`` and by
+a context's ``actions``) records the ones that changed since into the delta.
+"""
 
 from __future__ import annotations
 
+import copy
+import logging
 from collections.abc import Iterator, MutableMapping
 from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+logger = logging.getLogger(__name__)
 
 
 class State(MutableMapping[str, Any]):
@@ -16,15 +28,22 @@ class State(MutableMapping[str, Any]):
     def __init__(self, value: dict[str, Any], delta: dict[str, Any]) -> None:
         self._value = value
         self._delta = delta
+        self._handed_out: dict[str, tuple[Any, Any]] = {}
+        """key -> (the dict or list a read handed out, a copy of it as it was then)."""
+        self._recorded: set[str] = set()
+        """Keys whose delta entry a nested write made (not an assignment)."""
 
     def __getitem__(self, key: str) -> Any:
-        if key in self._delta:
-            return self._delta[key]
-        return self._value[key]
+        value = self._delta[key] if key in self._delta else self._value[key]
+        if isinstance(value, dict | list) and key not in self._handed_out:
+            self._keep_copy(key, value)
+        return value
 
     def __setitem__(self, key: str, value: Any) -> None:
         self._value[key] = value
         self._delta[key] = value
+        self._handed_out.pop(key, None)
+        self._recorded.discard(key)
 
     def __delitem__(self, key: str) -> None:
         # ADK has no delete in a delta; storing None is how a key is cleared.
@@ -42,8 +61,54 @@ class State(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(set(self._value) | set(self._delta))
 
+    def _keep_copy(self, key: str, value: Any) -> None:
+        # A copy that does not equal its original could never show the container unchanged:
+        # such a key is not tracked rather than recorded by every read.
+        try:
+            kept = copy.deepcopy(value)
+            if bool(value != kept):
+                return
+        except Exception:  # noqa: BLE001 - any container we cannot copy is left untracked
+            return
+        self._handed_out[key] = (value, kept)
+
+    def record_nested_writes(self) -> None:
+        """Record in the delta each dict or list a read handed out that has changed since.
+
+        A changed container whose JSON form is not equal to it (a datetime inside, say) is
+        not recorded, and leaves the delta if a nested write recorded it before: the delta
+        is stored as JSON. A key assigned since the read (here or through another context
+        over the same session) keeps the assigned value.
+        """
+        for key, (handed_out, kept) in list(self._handed_out.items()):
+            current = self._delta.get(key, self._value.get(key)) if key in self else None
+            if current is not handed_out:
+                del self._handed_out[key]
+                self._recorded.discard(key)
+                continue
+            try:
+                changed = bool(current != kept)
+            except Exception:  # noqa: BLE001 - an uncomparable container counts as changed
+                changed = True
+            if not changed:
+                continue
+            if not _equals_its_json_form(current):
+                del self._handed_out[key]
+                if key in self._recorded:
+                    self._recorded.discard(key)
+                    self._delta.pop(key, None)
+                logger.debug("A write into state key %r is not recorded: its value has no "
+                             "JSON form equal to it.", key)
+                continue
+            if key not in self._delta:
+                self._recorded.add(key)
+            self._value[key] = current
+            self._delta[key] = current
+            self._keep_copy(key, current)
+
     def has_delta(self) -> bool:
-        """Return True if anything was written through this object."""
+        """Return True if anything was written through this object (nested writes included)."""
+        self.record_nested_writes()
         return bool(self._delta)
 
     def to_dict(self) -> dict[str, Any]:
@@ -52,6 +117,13 @@ class State(MutableMapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"State({self.to_dict()!r})"
+
+
+def _equals_its_json_form(value: Any) -> bool:
+    try:
+        return bool(to_jsonable_python(value, inf_nan_mode="null") == value)
+    except Exception:  # noqa: BLE001 - no JSON form at all
+        return False
 
 
 def without_temp(delta: dict[str, Any] | None) -> dict[str, Any] | None:
