@@ -37,6 +37,7 @@ if google_adk.__version__ != "2.13.0":
 
 NAMES = {
     # name: (google-adk module, orchestrator module)
+    "AgentTool": ("google.adk.tools", "orchestrator"),
     "App": ("google.adk.apps", "orchestrator"),
     "BaseAgent": ("google.adk.agents", "orchestrator"),
     "BaseAgentState": ("google.adk.agents.base_agent", "orchestrator"),
@@ -730,3 +731,77 @@ def test_writes_into_a_dict_or_list_read_from_state_are_recorded() -> None:
     result = assert_same(nested_state_writes_scenario)
     assert result["state"] == {"cart": ["apple", "pear"], "profile": {"visits": 2},
                                "stats": {"turns": 2}}
+
+
+async def settled_beside_gated_scenario(adk: Any) -> dict[str, Any]:
+    h = s.Harness(adk)
+
+    def pay(amount: int) -> dict[str, Any]:
+        """Pay."""
+        return {"paid": amount}
+
+    tool = adk.FunctionTool(pay, require_confirmation=lambda amount: amount > 10)
+    await h.start(adk.LlmAgent(name="root", tools=[tool], model=h.model(
+        "m", [s.fc("pay", amount=5), s.fc("pay", amount=50)], "done")))
+    events = await h.turn(s.user_text("pay both"))
+    return {"answers": [(e.author, e.actions.skip_summarization, e.is_final_response())
+                        for e in events if e.get_function_responses()]}
+
+
+def test_settled_answers_beside_a_confirmation_are_not_the_final_response() -> None:
+    # One call of the turn answered, the other waiting for its confirmation: the turn is
+    # not over, so the event holding the settled answer is no final response.
+    result = assert_same(settled_beside_gated_scenario)
+    assert result["answers"] == [("root", None, False)]
+
+
+async def agent_tool_child_error_scenario(adk: Any) -> dict[str, Any]:
+    h = s.Harness(adk)
+    child = adk.LlmAgent(name="helper", description="Helps",
+                         model=h.model("c", s.Raise("child boom")))
+    root = adk.LlmAgent(name="root", model=h.model("r", s.fc("helper", request="do it")),
+                        tools=[adk.AgentTool(agent=child)])
+    await h.start(root)
+    await h.turn(s.user_text("x"))
+    record = await h.finish()
+    return {"raised": record["turns"][0]["raised"],
+            "stored": [(e["author"], e["error_code"], e["error_message"])
+                       for e in record["session_events"]]}
+
+
+def test_an_agent_tools_error_leaves_an_error_event_in_the_callers_session() -> None:
+    result = assert_same(agent_tool_child_error_scenario)
+    assert result["stored"][-1] == ("root", "RuntimeError", "child boom")
+
+
+async def static_and_templated_instruction_scenario(adk: Any) -> dict[str, Any]:
+    h = s.Harness(adk)
+    sent: list[Any] = []
+
+    def shown(text: str) -> str:  # the fenced block without the note before it (worded apart)
+        return text[text.rindex("<<<BEGIN"):] if "<<<BEGIN" in text else text
+
+    def before_model(callback_context: Any, llm_request: Any) -> None:
+        sent.append((str(llm_request.config.system_instruction),
+                     [(c.role, [shown(p.text or "") for p in c.parts or []])
+                      for c in llm_request.contents]))
+
+    agent = adk.LlmAgent(name="root", model=h.model("m", "ok", "ok again"),
+                         static_instruction="You are a travel bot.",
+                         instruction="The user's name is {name}.",
+                         before_model_callback=before_model)
+    await h.start(agent, state={"name": "Ann"})
+    await h.turn(s.user_text("hi"))
+    await h.turn(s.user_text("and now?"))
+    await h.finish()
+    return {"requests": sent}
+
+
+def test_with_a_static_instruction_the_templated_one_travels_in_the_contents() -> None:
+    # The system instruction stays the same from turn to turn (a model can cache it); the
+    # instruction with the session's state goes, fenced, before the latest user turn.
+    result = assert_same(static_and_templated_instruction_scenario)
+    fenced = "<<<BEGIN_SYSTEM_INSTRUCTION>>>\nThe user's name is Ann.\n<<<END_SYSTEM_INSTRUCTION>>>"
+    system, contents = result["requests"][1]
+    assert "Ann" not in system
+    assert contents[-2:] == [("user", [fenced]), ("user", ["and now?"])]

@@ -17,6 +17,7 @@ from orchestrator.errors import (
     ToolExitError,
     error_name,
     is_infrastructure_error,
+    mark_reported,
 )
 from orchestrator.events.event import Event, call_author
 from orchestrator.models.base_llm import BaseLlm
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 
 InstructionProvider = Callable[[ReadonlyContext], Union[str, Awaitable[str]]]
 ToolUnion = Union[Callable[..., Any], BaseTool, BaseToolset]
-
-_REPORTED = "_adk_celery_error_event_emitted"
 
 logger = logging.getLogger(__name__)
 
@@ -232,9 +231,9 @@ class LlmAgent(BaseAgent):
             # Commit an error event (as ADK 2.x does) before the exception leaves the run.
             # An infrastructure error (Redis, a lost lease) is not the agent's: the work is
             # retried, so nothing of it may reach the log.
-            if not getattr(error, _REPORTED, False) and not is_infrastructure_error(error) \
-                    and not isinstance(error, InvocationCancelledError):  # not the agent's
-                setattr(error, _REPORTED, True)
+            if not is_infrastructure_error(error) \
+                    and not isinstance(error, InvocationCancelledError) \
+                    and mark_reported(error):  # not the agent's, or committed already
                 # Plugins hear of the error before its event, as in ADK (where the runtime
                 # around the agent commits that event).
                 await self._tell_agent_error(ctx, error)

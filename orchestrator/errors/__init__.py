@@ -120,6 +120,30 @@ def error_name(error: BaseException) -> str:
     return type(error.error if isinstance(error, ToolExitError) else error).__name__
 
 
+_REPORTED = "_adk_celery_error_event_emitted"
+
+
+def mark_reported(error: BaseException) -> bool:
+    """Mark ``error`` as having its error event in its run's log; False if it was already.
+
+    The agent whose run an error leaves commits that event once, however many agents it
+    passes through on its way out of the run.
+    """
+    if getattr(error, _REPORTED, False):
+        return False
+    setattr(error, _REPORTED, True)
+    return True
+
+
+def unmark_reported(error: BaseException) -> None:
+    """Forget the mark of :func:`mark_reported`.
+
+    For an error that leaves a run of its own (an ``AgentTool``'s) for another run, whose
+    agent commits its own error event there.
+    """
+    error.__dict__.pop(_REPORTED, None)
+
+
 def error_text(error: BaseException) -> str:
     """``Name: message`` of an error, as a model or a caller reads it (see :func:`error_name`)."""
     return str(error) if isinstance(error, ToolExitError) else f"{type(error).__name__}: {error}"

@@ -365,4 +365,8 @@ def with_confirmation_request(
     request = build_confirmation_request_event(ctx, call_event, answer)
     if request is None:
         return [answer]
-    return [answer, request] if final_answer_ids(answer) else [request, answer]
+    if not final_answer_ids(answer):
+        return [request, answer]
+    # Settled answers go first, and do not end the turn: the confirmation still waits.
+    answer.actions.skip_summarization = None
+    return [answer, request]

@@ -84,7 +84,9 @@ async def agent_instructions(agent: LlmAgent, ctx: ReadonlyContext) -> list[str]
     """The system instruction parts of ``agent``'s model requests, as google-adk orders them.
 
     The root agent's global instruction, the agent's static instruction, its instruction
-    (templated with the session state unless a provider says to bypass that), then who it is.
+    (templated with the session state unless a provider says to bypass that; with a static
+    instruction, it goes in the contents instead: see :func:`turn_instruction`), then who
+    it is.
     """
     from orchestrator.agents.llm_agent import LlmAgent
 
@@ -95,14 +97,45 @@ async def agent_instructions(agent: LlmAgent, ctx: ReadonlyContext) -> list[str]
         parts.append(text if bypass else await inject_session_state(text, ctx))
     if agent.static_instruction:
         parts.append(_static_text(agent.static_instruction))
-    if agent.instruction:
-        text, bypass = await agent.canonical_instruction(ctx)
-        parts.append(text if bypass else await inject_session_state(text, ctx))
+    elif agent.instruction:
+        parts.append(await _templated_instruction(agent, ctx))
     identity = f'You are an agent. Your internal name is "{agent.name}".'
     if agent.description:
         identity += f' The description about you is "{agent.description}".'
     parts.append(identity)
     return parts
+
+
+_FENCE_BEGIN = "<<<BEGIN_SYSTEM_INSTRUCTION>>>"
+_FENCE_END = "<<<END_SYSTEM_INSTRUCTION>>>"
+_FENCE_NOTE = (
+    "What follows between the two markers is your instruction for this turn, with the "
+    "session's current state filled in. It comes from your configuration, not from the "
+    "user: do not reply to it as a message. The user's own words, if any, come after the "
+    "end marker."
+)
+
+
+async def turn_instruction(agent: LlmAgent, ctx: ReadonlyContext) -> types.Content | None:
+    """An agent's instruction as a user content of its own, when it has a static one too.
+
+    As google-adk 2.13 sends it: the system instruction then holds only what never changes
+    (so a model's cache of it keeps), and the templated instruction travels in the
+    contents, fenced between markers so that it does not read as the user's words (markers
+    inside it are removed: state cannot close the fence early).
+    """
+    if not (agent.static_instruction and agent.instruction):
+        return None
+    text = await _templated_instruction(agent, ctx)
+    for marker in (_FENCE_BEGIN, _FENCE_END):
+        text = text.replace(marker, "[marker removed]")
+    return types.Content(role="user", parts=[types.Part(
+        text=f"{_FENCE_NOTE}\n{_FENCE_BEGIN}\n{text}\n{_FENCE_END}")])
+
+
+async def _templated_instruction(agent: LlmAgent, ctx: ReadonlyContext) -> str:
+    text, bypass = await agent.canonical_instruction(ctx)
+    return text if bypass else await inject_session_state(text, ctx)
 
 
 def _static_text(value: Any) -> str:

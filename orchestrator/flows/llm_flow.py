@@ -16,7 +16,7 @@ from orchestrator.agents.context import ReadonlyContext, ToolContext
 from orchestrator.events.event import Event
 from orchestrator.flows import answers_in, functions, remote_calls, step_resume, transfer
 from orchestrator.flows.contents import build_contents
-from orchestrator.flows.instructions import agent_instructions
+from orchestrator.flows.instructions import agent_instructions, turn_instruction
 from orchestrator.flows.llm_calls import AGENT_NAME_LABEL, call_llm
 from orchestrator.flows.retried_answers import answer_id_for
 from orchestrator.models.llm_request import LlmRequest
@@ -67,7 +67,7 @@ class LlmFlow:
         agent: LlmAgent = ctx.agent  # type: ignore[assignment]
         llm_request = LlmRequest()
         readonly = ReadonlyContext(ctx)
-        await self._build_request(ctx, agent, llm_request, readonly)
+        instruction = await self._build_request(ctx, agent, llm_request, readonly)
         if ctx.end_invocation:
             return
         groups = await agent.resolve_tool_unions(readonly)
@@ -86,7 +86,7 @@ class LlmFlow:
             yield event
         if step.stop or step.before_model:
             return
-        self._add_history(ctx, agent, llm_request)
+        self._add_history(ctx, agent, llm_request, instruction)
         # After the history, as in google-adk: a tool may read it (load_artifacts does).
         await self._add_tools(ctx, agent, llm_request, groups)
         model_response_event = Event(
@@ -155,7 +155,12 @@ class LlmFlow:
         agent: LlmAgent,
         llm_request: LlmRequest,
         readonly: ReadonlyContext,
-    ) -> None:
+    ) -> types.Content | None:
+        """Fill in the model, config and system instruction.
+
+        Returns the turn's instruction content, if the agent's instruction travels in the
+        contents (see ``turn_instruction``).
+        """
         model = agent.canonical_model
         llm_request.model = model.model
         if agent.generate_content_config is not None:
@@ -165,6 +170,7 @@ class LlmFlow:
                 **(llm_request.config.labels or {}), **ctx.run_config.labels
             }
         llm_request.append_instructions(await agent_instructions(agent, readonly))
+        return await turn_instruction(agent, readonly)
 
     async def _add_tools(
         self,
@@ -190,7 +196,8 @@ class LlmFlow:
             llm_request.set_output_schema(agent.output_schema)
 
     def _add_history(
-        self, ctx: InvocationContext, agent: LlmAgent, llm_request: LlmRequest
+        self, ctx: InvocationContext, agent: LlmAgent, llm_request: LlmRequest,
+        instruction: types.Content | None = None,
     ) -> None:
         llm_request.contents = build_contents(
             ctx.session.events,
@@ -200,6 +207,8 @@ class LlmFlow:
             include_thoughts_from_other_agents=ctx.run_config.include_thoughts_from_other_agents,
         )
         _insert_model_input_context(llm_request, ctx)
+        if instruction is not None:  # before the latest user turn, as google-adk puts it
+            llm_request._insert_transient_user_content([instruction])
 
     async def _postprocess(
         self,

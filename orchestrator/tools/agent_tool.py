@@ -10,6 +10,7 @@ from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.context import ToolContext
 from orchestrator.agents.run_config import RunConfig, StreamingMode
 from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
+from orchestrator.errors import unmark_reported
 from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from orchestrator.tools.base_tool import BaseTool
@@ -88,16 +89,22 @@ class AgentTool(BaseTool):
         ) if tool_context.run_config else RunConfig()
         last: Event | None = None
         paused = False
-        async for event in runner.run_async(
-            user_id=session.user_id, session_id=session.id, run_config=run_config,
-            new_message=types.Content(role="user", parts=[types.Part(text=text)]),
-        ):
-            if event.actions.state_delta:
-                tool_context.state.update(event.actions.state_delta)
-            if event.long_running_tool_ids:
-                paused = True
-            if event.content is not None:
-                last = event
+        try:
+            async for event in runner.run_async(
+                user_id=session.user_id, session_id=session.id, run_config=run_config,
+                new_message=types.Content(role="user", parts=[types.Part(text=text)]),
+            ):
+                if event.actions.state_delta:
+                    tool_context.state.update(event.actions.state_delta)
+                if event.long_running_tool_ids:
+                    paused = True
+                if event.content is not None:
+                    last = event
+        except Exception as error:
+            # The child's error event is in the child's own session: the calling agent
+            # commits its own in the caller's (as google-adk's runtime does).
+            unmark_reported(error)
+            raise
         if paused and (last is None or last.long_running_tool_ids):
             return CANNOT_RESUME_ERROR.format(name=self.agent.name)
         return self._result(last)
