@@ -4,9 +4,16 @@ answer path, the run following the invocation from its pause."""
 
 from __future__ import annotations
 
+import threading
+
 import httpx
 import pytest
+import redis
 
+from tests.apps_slow_resume import APP_SPECS as SLOW_RESUME_SPECS
+from tests.apps_slow_resume import GATE
+from tests.support.backends import running_stack
+from tests.support.polling import eventually
 from tests.support.processes import stack_env
 from tests.test_api import frames, start_api
 
@@ -197,3 +204,47 @@ def test_a_message_one_of_whose_calls_was_answered_meanwhile_stores_none_of_it(a
     assert done.json()[-1]["content"]["parts"][0]["text"] == (
         "approvals: [\"{'approved': 'elsewhere'}\", \"{'approved': False}\"]")
 
+
+
+def test_an_answer_sent_again_while_its_resume_runs_gets_the_first_replys_events(redis_url):
+    """The resend comes while the run its first try resumed is under way (the record still
+    says paused, the first agent's answer committed): it follows the run from the pause
+    the answer ended, as the first try does, not from where the run has got to."""
+    with running_stack(redis_url, 12, apps=SLOW_RESUME_SPECS) as stack:
+        api, base = start_api(stack_env(stack["url"], SLOW_RESUME_SPECS))
+        gate = redis.Redis.from_url(stack["url"])
+        try:
+            session = httpx.post(f"{base}/apps/slow_resume/users/u/sessions").json()["id"]
+            paused = httpx.post(f"{base}/run", timeout=30, json={
+                "appName": "slow_resume", "userId": "u", "sessionId": session,
+                "newMessage": {"role": "user", "parts": [{"text": "go"}]}}).json()
+            request = {"appName": "slow_resume", "userId": "u", "sessionId": session,
+                       "newMessage": _answer(paused[-1]["content"]["parts"][0]["functionCall"],
+                                             {"approved": True})}
+            first: dict[str, httpx.Response] = {}
+            sender = threading.Thread(target=lambda: first.update(
+                reply=httpx.post(f"{base}/run_sse", timeout=60, json=request)))
+            sender.start()
+
+            def a_answered() -> bool:  # b's model call now waits on the gate
+                stored = httpx.get(f"{base}/apps/slow_resume/users/u/sessions/{session}").json()
+                return any(p.get("text") == "a: approved" for e in stored["events"]
+                           for p in (e.get("content") or {}).get("parts") or [])
+
+            eventually("a's answer committed", a_answered, timeout=30)
+            with httpx.stream("POST", f"{base}/run_sse", timeout=60, json=request) as again:
+                assert again.status_code == 200
+                gate.rpush(GATE, "go")  # its place is taken: let the run end
+                resent = frames(httpx.Response(200, content=b"".join(again.iter_bytes())))
+            sender.join(60)
+        finally:
+            gate.rpush(GATE, "cleanup")
+            gate.close()
+            api.stop()
+
+    def texts(streamed: list[dict]) -> list[str]:
+        return [p["text"] for f in streamed for p in f["data"].get("content", {}).get("parts", [])
+                if "text" in p]
+
+    assert texts(frames(first["reply"])) == ["a: approved", "b: done (released=True)"]
+    assert texts(resent) == texts(frames(first["reply"]))

@@ -207,3 +207,22 @@ def test_envelope_shaped_values_in_a_branch_jobs_events_and_state_reach_it_uncha
         assert seen["note"]["value"] == ENVELOPES[case], case
         assert seen["note"]["type"] == "dict", (case, seen["note"]["repr"])
         assert _runs(s, "inspect", inv) == 1, case
+
+
+# ---- progress reports on Celery's channels (workers/progress.py) ---------------------------
+
+
+def test_a_progress_report_reaches_celerys_channels_as_kombu_will_read_it():
+    from workers.progress import for_celery
+
+    envelope = {"__type__": "nope", "__value__": 1}
+    # Plain reports pass as they are, keys JSON would turn into strings included.
+    assert for_celery({"pages": {1: "done"}}) == {"pages": {1: "done"}}
+    assert for_celery({"note": "__type__"}) == {"note": "__type__"}
+    # An envelope anywhere JSON puts one (a tuple is a list there) is replaced by a note.
+    for report, where in [({"rows": (envelope,)}, "progress.rows[0]"),
+                          ({"deep": [{"x": envelope}]}, "progress.deep[0].x"),
+                          (envelope, "progress")]:
+        shown = for_celery(report)
+        assert list(shown) == ["not_shown"] and shown["not_shown"].startswith(f"{where} is "), \
+            (report, shown)

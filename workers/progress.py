@@ -10,6 +10,7 @@ which removes it when the task ends.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -43,7 +44,14 @@ def for_celery(payload: dict[str, Any]) -> dict[str, Any]:
     make its result unreadable. Such a report is shown there as a note saying where the
     envelope is; the call's status and the live stream carry it whole.
     """
-    where = envelope_path(payload, "progress")
+    try:
+        text = json.dumps(payload)
+    except (TypeError, ValueError):
+        return payload  # not JSON: refused by the report itself before it gets here
+    if '"__type__"' not in text:  # the walk below only when a key could be one
+        return payload
+    # Walked as JSON (keys made strings, tuples lists), as kombu's decoder will read it.
+    where = envelope_path(json.loads(text), "progress")
     if where is None:
         return payload
     return {"not_shown": f"{where} is an object shaped like kombu's type envelope, which "

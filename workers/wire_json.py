@@ -56,19 +56,30 @@ def envelope_path(value: Any, root: str = "body") -> str | None:
     """Where ``value`` (decoded plain JSON) holds an object shaped like kombu's type envelope.
 
     The first such object's path (``body[1].state_delta.note``), or None. Keys are shown
-    only when short and printable (they may be a client's data).
+    only when short and printable (they may be a client's data). A path is spelled out only
+    for the object found: the walk keeps a link to each item's parent, not its path.
     """
-    stack: list[tuple[str, Any]] = [(root, value)]
+    stack: list[tuple[Any, Any]] = [(value, None)]
     while stack:
-        where, item = stack.pop()
+        item, link = stack.pop()
         if isinstance(item, dict):
             if item.keys() == {"__type__", "__value__"}:
-                return where
-            stack.extend((f"{where}.{_key(key)}", child) for key, child in reversed(item.items()))
+                return _spelled(root, link)
+            stack.extend((child, (link, key)) for key, child in reversed(item.items()))
         elif isinstance(item, list):
-            stack.extend((f"{where}[{i}]", child) for i, child in reversed(list(enumerate(item))))
+            stack.extend((child, (link, index)) for index, child in reversed(list(enumerate(item))))
     return None
 
 
-def _key(key: str) -> str:
-    return key if len(key) <= 40 and key.isprintable() and "." not in key else "[...]"
+def _spelled(root: str, link: Any) -> str:
+    """The path a chain of ``(parent link, key or index)`` links names."""
+    steps: list[str] = []
+    while link is not None:
+        link, step = link
+        steps.append(f"[{step}]" if isinstance(step, int) else f".{_key(step)}")
+    return root + "".join(reversed(steps))
+
+
+def _key(key: Any) -> str:
+    text = str(key)
+    return text if len(text) <= 40 and text.isprintable() and "." not in text else "[...]"

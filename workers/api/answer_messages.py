@@ -113,10 +113,10 @@ async def answer(backend: Backend, app_name: str, user_id: str, session_id: str,
         raise HTTPException(422, "new_message: function responses must answer calls of one "
                                  "invocation (the request's invocation_id, if given)")
     record = await backend.record(app_name, owners.pop())
-    if (record.status.is_finished or not set(answered) <= set(record.pending_calls)) \
-            and await _taken_already(backend, record, responses):
+    if await _taken_already(backend, record, responses):
         # This very message was taken before (a request sent again after its reply was
-        # lost): the run is followed on from the pause it ended, as the first time.
+        # lost; its resume may be running, the record still saying paused): the run is
+        # followed on from the pause it ended, as the first time.
         return record, await _pause_answered(backend, record, answered)
     if record.status.is_finished:
         raise HTTPException(409, f"Invocation {record.invocation_id!r} is {record.status.value}; "
