@@ -51,6 +51,7 @@ NAMES = {
     "InvocationContext": ("google.adk.agents.invocation_context", "orchestrator"),
     "LlmAgent": ("google.adk.agents", "orchestrator"),
     "LlmCallsLimitExceededError": ("google.adk.agents.invocation_context", "orchestrator.errors"),
+    "LlmCapabilities": ("google.adk.models", "orchestrator.models"),
     "LlmResponse": ("google.adk.models", "orchestrator"),
     "LongRunningFunctionTool": ("google.adk.tools", "orchestrator"),
     "LoopAgent": ("google.adk.agents", "orchestrator"),
@@ -67,16 +68,14 @@ NAMES = {
 
 def adk_namespace() -> SimpleNamespace:
     """google-adk's classes under the names the scenarios use."""
-    from google.adk.models import LlmCapabilities
-
-    return SimpleNamespace(LlmCapabilities=LlmCapabilities, **{
+    return SimpleNamespace(**{
         name: getattr(importlib.import_module(modules[0]), name) for name, modules in NAMES.items()
     })
 
 
 def our_namespace() -> SimpleNamespace:
     """orchestrator's classes under the same names."""
-    return SimpleNamespace(LlmCapabilities=None, **{
+    return SimpleNamespace(**{
         name: getattr(importlib.import_module(modules[1]), name) for name, modules in NAMES.items()
     })
 
@@ -805,3 +804,78 @@ def test_with_a_static_instruction_the_templated_one_travels_in_the_contents() -
     system, contents = result["requests"][1]
     assert "Ann" not in system
     assert contents[-2:] == [("user", [fenced]), ("user", ["and now?"])]
+
+
+# --------------------------------------------------------------------------------------------
+# Output schema
+
+
+class Forecast(pydantic.BaseModel):
+    city: str = pydantic.Field(description="The city the forecast is for.")
+    temp: int
+
+
+def requests_seen(seen: list[dict[str, Any]]) -> Any:
+    """A before-model callback noting what each request asks of the model.
+
+    Whether the system instruction asks for ``set_model_response`` and whether the transfer
+    instructions come after that; each declaration whole, but ``transfer_to_agent``'s by its
+    name and ``set_model_response``'s without its description (the words the model reads
+    about either are our own).
+    """
+    def declared(declaration: Any) -> Any:
+        if declaration.name == "transfer_to_agent":
+            return declaration.name
+        shown = declaration.model_dump(mode="json", exclude_none=True)
+        if declaration.name == "set_model_response":
+            shown.pop("description", None)
+        return shown
+
+    def note(callback_context: Any, llm_request: Any) -> None:
+        config = llm_request.config
+        system = config.system_instruction or ""
+        asks = system.find("call set_model_response")
+        seen.append({
+            "asks_for_set_model_response": asks >= 0,
+            "transfer_after_it": system.find("transfer_to_agent") > asks >= 0,
+            "declarations": [declared(d) for t in config.tools or []
+                             for d in t.function_declarations or []],
+            "response_schema": config.response_schema is not None,
+        })
+    return note
+
+
+async def output_schema_with_tools_scenario(adk: Any) -> dict[str, Any]:
+    """An agent with an output schema, a tool and a sub-agent: the model uses the tool, then
+    gives its answer through ``set_model_response``."""
+    h = s.Harness(adk)
+    seen: list[dict[str, Any]] = []
+
+    def weather(city: str) -> dict[str, int]:
+        """The temperature in a city."""
+        return {"temp": 3}
+
+    model = h.model("root_model", s.fc("weather", city="Oslo"),
+                    s.fc("set_model_response", city="Oslo", temp=3), "never asked")
+    helper = adk.LlmAgent(name="helper", model=h.model("helper_model", "unused"))
+    await h.start(adk.LlmAgent(name="root", model=model, tools=[weather], sub_agents=[helper],
+                               output_schema=Forecast, output_key="forecast",
+                               before_model_callback=requests_seen(seen)))
+    await h.turn(s.user_text("weather in Oslo?"))
+    record = await h.finish()
+    return {"events": events_of(record), "requests": seen, "model_calls": record["model_calls"],
+            "state": record["session_state"], "stored": record["session_events"]}
+
+
+def test_an_output_schema_beside_tools_is_answered_through_set_model_response() -> None:
+    """Before, the model was told of no schema (no tool, no instruction, no response schema),
+    and its set_model_response call was answered 'no tool with that name'."""
+    result = assert_same(output_schema_with_tools_scenario)
+    assert result["model_calls"] == 2
+    first = result["requests"][0]
+    assert [d if isinstance(d, str) else d["name"] for d in first["declarations"]] == [
+        "set_model_response", "transfer_to_agent", "weather"]
+    assert first["asks_for_set_model_response"] and first["transfer_after_it"]
+    assert first["response_schema"] is False
+    assert result["events"][0][-1] == ["root", [["text", '{"city": "Oslo", "temp": 3}']], True]
+    assert result["state"] == {"forecast": {"city": "Oslo", "temp": 3}}

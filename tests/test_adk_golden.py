@@ -34,6 +34,7 @@ from orchestrator import (
 )
 from orchestrator.errors import LlmCallsLimitExceededError
 from orchestrator.flows.contents import CONTEXT_PREAMBLE
+from orchestrator.models import LlmCapabilities
 from orchestrator.plugins import (
     BasePlugin,
     ContextFilterPlugin,
@@ -75,7 +76,7 @@ def our_namespace() -> Any:
         InMemoryRunner=InMemoryRunner,
         LlmAgent=LlmAgent,
         LlmCallsLimitExceededError=LlmCallsLimitExceededError,
-        LlmCapabilities=None,
+        LlmCapabilities=LlmCapabilities,
         LlmResponse=LlmResponse,
         LongRunningFunctionTool=LongRunningFunctionTool,
         RunConfig=RunConfig,

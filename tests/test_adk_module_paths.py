@@ -52,7 +52,6 @@ DELIBERATELY_ABSENT: dict[str, str] = {
     "google.adk.models.Gemma": "other providers: subclass BaseLlm",
     "google.adk.models.Gemma3Ollama": "other providers: subclass BaseLlm",
     "google.adk.models.LiteLlm": "other providers: subclass BaseLlm",
-    "google.adk.models.LlmCapabilities": "our BaseLlm has no capabilities property",
     "google.adk.models.ServiceTier": "the Gemini interactions API is not used",
     "google.adk.sessions.DatabaseSessionService": "sessions live in memory or in Redis here",
     "google.adk.sessions.VertexAiSessionService": "sessions live in memory or in Redis here",

@@ -337,7 +337,11 @@ class LlmAgent(BaseAgent):
             return
         value: Any = text
         if self.output_schema is not None:
-            value = self.output_schema.model_validate_json(text).model_dump(exclude_none=True)
+            from orchestrator.flows.output_schema import output_value
+
+            value = output_value(self.output_schema, text)
+            if value is None:
+                return
         event.actions.state_delta[self.output_key] = value
 
     def _accumulate_output(self, event: Event, so_far: str) -> str:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.agents.remote_branches import branch_jobs
 from orchestrator.distributed.ledger import CallEntry
+from orchestrator.distributed.transport import tool_queue
 from orchestrator.flows.contents import RUN_BRANCH
 from orchestrator.flows.remote_calls import tool_job
 from orchestrator.runner_routing import original_user_content
@@ -63,7 +64,7 @@ async def redispatch(
         if not isinstance(agent, LlmAgent):
             return False
         tool = {t.name: t for t in await agent.canonical_tools(None)}.get(entry.name)
-        queue = transport.route(tool) if tool is not None else None
+        queue = tool_queue(transport, tool) if tool is not None else None
         if tool is None or not queue:
             return False
         if confirmation is None and not tool.never_requires_confirmation():

@@ -84,6 +84,20 @@ class Transport(Protocol):
         ...
 
 
+def tool_queue(transport: Transport | None, tool: BaseTool) -> str | None:
+    """The queue a call of ``tool`` goes to through ``transport``; None: it runs here.
+
+    ``set_model_response`` always runs here, whatever the transport's routing (a
+    ``tool_queues`` entry of that name, say): the flow makes its answer the agent's final
+    event in the same step, and a worker does not have the tool.
+    """
+    from orchestrator.tools.set_model_response_tool import SetModelResponseTool
+
+    if transport is None or isinstance(tool, SetModelResponseTool):
+        return None
+    return transport.route(tool)
+
+
 class CommitDispatch:
     """Jobs of a call event's remote calls, to be sent by the commit that stores the event.
 

@@ -49,3 +49,5 @@ class EventActions(BaseModel):
     """Checkpoint of the authoring agent (resumable apps)."""
     rewind_before_invocation_id: str | None = None
     """Marks every event from that invocation onwards as rewound."""
+    set_model_response: Any = None
+    """The structured answer a ``set_model_response`` call gave (the agent's final output)."""

@@ -13,7 +13,7 @@ from google.genai import types
 from orchestrator import failpoints, observe, platform
 from orchestrator.agents.context import ToolContext
 from orchestrator.distributed.intake import not_json_answer
-from orchestrator.distributed.transport import commit_dispatch
+from orchestrator.distributed.transport import commit_dispatch, tool_queue
 from orchestrator.events.answers import final_answer_ids
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
@@ -43,12 +43,11 @@ def populate_client_function_call_ids(event: Event) -> None:
 
 def long_running_ids(ctx: InvocationContext, event: Event, tools: dict[str, BaseTool]) -> set[str]:
     """Ids of the calls in ``event`` that pause: long-running tools, and remote ones."""
-    transport = ctx.transport
     ids = set()
     for call in event.get_function_calls():
         tool = tools.get(call.name or "")
         if call.id and tool is not None and (
-            tool.is_long_running or (transport is not None and transport.route(tool))
+            tool.is_long_running or tool_queue(ctx.transport, tool)
         ):
             ids.add(call.id)
     return ids
@@ -192,7 +191,7 @@ async def _execute_call(
     )
     if tool is None:
         return await _answer_unknown_tool(ctx, agent, call, name, args, tools, tool_context)
-    queue = ctx.transport.route(tool) if ctx.transport is not None and not here else None
+    queue = tool_queue(ctx.transport, tool) if not here else None
     # The tool's confirmation rule is asked once per call: a rule that answers differently
     # the second time must not let a held call run here.
     required: bool | None = None

@@ -14,7 +14,14 @@ from google.genai import types
 from orchestrator import failpoints, platform
 from orchestrator.agents.context import ReadonlyContext, ToolContext
 from orchestrator.events.event import Event
-from orchestrator.flows import answers_in, functions, remote_calls, step_resume, transfer
+from orchestrator.flows import (
+    answers_in,
+    functions,
+    output_schema,
+    remote_calls,
+    step_resume,
+    transfer,
+)
 from orchestrator.flows.contents import build_contents
 from orchestrator.flows.instructions import agent_instructions, turn_instruction
 from orchestrator.flows.llm_calls import AGENT_NAME_LABEL, call_llm
@@ -131,6 +138,10 @@ class LlmFlow:
         if recovering:
             for request in step_resume.requests_owed(ctx, agent.name):
                 yield request
+            if (final := output_schema.owed_final_response(ctx, agent.name)) is not None:
+                yield final
+                step.stop = True
+                return
         decision = step_resume.decide_step_resume(
             ctx, agent.name, recovering=recovering, tools=callable_tools)
         if decision.action is step_resume.ResumeAction.DONE:
@@ -179,8 +190,9 @@ class LlmFlow:
         llm_request: LlmRequest,
         groups: list[tuple[Any, list[BaseTool]]],
     ) -> None:
-        """Transfer first, then each toolset and its tools, shape the request (google-adk's order)."""
+        """The output schema, transfer, then each toolset and its tools (google-adk's order)."""
         tool_context = ToolContext(ctx)
+        output_schema.add_output_schema(agent, llm_request)
         # The built-in transfer tool first, as in google-adk: an agent's own tool of the same
         # name is declared after it and takes the name (with a warning), not the other way.
         await transfer.add_transfer_tool(agent, tool_context, llm_request)
@@ -192,8 +204,6 @@ class LlmFlow:
             for tool in tools:
                 await tool.process_llm_request(tool_context=tool_context, llm_request=llm_request)
         llm_request._finalize_dynamic_instructions()
-        if agent.output_schema is not None and not any(tools for _, tools in groups):
-            llm_request.set_output_schema(agent.output_schema)
 
     def _add_history(
         self, ctx: InvocationContext, agent: LlmAgent, llm_request: LlmRequest,
@@ -260,7 +270,8 @@ class LlmFlow:
     ) -> AsyncGenerator[Event, None]:
         """Run ``call_event``'s calls (those of ``only_ids`` if given); act on each answer.
 
-        A transfer an answer asks for ends the step and goes to its target.
+        A valid ``set_model_response`` answer is followed by the agent's final event; a
+        transfer an answer asks for ends the step and goes to its target.
         """
         async for answer in functions.handle_function_calls(
             ctx, call_event, tools, only_ids=only_ids, dispatched=dispatched
@@ -270,6 +281,9 @@ class LlmFlow:
                 if index:  # the gate's answer or its request is in, not both
                     failpoints.hit("flow.confirmation_half_committed")
                 yield event
+            if (structured := output_schema.structured_response(answer)) is not None:
+                failpoints.hit("flow.model_response_answered")  # its final event is not in
+                yield output_schema.final_response_event(ctx, structured)
             target_name = answer.actions.transfer_to_agent
             if target_name:
                 async for event in transfer.transfer_to(
@@ -286,6 +300,11 @@ def _callable_tools(
     transfer_tool = transfer.transfer_tool(agent)
     if transfer_tool is not None:
         tools[transfer_tool.name] = transfer_tool
+    # Declared before the agent's tools, as in the request: a tool of the agent's own of
+    # that name takes it.
+    answer_tool = output_schema.set_model_response_tool(agent)
+    if answer_tool is not None and answer_tool.name not in tools:
+        tools[answer_tool.name] = answer_tool
     return tools
 
 

@@ -13,6 +13,7 @@ from orchestrator.distributed.transport import (
     CommitDispatch,
     attach_commit_dispatch,
     call_policy,
+    tool_queue,
 )
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def attach_remote_jobs(ctx: InvocationContext, event: Event, tools: dict[str, Ba
     for call in event.get_function_calls():
         tool = tools.get(call.name or "")
         if call.id in event.long_running_tool_ids and tool is not None and \
-                tool.never_requires_confirmation() and (queue := transport.route(tool)):
+                tool.never_requires_confirmation() and (queue := tool_queue(transport, tool)):
             calls.append((call, queue, tool))
     if not calls:
         return

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from google.genai import types
 
 from orchestrator.distributed.ledger import CallEntry, CallLedger
+from orchestrator.distributed.transport import tool_queue
 from orchestrator.events.event import Event
 from orchestrator.flows import functions
 from orchestrator.flows.contents import REQUEST_CONFIRMATION, belongs_to_branch
@@ -115,7 +116,7 @@ def _ungated_remote_calls(
     for entry in waiting:
         tool = tools.get(entry.name)
         if tool is not None and not tool.never_requires_confirmation() and \
-                transport.route(tool) and ledger.approved(entry.id) is None:
+                tool_queue(transport, tool) and ledger.approved(entry.id) is None:
             found.append(entry)
     return found
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.models._capabilities import LlmCapabilities
 from orchestrator.models.base_llm import BaseLlm
 from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
@@ -16,7 +17,7 @@ from orchestrator.models.registry import LLMRegistry
 if TYPE_CHECKING:
     from orchestrator.models.gemini import Gemini
 
-__all__ = ["BaseLlm", "Gemini", "LLMRegistry", "LlmRequest", "LlmResponse"]
+__all__ = ["BaseLlm", "Gemini", "LLMRegistry", "LlmCapabilities", "LlmRequest", "LlmResponse"]
 
 
 def __getattr__(name: str) -> Any:

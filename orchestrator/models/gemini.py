@@ -14,6 +14,7 @@ from google.genai import types
 from pydantic import PrivateAttr, SecretStr
 
 from orchestrator.errors import GeminiConfigurationError
+from orchestrator.models._capabilities import LlmCapabilities
 from orchestrator.models.base_llm import BaseLlm
 from orchestrator.models.guard import check_model_requests_allowed
 from orchestrator.models.llm_request import LlmRequest
@@ -83,6 +84,15 @@ class Gemini(BaseLlm):
     """HTTP retry policy of the client; None means the client does not retry."""
 
     _clients: _ClientCache = PrivateAttr(default_factory=_ClientCache)
+
+    @property
+    def capabilities(self) -> LlmCapabilities:
+        """No response schema beside tools: this client always talks to the Gemini API.
+
+        (google-adk's ``Gemini`` allows it when the environment selects Vertex AI, which
+        this class never uses.)
+        """
+        return LlmCapabilities(output_schema_and_tools=False)
 
     @classmethod
     def supported_models(cls) -> list[str]:

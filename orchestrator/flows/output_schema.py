@@ -1,0 +1,116 @@
+"""An agent's ``output_schema`` in its model requests, and its structured answer, as google-adk.
+
+Without tools, or with a model that takes a response schema beside tools
+(``model.capabilities.output_schema_and_tools``), the request carries the schema. Otherwise
+the agent is offered ``set_model_response``, whose parameters are the schema's fields, and
+the system instruction tells the model to give its final answer through it. A valid call's
+answer is followed by the agent's final event: the answer as JSON text, which
+``output_key`` stores parsed. The tool runs in the orchestrator, never on a worker.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from google.genai import types
+from pydantic import BaseModel
+
+from orchestrator.events.event import Event
+from orchestrator.flows.contents import belongs_to_branch
+from orchestrator.tools.set_model_response_tool import SetModelResponseTool
+
+if TYPE_CHECKING:
+    from orchestrator.agents.invocation_context import InvocationContext
+    from orchestrator.agents.llm_agent import LlmAgent
+    from orchestrator.models.llm_request import LlmRequest
+
+SET_MODEL_RESPONSE_INSTRUCTION = (
+    "Your final answer must be given by calling set_model_response, its arguments following "
+    "the answer's schema, and not as text. Use your other tools first if the task needs "
+    "them; then call set_model_response once, with the answer."
+)
+"""Added to the system instruction with the tool."""
+
+
+_FENCE_LANGUAGE = re.compile(r"^[A-Za-z0-9_]*[ \t]*\n?")
+
+
+def output_value(schema: type[BaseModel], text: str) -> Any | None:
+    """What ``output_key`` stores for a final answer ``text``: the schema's object, as a dict.
+
+    None for a blank answer (the empty last chunk of a stream). JSON wrapped whole in a
+    Markdown code fence (```json ... ```) is read inside it, as google-adk reads it; text
+    that is not the schema's JSON raises pydantic's ``ValidationError``.
+    """
+    stripped = text.strip()
+    if not stripped:
+        return None
+    if len(stripped) >= 6 and stripped.startswith("```") and stripped.endswith("```"):
+        text = _FENCE_LANGUAGE.sub("", stripped[3:-3], count=1).strip()
+    return schema.model_validate_json(text).model_dump(exclude_none=True)
+
+
+def set_model_response_tool(agent: LlmAgent) -> SetModelResponseTool | None:
+    """The ``set_model_response`` tool ``agent`` is offered, if any.
+
+    Offered when the agent has an ``output_schema`` and tools (as listed on the agent, even a
+    toolset that lists none), and its model cannot take a response schema beside them.
+    """
+    if agent.output_schema is None or not agent.tools:
+        return None
+    if agent.canonical_model.capabilities.output_schema_and_tools:
+        return None
+    return SetModelResponseTool(agent.output_schema)
+
+
+def add_output_schema(agent: LlmAgent, llm_request: LlmRequest) -> None:
+    """Ask for ``agent``'s output schema: as the response schema, or through the tool.
+
+    Called before the transfer tool and the agent's own tools are declared, so that the
+    tool and its instruction come where google-adk puts them (before those).
+    """
+    if agent.output_schema is None:
+        return
+    tool = set_model_response_tool(agent)
+    if tool is None:
+        llm_request.set_output_schema(agent.output_schema)
+        return
+    llm_request.append_tools([tool])
+    llm_request.append_instructions([SET_MODEL_RESPONSE_INSTRUCTION])
+
+
+def structured_response(answer: Event) -> str | None:
+    """The JSON text of the valid ``set_model_response`` result ``answer`` carries, if any."""
+    if answer.actions.set_model_response is None:
+        return None
+    if not any(r.name == SetModelResponseTool.NAME for r in answer.get_function_responses()):
+        return None
+    return json.dumps(answer.actions.set_model_response, ensure_ascii=False)
+
+
+def final_response_event(ctx: InvocationContext, text: str) -> Event:
+    """The agent's final answer: ``text`` (the structured response) as a model text event."""
+    return Event(
+        invocation_id=ctx.invocation_id,
+        author=ctx.agent.name,
+        branch=ctx.branch,
+        content=types.Content(role="model", parts=[types.Part(text=text)]),
+    )
+
+
+def owed_final_response(ctx: InvocationContext, agent_name: str) -> Event | None:
+    """The final event a recovered step owes: its valid answer is the log's last event.
+
+    An orchestrator that stopped between committing the ``set_model_response`` answer and
+    the final event made from it leaves that answer last; the step then ends with the final
+    event, as the uninterrupted step did, instead of calling the model again.
+    """
+    last = next((e for e in reversed(ctx.session.events)
+                 if e.invocation_id == ctx.invocation_id and not e.partial
+                 and belongs_to_branch(e.branch, ctx.branch)), None)
+    if last is None or last.author != agent_name:
+        return None
+    text = structured_response(last)
+    return final_response_event(ctx, text) if text is not None else None
