@@ -7,8 +7,9 @@ comes (``adk_celery_timeout`` 1 s), then asks whether that call was cancelled.
 state. ``deadline_setting``: as ``deadline_async`` with no metadata (the worker's
 ``tool_timeout_seconds`` sets the deadline). In each, branch ``fine`` calls a quick tool.
 ``deadline_free``: no branch; the orchestrator runs a tool that takes 1.5 s in process.
-Both hanging tools write the state before they hang; the sync one writes again once
-released, after its deadline. Importable by worker subprocesses; the models are stateless
+Both hanging tools write the state before they hang (the async one also appends to a
+``seen`` list the session holds, if it does); the sync one writes again once released,
+after its deadline. Importable by worker subprocesses; the models are stateless
 functions of the request.
 """
 
@@ -57,6 +58,8 @@ def _gate(invocation_id: str) -> tuple[threading.Event, threading.Event]:
 async def hang_async(tool_context: ToolContext) -> dict[str, Any]:
     """Wait for an answer that never comes."""
     tool_context.state["hung_before"] = True
+    if isinstance(tool_context.state.get("seen"), list):  # a list the session holds
+        tool_context.state["seen"].append("hung")  # changed in place, not assigned
     try:
         await asyncio.Event().wait()
     except asyncio.CancelledError:
@@ -68,7 +71,8 @@ async def hang_async(tool_context: ToolContext) -> dict[str, Any]:
 async def was_cancelled(tool_context: ToolContext) -> dict[str, Any]:
     """Whether the hung call was stopped, and what it left in the state."""
     await _cancelled_event(tool_context.invocation_id).wait()
-    return {"cancelled": True, "hung_before": tool_context.state.get("hung_before")}
+    seen = {"seen": tool_context.state["seen"]} if "seen" in tool_context.state else {}
+    return {"cancelled": True, "hung_before": tool_context.state.get("hung_before"), **seen}
 
 
 def hang_sync(tool_context: ToolContext) -> dict[str, Any]:

@@ -726,6 +726,30 @@ async def nested_state_writes_scenario(adk: Any) -> dict[str, Any]:
                        if e["state_delta"]]}
 
 
+async def model_callbacks_nested_writes_scenario(adk: Any) -> dict[str, Any]:
+    h = s.Harness(adk)
+
+    def before_model(callback_context: Any, llm_request: Any) -> None:
+        callback_context.state["calls"].append("before")
+
+    def after_model(callback_context: Any, llm_response: Any) -> None:
+        callback_context.state["stats"]["responses"] += 1
+
+    agent = adk.LlmAgent(name="root", model=h.model("m", "ok", "ok again"),
+                         before_model_callback=before_model, after_model_callback=after_model)
+    await h.start(agent, state={"calls": [], "stats": {"responses": 0}})
+    await h.turn(s.user_text("hi"))
+    await h.turn(s.user_text("again"))
+    record = await h.finish()
+    return {"state": record["session_state"],
+            "deltas": [e["state_delta"] for e in record["session_events"]]}
+
+
+def test_model_callbacks_writes_into_containers_read_from_state_are_recorded() -> None:
+    result = assert_same(model_callbacks_nested_writes_scenario)
+    assert result["state"] == {"calls": ["before", "before"], "stats": {"responses": 2}}
+
+
 def test_writes_into_a_dict_or_list_read_from_state_are_recorded() -> None:
     result = assert_same(nested_state_writes_scenario)
     assert result["state"] == {"cart": ["apple", "pear"], "profile": {"visits": 2},

@@ -73,6 +73,19 @@ def test_an_async_tool_hanging_in_a_branch_job_is_cancelled_and_answered_at_its_
     _check_one_answer_per_call_and_the_rest_intact(events)
 
 
+def test_a_timed_out_calls_write_into_a_list_read_from_state_is_undone(metadata_stack):
+    client = metadata_stack["client"]
+    session = client.create_session("deadline_async", "u", state={"seen": ["start"]})
+    inv = client.enqueue("deadline_async", "u", "go", session_id=session.id)
+    record = client.wait("deadline_async", inv, timeout=20, until=InvocationStatus.FINISHED)
+    assert record.status is InvocationStatus.COMPLETED, (record.status, record.error)
+    events = client.events("deadline_async", inv)
+    # The hung call appended to the list in place: undone with its other writes.
+    assert _answers(events, "slow")[-1] == (
+        "fan.slow", "was_cancelled", {"cancelled": True, "hung_before": None, "seen": ["start"]})
+    assert not any("seen" in e.actions.state_delta for e in events)
+
+
 def test_a_sync_tool_hanging_in_a_branch_job_is_answered_at_its_deadline_and_its_late_result_dropped(
     metadata_stack,
 ):

@@ -203,6 +203,30 @@ async def test_set_model_response_is_answered_in_the_orchestrator_whatever_the_r
 
 
 @pytest.mark.parametrize("resumable", [False, True])
+async def test_set_model_response_beside_a_call_out_on_a_worker_ends_the_agent_once(resumable):
+    """One model turn calls a tool that runs on a worker and set_model_response: the final
+    event waits for the worker's answer, then ends the agent (before, it came first, and the
+    worker's answer made the model answer again, or failed the invocation)."""
+    from orchestrator import ResumabilityConfig
+
+    app = App(name="app", root_agent=_agent(
+        [call("weather", city="Oslo"), call("set_model_response", city="Oslo", temp=3)],
+        "a second answer the model is never asked for"),
+        resumability_config=ResumabilityConfig(is_resumable=resumable))
+    rt = EmbeddedRuntime(AppRegistry([app]), tool_queues={"weather": "tools"})
+    inv = await rt.enqueue(app_name="app", user_id="u", new_message="weather in Oslo?")
+    record, events, state = await _finished(rt, app, inv)
+    assert record.status is InvocationStatus.COMPLETED, record.error
+    assert [e for e in events if e[0] == "root"][-3:] == [
+        ("root", ("response", "set_model_response", {"city": "Oslo", "temp": 3})),
+        ("root", ("response", "weather", {"temp": 3})),
+        ("root", '{"city": "Oslo", "temp": 3}'),
+    ]
+    assert app.root_agent.model.call_count == 1  # type: ignore[union-attr]
+    assert state == {"forecast": {"city": "Oslo", "temp": 3}}
+
+
+@pytest.mark.parametrize("resumable", [False, True])
 async def test_a_run_stopped_after_the_answer_is_recovered_with_the_final_event(resumable: bool):
     """The orchestrator stops once set_model_response's answer is committed: the run that
     recovers the invocation ends it with the final event, without calling the model again."""

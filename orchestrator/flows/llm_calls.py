@@ -47,6 +47,9 @@ async def call_llm(
             {"callback_context": callback_context, "llm_request": llm_request},
             stop=cb.is_truthy,
         )
+    # Reading the actions records what the callbacks wrote into containers read from
+    # state (see State.record_nested_writes), into the response event's delta.
+    _ = callback_context.actions
     if override:
         yield override
         return
@@ -84,6 +87,7 @@ async def _model_responses(
                  "error": error},
                 stop=cb.is_not_none,
             )
+        _ = callback_context.actions  # the error callbacks' nested state writes
         if recovered is None:
             raise
         yield recovered
@@ -105,6 +109,7 @@ async def _after_model(
             {"callback_context": callback_context, "llm_response": response},
             stop=cb.is_truthy,
         )
+    _ = callback_context.actions  # the callbacks' nested state writes
     if not replacement:
         return response
     updates = {}

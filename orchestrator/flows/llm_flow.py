@@ -93,6 +93,9 @@ class LlmFlow:
             yield event
         if step.stop or step.before_model:
             return
+        if (final := output_schema.owed_final_response(ctx, agent.name)) is not None:
+            yield final  # its set_model_response answer is in, with every call of its step
+            return
         self._add_history(ctx, agent, llm_request, instruction)
         # After the history, as in google-adk: a tool may read it (load_artifacts does).
         await self._add_tools(ctx, agent, llm_request, groups)
@@ -281,7 +284,10 @@ class LlmFlow:
                 if index:  # the gate's answer or its request is in, not both
                     failpoints.hit("flow.confirmation_half_committed")
                 yield event
-            if (structured := output_schema.structured_response(answer)) is not None:
+            # With calls of the step still out on workers, the final event waits for their
+            # answers (the step's next run gives it: see output_schema.owed_final_response).
+            if (structured := output_schema.structured_response(answer)) is not None \
+                    and not dispatched:
                 failpoints.hit("flow.model_response_answered")  # its final event is not in
                 yield output_schema.final_response_event(ctx, structured)
             target_name = answer.actions.transfer_to_agent

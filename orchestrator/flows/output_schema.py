@@ -101,16 +101,32 @@ def final_response_event(ctx: InvocationContext, text: str) -> Event:
 
 
 def owed_final_response(ctx: InvocationContext, agent_name: str) -> Event | None:
-    """The final event a recovered step owes: its valid answer is the log's last event.
+    """The final event the agent's step owes, if its structured answer is in and it is not.
 
-    An orchestrator that stopped between committing the ``set_model_response`` answer and
-    the final event made from it leaves that answer last; the step then ends with the final
-    event, as the uninterrupted step did, instead of calling the model again.
+    That is: since the agent's latest event with calls (in this branch), the log holds only
+    answers to those calls, all of them, one a valid ``set_model_response``. An
+    orchestrator that stopped between committing that answer and the final event made from
+    it leaves it so; and so does a step whose other calls went to workers (the final event
+    waits for their answers). The step then ends with the final event, as the step that
+    gave the answer would have, instead of calling the model again.
     """
-    last = next((e for e in reversed(ctx.session.events)
-                 if e.invocation_id == ctx.invocation_id and not e.partial
-                 and belongs_to_branch(e.branch, ctx.branch)), None)
-    if last is None or last.author != agent_name:
-        return None
-    text = structured_response(last)
-    return final_response_event(ctx, text) if text is not None else None
+    events = [e for e in ctx.session.events
+              if e.invocation_id == ctx.invocation_id and not e.partial
+              and belongs_to_branch(e.branch, ctx.branch)]
+    answers: list[Event] = []
+    for event in reversed(events):
+        if event.get_function_calls():
+            if event.author != agent_name:
+                return None
+            call_ids = {call.id for call in event.get_function_calls()}
+            answered = {r.id for answer in answers for r in answer.get_function_responses()}
+            if not call_ids <= answered:
+                return None
+            text = next((t for answer in answers
+                         if (t := structured_response(answer)) is not None), None)
+            return final_response_event(ctx, text) if text is not None else None
+        if not event.get_function_responses() or event.content is None or any(
+                p.text for p in event.content.parts or []):
+            return None  # the step went on (a final answer, another agent, a state event)
+        answers.append(event)
+    return None

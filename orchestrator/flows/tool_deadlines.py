@@ -59,7 +59,11 @@ class _SealableState(State):
             super().__setitem__(key, value)
 
     def seal(self) -> None:
-        """Drop every later write; undo this call's writes that nothing overwrote since."""
+        """Drop every later write; undo this call's writes that nothing overwrote since.
+
+        A container this call read from the state and changed in place is put back as it
+        was read, as a new object: the tool, if it still runs, changes only its own.
+        """
         with self._lock:
             self._sealed = True
             for key, before in self._before.items():
@@ -69,6 +73,11 @@ class _SealableState(State):
                     del self._value[key]
                 else:
                     self._value[key] = before
+            for key in self.handed_out_keys():
+                handed_out = self._handed_out[key][0]
+                if key not in self._before and self._value.get(key, _ABSENT) is handed_out \
+                        and self.changed_since_read(key):
+                    self._value[key] = self.value_when_read(key)
 
 
 class _DeadlineToolContext(ToolContext):

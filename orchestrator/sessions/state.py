@@ -2,13 +2,13 @@
 
 A write into a dict or list read from the state (``state["cart"].append(x)``) changes the
 stored object without assigning its key; as in google-adk, the container a read hands out
-is kept beside a copy, and :meth:`State.record_nested_writes` (run by ``has_delta`` and by
+is kept beside a copy (its JSON text), and :meth:`State.record_nested_writes` (run by ``has_delta`` and by
 a context's ``actions``) records the ones that changed since into the delta.
 """
 
 from __future__ import annotations
 
-import copy
+import json
 import logging
 from collections.abc import Iterator, MutableMapping
 from typing import Any
@@ -28,8 +28,8 @@ class State(MutableMapping[str, Any]):
     def __init__(self, value: dict[str, Any], delta: dict[str, Any]) -> None:
         self._value = value
         self._delta = delta
-        self._handed_out: dict[str, tuple[Any, Any]] = {}
-        """key -> (the dict or list a read handed out, a copy of it as it was then)."""
+        self._handed_out: dict[str, tuple[Any, str]] = {}
+        """key -> (the dict or list a read handed out, its JSON text as it was then)."""
         self._recorded: set[str] = set()
         """Keys whose delta entry a nested write made (not an assignment)."""
 
@@ -62,15 +62,30 @@ class State(MutableMapping[str, Any]):
         return len(set(self._value) | set(self._delta))
 
     def _keep_copy(self, key: str, value: Any) -> None:
-        # A copy that does not equal its original could never show the container unchanged:
-        # such a key is not tracked rather than recorded by every read.
+        # The copy is the container's JSON text: written and compared in C, much cheaper
+        # than a deep copy of a large container read by a tool that only reads it. A
+        # container JSON cannot write is left untracked (its writes could not be stored).
         try:
-            kept = copy.deepcopy(value)
-            if bool(value != kept):
-                return
-        except Exception:  # noqa: BLE001 - any container we cannot copy is left untracked
+            kept = _json_text(value)
+        except (TypeError, ValueError, RecursionError):
             return
         self._handed_out[key] = (value, kept)
+
+    def handed_out_keys(self) -> list[str]:
+        """The keys whose dict or list a read handed out and that are tracked."""
+        return list(self._handed_out)
+
+    def changed_since_read(self, key: str) -> bool:
+        """True if the container a read of ``key`` handed out has changed since."""
+        handed_out, kept = self._handed_out[key]
+        try:
+            return _json_text(handed_out) != kept
+        except (TypeError, ValueError, RecursionError):
+            return True
+
+    def value_when_read(self, key: str) -> Any:
+        """A fresh copy of the container a read of ``key`` handed out, as it was then."""
+        return json.loads(self._handed_out[key][1])
 
     def record_nested_writes(self) -> None:
         """Record in the delta each dict or list a read handed out that has changed since.
@@ -87,8 +102,8 @@ class State(MutableMapping[str, Any]):
                 self._recorded.discard(key)
                 continue
             try:
-                changed = bool(current != kept)
-            except Exception:  # noqa: BLE001 - an uncomparable container counts as changed
+                changed = _json_text(current) != kept
+            except (TypeError, ValueError, RecursionError):  # no longer JSON: changed
                 changed = True
             if not changed:
                 continue
@@ -117,6 +132,10 @@ class State(MutableMapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"State({self.to_dict()!r})"
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def _equals_its_json_form(value: Any) -> bool:
