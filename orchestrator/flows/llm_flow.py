@@ -95,6 +95,7 @@ class LlmFlow:
             return
         if (final := output_schema.owed_final_response(ctx, agent.name)) is not None:
             yield final  # its set_model_response answer is in, with every call of its step
+            step.stop = True
             return
         self._add_history(ctx, agent, llm_request, instruction)
         # After the history, as in google-adk: a tool may read it (load_artifacts does).
