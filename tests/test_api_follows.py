@@ -7,6 +7,7 @@ an orchestrator and a worker process running the invocations.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -30,14 +31,21 @@ class _Guarded(httpx.ASGITransport):
         return await asyncio.wait_for(super().handle_async_request(request), GUARD)
 
 
-@pytest.fixture
-async def http(celery_stack: dict[str, Any]) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(Settings(redis_url=celery_stack["url"], apps=APP_SPECS))
+@contextlib.asynccontextmanager
+async def guarded_client(app: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the API application ``app`` run in process; its backend closed after."""
     async with httpx.AsyncClient(transport=_Guarded(app=app), base_url="http://127.0.0.1") as client:
         yield client
     backend = app.state.backend
     await backend.aclose()
     backend.close()
+
+
+@pytest.fixture
+async def http(celery_stack: dict[str, Any]) -> AsyncIterator[httpx.AsyncClient]:
+    async with guarded_client(create_app(
+            Settings(redis_url=celery_stack["url"], apps=APP_SPECS))) as client:
+        yield client
 
 
 def _frames(body: str) -> list[dict[str, Any]]:

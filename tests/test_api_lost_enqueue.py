@@ -20,7 +20,7 @@ import pytest
 from config import Settings
 from orchestrator import failpoints
 from tests.apps import APP_SPECS
-from tests.test_api_follows import _Guarded
+from tests.test_api_follows import guarded_client
 from workers.api.app import create_app
 from workers.enqueue import enqueue_scripts
 
@@ -33,11 +33,8 @@ async def http(celery_stack: dict[str, Any]) -> AsyncIterator[httpx.AsyncClient]
     services = await app.state.backend.services()
     for source in enqueue_scripts(services.sessions, services.queue):
         await services.redis.script_load(source)
-    async with httpx.AsyncClient(transport=_Guarded(app=app), base_url="http://127.0.0.1") as client:
+    async with guarded_client(app) as client:
         yield client
-    backend = app.state.backend
-    await backend.aclose()
-    backend.close()
 
 
 def _sse_events(body: str) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ invocation's resume in one step, all or nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from orchestrator.agents.llm_agent import LlmAgent
@@ -85,11 +85,19 @@ async def take_answers(
     except AnswerRejectedError:
         # The same answers taken already (a request sent again: its first try stored them,
         # and its reply was lost; the invocation may have gone on since): taken, once.
-        stored = await store.results(app_name, invocation_id)
-        if all(stored.get(call_id) is not None and stored[call_id].source == "client"
-               and stored[call_id].response == response for call_id, response in checked):
+        if taken_already(await store.results(app_name, invocation_id), checked):
             return session_key(record)
         raise
+
+
+def taken_already(stored: Mapping[str, ToolResult], answers: Iterable[tuple[str, Any]]) -> bool:
+    """True if every (call id, response) of ``answers`` is stored already, from outside.
+
+    ``stored``: the invocation's results. The very answers taken before: a request sent
+    again after its reply was lost, which is taken once, not refused.
+    """
+    return all((result := stored.get(call_id)) is not None and result.source == "client"
+               and result.response == response for call_id, response in answers)
 
 
 async def _take(

@@ -110,11 +110,14 @@ def owed_final_response(ctx: InvocationContext, agent_name: str) -> Event | None
     waits for their answers). The step then ends with the final event, as the step that
     gave the answer would have, instead of calling the model again.
     """
-    events = [e for e in ctx.session.events
-              if e.invocation_id == ctx.invocation_id and not e.partial
-              and belongs_to_branch(e.branch, ctx.branch)]
+    # Read back from the log's end, stopping at this step's first event that is not an
+    # answer: called before every model step, so a long session costs no more than a short
+    # one (another invocation may have run in a pause: its events are passed over).
     answers: list[Event] = []
-    for event in reversed(events):
+    for event in reversed(ctx.session.events):
+        if event.invocation_id != ctx.invocation_id or event.partial \
+                or not belongs_to_branch(event.branch, ctx.branch):
+            continue
         if event.get_function_calls():
             if event.author != agent_name:
                 return None

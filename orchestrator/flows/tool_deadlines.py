@@ -73,8 +73,7 @@ class _SealableState(State):
                     del self._value[key]
                 else:
                     self._value[key] = before
-            for key in self.handed_out_keys():
-                handed_out = self._handed_out[key][0]
+            for key, (handed_out, _) in list(self._handed_out.items()):
                 if key not in self._before and self._value.get(key, _ABSENT) is handed_out \
                         and self.changed_since_read(key):
                     self._value[key] = self.value_when_read(key)

@@ -71,16 +71,12 @@ class State(MutableMapping[str, Any]):
             return
         self._handed_out[key] = (value, kept)
 
-    def handed_out_keys(self) -> list[str]:
-        """The keys whose dict or list a read handed out and that are tracked."""
-        return list(self._handed_out)
-
     def changed_since_read(self, key: str) -> bool:
         """True if the container a read of ``key`` handed out has changed since."""
         handed_out, kept = self._handed_out[key]
         try:
             return _json_text(handed_out) != kept
-        except (TypeError, ValueError, RecursionError):
+        except (TypeError, ValueError, RecursionError):  # no longer JSON: changed
             return True
 
     def value_when_read(self, key: str) -> Any:
@@ -95,17 +91,13 @@ class State(MutableMapping[str, Any]):
         is stored as JSON. A key assigned since the read (here or through another context
         over the same session) keeps the assigned value.
         """
-        for key, (handed_out, kept) in list(self._handed_out.items()):
+        for key, (handed_out, _) in list(self._handed_out.items()):
             current = self._delta.get(key, self._value.get(key)) if key in self else None
             if current is not handed_out:
                 del self._handed_out[key]
                 self._recorded.discard(key)
                 continue
-            try:
-                changed = _json_text(current) != kept
-            except (TypeError, ValueError, RecursionError):  # no longer JSON: changed
-                changed = True
-            if not changed:
+            if not self.changed_since_read(key):
                 continue
             if not _equals_its_json_form(current):
                 del self._handed_out[key]

@@ -17,7 +17,7 @@ from fastapi import HTTPException
 
 from orchestrator.distributed.intake import check_answer, check_confirmation
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
-from orchestrator.distributed.outside_answers import check_outside_answer
+from orchestrator.distributed.outside_answers import check_outside_answer, taken_already
 from orchestrator.errors import AnswerRejectedError, RequestError
 from orchestrator.flows.contents import REQUEST_CONFIRMATION
 from workers.api.backend import Backend
@@ -146,8 +146,7 @@ async def _taken_already(backend: Backend, record: InvocationRecord,
     see ``take_answers``).
     """
     stored = await (await backend.services()).store.results(record.app_name, record.invocation_id)
-    return all((result := stored.get(response["id"])) is not None and result.source == "client"
-               and result.response == response["response"] for response in responses)
+    return taken_already(stored, ((r["id"], r["response"]) for r in responses))
 
 
 async def _pause_answered(backend: Backend, record: InvocationRecord,
