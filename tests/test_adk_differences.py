@@ -903,3 +903,73 @@ def test_an_output_schema_beside_tools_is_answered_through_set_model_response() 
     assert first["response_schema"] is False
     assert result["events"][0][-1] == ["root", [["text", '{"city": "Oslo", "temp": 3}']], True]
     assert result["state"] == {"forecast": {"city": "Oslo", "temp": 3}}
+
+
+# --------------------------------------------------------------------------------------------
+# include_contents="none": where the agent's current turn starts
+
+
+def _requests_of(record: dict[str, Any]) -> list[list[Any]]:
+    """[model, contents] of each model request, the preamble quoting other agents masked."""
+    from tests.support.adk_live import comparable
+    return [[r["model"], r["contents"]] for r in comparable(record)["requests"]]
+
+
+async def turn_after_transfer_scenario(adk: Any) -> list[list[Any]]:
+    """The root says hello, then transfers the next message to a sub-agent that shows no
+    history; the third message goes to the sub-agent directly."""
+    h = s.Harness(adk)
+    sub = adk.LlmAgent(name="sub", model=h.model("sub_model", "sub one", "sub two"),
+                       include_contents="none")
+    root = adk.LlmAgent(name="root", model=h.model(
+        "root_model", "hello", s.fc("transfer_to_agent", agent_name="sub")), sub_agents=[sub])
+    await h.start(root)
+    for text in ("first", "second", "third"):
+        await h.turn(s.user_text(text))
+    return _requests_of(await h.finish())
+
+
+def test_an_agent_without_history_reached_by_a_transfer_sees_the_users_message() -> None:
+    """Before, the transfer's answer was taken as the turn's start and dropped: no contents."""
+    requests = assert_same(turn_after_transfer_scenario)
+    assert [model for model, _ in requests] == ["root_model", "root_model", "sub_model",
+                                                "sub_model"]
+    after_transfer = requests[2][1]
+    assert after_transfer[0] == {"role": "user", "parts": [["text", "second"]]}
+    assert len(after_transfer) == 3  # the transfer's call and answer, quoted
+    assert requests[3][1] == [{"role": "user", "parts": [["text", "third"]]}]
+
+
+async def answer_without_history_scenario(adk: Any) -> list[list[Any]]:
+    """An agent showing no history calls a tool then a long-running one; the user answers it."""
+    h = s.Harness(adk)
+
+    def ask(question: str) -> None:
+        """Ask a person."""
+        return None
+
+    def look_up(key: str) -> str:
+        """Look a key up."""
+        return "found"
+
+    model = h.model("model", "earlier reply", s.fc("look_up", key="k"),
+                    s.fc("ask", question="ok?"), "done", "later reply")
+    await h.start(adk.LlmAgent(name="agent", model=model, include_contents="none",
+                               tools=[adk.LongRunningFunctionTool(ask), look_up]))
+    await h.turn(s.user_text("before"))
+    called = await h.turn(s.user_text("go"))
+    call_id = next(c.id for e in called for c in e.get_function_calls() if c.name == "ask")
+    await h.turn(s.function_response(call_id, "ask", {"ok": True}))
+    await h.turn(s.user_text("next"))
+    return _requests_of(await h.finish())
+
+
+def test_an_answer_sent_to_an_agent_without_history_shows_its_turn_up_to_the_answer() -> None:
+    """Before, the sent answer was taken as the turn's start and dropped as an orphan: the
+    model was asked to go on with no contents at all."""
+    requests = assert_same(answer_without_history_scenario)
+    after_answer = requests[3][1]
+    assert [c["parts"][0][:2] for c in after_answer] == [
+        ["text", "go"], ["call", "look_up"], ["response", "look_up"], ["call", "ask"],
+        ["response", "ask"]]
+    assert requests[4][1] == [{"role": "user", "parts": [["text", "next"]]}]

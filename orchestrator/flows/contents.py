@@ -270,10 +270,35 @@ def _foreign_author(event: Event, agent_name: str, call_authors: dict[str, str])
 
 
 def _current_turn_start(events: list[Event], agent_name: str) -> int:
+    """Where the agent's current turn starts among the shown ``events`` (no history shown).
+
+    At the latest message of the user or of another agent, as google-adk 2.13 finds it.
+
+    Neither a transfer hand-over (the turn goes on from what came before it, so an agent
+    reached by a transfer sees the user's message) nor an answer the user sent to an earlier
+    call starts a turn; such an answer also makes the turn reach back to the event holding
+    its call, which would be dropped as an orphan otherwise. ``len(events)`` (nothing shown)
+    when no event starts a turn.
+    """
+    call_ids = {c.id for e in events for c in e.get_function_calls() if c.id}
+    awaiting: set[str] = set()  # calls answered by a sent answer further down, not reached yet
     for i in range(len(events) - 1, -1, -1):
-        if events[i].author != agent_name:
+        event = events[i]
+        awaiting.difference_update(c.id for c in event.get_function_calls())
+        sent_answer = event.author == "user" and bool(event.get_function_responses())
+        if sent_answer:
+            awaiting.update(r.id for r in event.get_function_responses() if r.id in call_ids)
+        if (not awaiting and not sent_answer and event.author != agent_name
+                and not _is_transfer(event)):
             return i
-    return 0
+    return len(events)
+
+
+def _is_transfer(event: Event) -> bool:
+    """A transfer's call or its answer (the hand-over from one agent to another)."""
+    return bool(event.actions.transfer_to_agent) or any(
+        c.name == "transfer_to_agent" for c in event.get_function_calls()
+    )
 
 
 def _response_ids(event: Event) -> set[str]:
