@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.support import forked
+
 ROOT = Path(__file__).resolve().parents[2]
 FAST_WORKER_FLAGS = ["--without-mingle", "--without-gossip", "--without-heartbeat"]
 
@@ -49,16 +51,17 @@ class _Child:
 
 
 class ManagedProcess(_Child):
-    """A subprocess whose combined output is collected line by line."""
+    """A subprocess whose combined output is collected line by line.
+
+    An ``adk-celery`` command is forked from a server that has its imports done
+    (``tests/support/forked.py``); anything else is started afresh.
+    """
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         self.name = name
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
-        self.proc = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, bufsize=1,
-        )
+        self.proc = forked.popen(argv, env, str(ROOT))  # type: ignore[assignment]
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

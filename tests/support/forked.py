@@ -1,0 +1,140 @@
+"""Start ``adk-celery`` processes for tests without paying their imports each time.
+
+A process started with ``python -m workers.cli ...`` spends 2–2.5 s on this machine
+importing google-genai, Celery, redis-py and the project before it serves anything, and the
+suite starts hundreds of them. A fork server (``tests/support/fork_server.py``) does the
+imports that read nothing from the environment once; each ``adk-celery`` process a test
+asks for is forked from it and then runs ``workers.cli`` as ``python -m`` would, with the
+test's arguments, environment and working directory: its own pid, output and exit status,
+killable with SIGKILL like any other process.
+
+``ADK_CELERY_TEST_EXEC=1`` turns this off: each process then starts a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from tests.support.fork_server import STATUS
+
+ROOT = Path(__file__).resolve().parents[2]
+_CLI = ("-m", "workers.cli")
+_lock = threading.Lock()
+_server: _Server | None = None
+
+
+def enabled() -> bool:
+    """Whether ``adk-celery`` processes are forked (the default) rather than started afresh."""
+    return os.environ.get("ADK_CELERY_TEST_EXEC", "").lower() not in ("1", "true", "yes")
+
+
+def forkable(argv: list[str]) -> bool:
+    """``argv`` runs the ``adk-celery`` command with this interpreter."""
+    return len(argv) >= 3 and argv[0] == sys.executable and tuple(argv[1:3]) == _CLI
+
+
+class _Server:
+    """The fork server process, started at the first request and stopped at exit."""
+
+    def __init__(self) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="adk-celery-forks-")
+        self.path = str(Path(self._dir.name) / "server.sock")
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.fork_server", self.path], cwd=ROOT, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the fork server did not start ({self.proc.wait(10)})")
+
+    def close(self) -> None:
+        """Close its standard input (it exits) and remove its socket."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self._dir.cleanup()
+
+
+def _the_server() -> _Server:
+    global _server
+    with _lock:
+        if _server is None or _server.proc.poll() is not None:
+            _server = _Server()
+            atexit.register(_server.close)
+        return _server
+
+
+class ForkedProcess:
+    """The part of ``subprocess.Popen`` the tests use, for a process of the fork server."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
+        self.args = argv
+        self.returncode: int | None = None
+        self._ended = threading.Event()
+        ours, theirs = socket.socketpair()
+        self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._conn.connect(_the_server().path)
+        request = {"args": argv[3:], "env": env, "cwd": cwd}
+        socket.send_fds(self._conn, [json.dumps(request).encode()], [theirs.fileno()])
+        theirs.close()  # the child has its own copy: the output ends when the child exits
+        (self.pid,) = STATUS.unpack(self._conn.recv(STATUS.size))
+        self.stdout: IO[str] = ours.makefile("r", encoding="utf-8", errors="replace")
+        ours.close()  # the file object keeps the socket open
+        threading.Thread(target=self._await_end, daemon=True).start()
+
+    def _await_end(self) -> None:
+        raw = self._conn.recv(STATUS.size)
+        # No answer: the server is gone; the child is its orphan and not ours to wait for.
+        self.returncode = STATUS.unpack(raw)[0] if raw else -signal.SIGKILL
+        self._conn.close()
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        """The exit status if the process has ended, else None."""
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the end; ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        """Send ``signum`` to the process (nothing once it has ended)."""
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass  # ended; the status is on its way
+
+    def terminate(self) -> None:
+        """SIGTERM."""
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL."""
+        self.send_signal(signal.SIGKILL)
+
+
+def popen(argv: list[str], env: dict[str, str], cwd: str) -> Any:
+    """``argv`` started (forked if it runs ``adk-celery``); its output, stdout and stderr
+    together, readable line by line from ``.stdout``."""
+    if enabled() and forkable(argv):
+        return ForkedProcess(argv, env, cwd)
+    return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, bufsize=1)
