@@ -42,6 +42,7 @@ NAMES = {
     "BaseAgent": ("google.adk.agents", "orchestrator"),
     "BaseAgentState": ("google.adk.agents.base_agent", "orchestrator"),
     "BaseLlm": ("google.adk.models", "orchestrator"),
+    "BasePlugin": ("google.adk.plugins", "orchestrator.plugins"),
     "BaseTool": ("google.adk.tools", "orchestrator"),
     "Event": ("google.adk.events", "orchestrator"),
     "EventActions": ("google.adk.events", "orchestrator"),
@@ -973,3 +974,49 @@ def test_an_answer_sent_to_an_agent_without_history_shows_its_turn_up_to_the_ans
         ["text", "go"], ["call", "look_up"], ["response", "look_up"], ["call", "ask"],
         ["response", "ask"]]
     assert requests[4][1] == [{"role": "user", "parts": [["text", "next"]]}]
+
+
+# --------------------------------------------------------------------------------------------
+# Errors raised by an agent's callbacks
+
+
+def callback_error_scenario(where: str) -> Any:
+    """An LlmAgent root whose ``where`` callback raises (a plugin's, for ``plugin``)."""
+
+    async def scenario(adk: Any) -> dict[str, Any]:
+        h = s.Harness(adk)
+
+        def boom(callback_context: Any) -> None:
+            raise ValueError(f"{where} failed")
+
+        plugins = None
+        callbacks: dict[str, Any] = {}
+        if where == "plugin":
+            class Failing(adk.BasePlugin):  # type: ignore[misc,name-defined]
+                async def before_agent_callback(self, *, agent: Any, callback_context: Any) -> None:
+                    boom(callback_context)
+
+            plugins = [Failing(name="failing")]
+        else:
+            callbacks[where] = boom
+        await h.start(adk.LlmAgent(name="root", model=h.model("m", "hello"), **callbacks),
+                      plugins=plugins)
+        await h.turn(s.user_text("go"))
+        record = await h.finish()
+        return {"raised": record["turns"][0]["raised"],
+                "yielded": [(e["author"], e["payload"], e["error_code"], e["error_message"])
+                            for e in record["turns"][0]["events"]],
+                "stored": [(e["author"], e["error_code"], e["error_message"])
+                           for e in record["session_events"]]}
+
+    return scenario
+
+
+@pytest.mark.parametrize("where", ["before_agent_callback", "after_agent_callback", "plugin"])
+def test_an_error_raised_by_an_agents_callback_leaves_an_error_event(where: str) -> None:
+    """Before, only errors of the model and tools did; a callback's left the log silent."""
+    result = assert_same(callback_error_scenario(where))
+    code = "RuntimeError" if where == "plugin" else "ValueError"  # a plugin's error is wrapped
+    assert result["raised"] == code
+    assert result["stored"][-1][:2] == ("root", code)
+    assert f"{where} failed" in result["stored"][-1][2]

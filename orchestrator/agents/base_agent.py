@@ -180,10 +180,23 @@ class BaseAgent(BaseModel):
             agent=self, callback_context=CallbackContext(ctx), error=error
         )
 
+    async def _error_event(self, ctx: InvocationContext, error: Exception) -> Event | None:
+        """The event committed for ``error`` as it leaves this agent's run, if any.
+
+        None here; an LlmAgent commits one (see ``LlmAgent._error_event``).
+        """
+        return None
+
     async def _run_with_callbacks(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
         # A run taken up after a wait for workers started before it, with its callbacks.
         if not ctx.take_resumed(self.name):
-            event = await self._handle_agent_callback(ctx, self.before_agent_callback, before=True)
+            try:
+                event = await self._handle_agent_callback(
+                    ctx, self.before_agent_callback, before=True)
+            except Exception as error:
+                if (reported := await self._error_event(ctx, error)) is not None:
+                    yield reported
+                raise
             if event is not None:
                 yield event
         if ctx.end_invocation:
@@ -200,7 +213,12 @@ class BaseAgent(BaseModel):
         if (self.after_agent_callback or ctx.plugin_manager.plugins) and \
                 ctx.waits_for_workers(self.name):
             return
-        event = await self.end_run(ctx)
+        try:
+            event = await self.end_run(ctx)
+        except Exception as error:
+            if (reported := await self._error_event(ctx, error)) is not None:
+                yield reported
+            raise
         if event is not None:
             yield event
 

@@ -228,22 +228,8 @@ class LlmAgent(BaseAgent):
                 paused = paused or ctx.should_pause_invocation(event)
                 yield event
         except Exception as error:
-            # Commit an error event (as ADK 2.x does) before the exception leaves the run.
-            # An infrastructure error (Redis, a lost lease) is not the agent's: the work is
-            # retried, so nothing of it may reach the log.
-            if not is_infrastructure_error(error) \
-                    and not isinstance(error, InvocationCancelledError) \
-                    and mark_reported(error):  # not the agent's, or committed already
-                # Plugins hear of the error before its event, as in ADK (where the runtime
-                # around the agent commits that event).
-                await self._tell_agent_error(ctx, error)
-                yield Event(
-                    invocation_id=ctx.invocation_id,
-                    author=self.name,
-                    branch=ctx.branch,
-                    error_code=error_name(error),
-                    error_message=str(error.error if isinstance(error, ToolExitError) else error),
-                )
+            if (reported := await self._error_event(ctx, error)) is not None:
+                yield reported
             raise
         if ctx.hopped(self):
             async for event in self._end_hopped_run(ctx):
@@ -254,6 +240,28 @@ class LlmAgent(BaseAgent):
         elif ctx.is_resumable:
             ctx.set_agent_state(self.name, end_of_agent=True)
             yield self._create_agent_state_event(ctx)
+
+    async def _error_event(self, ctx: InvocationContext, error: Exception) -> Event | None:
+        """The error event committed (as google-adk 2.x does) before ``error`` leaves the run.
+
+        Whether the model, a tool or one of this agent's callbacks raised it.
+        None for an infrastructure error (Redis, a lost lease: not the agent's; the work is
+        retried, so nothing of it may reach the log), a cancel, or an error whose event an
+        agent it passed through committed already.
+        """
+        if is_infrastructure_error(error) or isinstance(error, InvocationCancelledError) \
+                or not mark_reported(error):
+            return None
+        # Plugins hear of the error before its event, as in ADK (where the runtime around
+        # the agent commits that event).
+        await self._tell_agent_error(ctx, error)
+        return Event(
+            invocation_id=ctx.invocation_id,
+            author=self.name,
+            branch=ctx.branch,
+            error_code=error_name(error),
+            error_message=str(error.error if isinstance(error, ToolExitError) else error),
+        )
 
     async def _end_hopped_run(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
         """End a run that a transfer hop ended: in a resumable app, with ``end_of_agent``.
