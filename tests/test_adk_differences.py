@@ -1020,3 +1020,28 @@ def test_an_error_raised_by_an_agents_callback_leaves_an_error_event(where: str)
     assert result["raised"] == code
     assert result["stored"][-1][:2] == ("root", code)
     assert f"{where} failed" in result["stored"][-1][2]
+
+
+async def answering_callback_output_key_scenario(adk: Any) -> dict[str, Any]:
+    """A pipeline whose first agent is answered for by its before-agent callback (a cache)."""
+    h = s.Harness(adk)
+    told: list[str] = []
+    cached = types.Content(role="model", parts=[types.Part(text="cached draft")])
+    writer = adk.LlmAgent(name="writer", model=h.model("w", "unused"), output_key="draft",
+                          before_agent_callback=lambda callback_context: cached)
+    reviewer = adk.LlmAgent(name="reviewer", model=h.model("r", "looks good"),
+                            instruction="Review this draft: {draft}",
+                            before_model_callback=lambda callback_context, llm_request:
+                            told.append(llm_request.config.system_instruction))
+    await h.start(adk.SequentialAgent(name="pipeline", sub_agents=[writer, reviewer]))
+    await h.turn(s.user_text("write"))
+    record = await h.finish()
+    return {"raised": record["turns"][0]["raised"], "state": record["session_state"],
+            "reviewer_told": told}
+
+
+def test_a_before_agent_callbacks_answer_fills_the_agents_output_key() -> None:
+    """Before, the answer was not saved: the next agent's instruction failed on {draft}."""
+    result = assert_same(answering_callback_output_key_scenario)
+    assert result["raised"] is None and result["state"] == {"draft": "cached draft"}
+    assert result["reviewer_told"][0].startswith("Review this draft: cached draft")

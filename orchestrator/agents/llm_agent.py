@@ -337,6 +337,16 @@ class LlmAgent(BaseAgent):
             agent = agent.parent_agent
         return agent
 
+    async def _handle_agent_callback(
+        self, ctx: InvocationContext, callbacks: Any, *, before: bool
+    ) -> Event | None:
+        event = await super()._handle_agent_callback(ctx, callbacks, before=before)
+        if before and event is not None:
+            # A before-agent callback that answers for the agent fills its output_key, as
+            # the model's answer would (google-adk 2.13; an after-agent one's does not).
+            self._maybe_save_output_to_state(event)
+        return event
+
     def _maybe_save_output_to_state(self, event: Event) -> None:
         if not self.output_key or event.author != self.name or not event.is_final_response():
             return
