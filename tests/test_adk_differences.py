@@ -1045,3 +1045,91 @@ def test_a_before_agent_callbacks_answer_fills_the_agents_output_key() -> None:
     result = assert_same(answering_callback_output_key_scenario)
     assert result["raised"] is None and result["state"] == {"draft": "cached draft"}
     assert result["reviewer_told"][0].startswith("Review this draft: cached draft")
+
+
+# --------------------------------------------------------------------------------------------
+# Function tools: names, declarations, arguments
+
+
+def _pure(x: int, y: int) -> int:
+    """Add two numbers."""
+    return x + y
+
+
+class _Cat(pydantic.BaseModel):
+    meow: str
+
+
+class _Dog(pydantic.BaseModel):
+    bark: str
+
+
+async def tool_surface_scenario(adk: Any) -> dict[str, Any]:
+    """Partials' names, Annotated fields in declarations, a declaration edited by a callback,
+    and the arguments each function gets."""
+    from typing import Annotated, Union
+
+    got: dict[str, Any] = {}
+
+    def forecast(city: Annotated[str, pydantic.Field(description="City name, e.g. Oslo")],
+                 days: Annotated[int, pydantic.Field(ge=1, le=7, description="How many")] = 1,
+                 ) -> str:
+        """The forecast."""
+        return "sunny"
+
+    def pet(p: Union[_Cat, _Dog]) -> str:
+        """Pet an animal."""
+        got["pet"] = type(p).__name__
+        return "ok"
+
+    def search(query: str, **kwargs: Any) -> str:
+        """Search."""
+        got["search"] = kwargs
+        return "ok"
+
+    def page(n: int, ids: list[int], size: int | None = None) -> str:
+        """One page."""
+        got["page"] = [repr(n), repr(ids), repr(size)]
+        return "abc"[n]
+
+    def wait_for(what: str) -> None:
+        """Wait for something."""
+
+    descriptions: list[list[str]] = []
+
+    def edit(callback_context: Any, llm_request: Any) -> None:
+        declarations = [d for t in llm_request.config.tools or []
+                        for d in t.function_declarations or []]
+        descriptions.append([d.description for d in declarations])
+        for declaration in declarations:
+            declaration.description = (declaration.description or "") + " [edited]"
+
+    h = s.Harness(adk)
+    tools = [adk.FunctionTool(functools.partial(_pure, y=3)), forecast, pet, search, page,
+             adk.LongRunningFunctionTool(wait_for)]
+    model = h.model("m", [s.fc("_pure", x=1), s.fc("pet", p={"bark": "woof"}),
+                          s.fc("search", query="q", made_up=1),
+                          s.fc("page", n=1.0, ids=[1.0, 2.0], size=10.0)], "done", "again")
+    await h.start(adk.LlmAgent(name="root", model=model, tools=tools, before_model_callback=edit))
+    events = await h.turn(s.user_text("go"))
+    await h.turn(s.user_text("once more"))
+    record = await h.finish()
+    answers = {r.name: r.response for e in events for r in e.get_function_responses()}
+    return {"declared": record["requests"][0]["tools"], "got": got, "answers": answers,
+            "descriptions": descriptions,
+            "forecast": adk.FunctionTool(forecast)._get_declaration().parameters_json_schema}
+
+
+def test_function_tools_are_named_declared_and_called_as_in_google_adk() -> None:
+    """Before: a partial was declared as ``partial`` (the model's call of it found no tool);
+    ``Annotated[..., Field(...)]`` descriptions and bounds were dropped; a callback's edit of
+    a declaration stayed on the tool for every later request; a union of models, whole
+    floats for ints and made-up arguments reached the function unconverted."""
+    result = assert_same(tool_surface_scenario)
+    assert "_pure" in str(result["declared"])
+    assert result["answers"]["_pure"] == {"result": 4}
+    assert result["got"] == {"pet": "_Dog", "search": {}, "page": ["1", "[1, 2]", "10"]}
+    assert result["answers"]["page"] == {"result": "b"}
+    days = result["forecast"]["properties"]["days"]
+    assert (days["minimum"], days["maximum"], days["description"]) == (1, 7, "How many")
+    assert all(" [edited]" not in d for request in result["descriptions"] for d in request)

@@ -53,6 +53,25 @@ def callable_doc(func: Callable[..., Any]) -> str:
     return "" if doc == _DEFAULT_CALL_DOC else doc
 
 
+def callable_name(func: Callable[..., Any]) -> str:
+    """The name a tool backed by ``func`` is declared and called by, as google-adk names it.
+
+    A partial without a ``__name__`` of its own is named after the callable it wraps (two
+    partials of different functions must not share a name); a callable object after its
+    class.
+    """
+    if isinstance(func, functools.partial) and not hasattr(func, "__name__"):
+        return callable_name(func.func)
+    return getattr(func, "__name__", None) or type(func).__name__
+
+
+def _bare(annotation: Any) -> Any:
+    """``X`` for ``Annotated[X, ...]``; anything else as it is."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return typing.get_args(annotation)[0]
+    return annotation
+
+
 def _union_members(annotation: Any) -> tuple[Any, ...]:
     """``X | None`` and ``Optional[X]`` -> (X, NoneType); anything else -> (annotation,)."""
     if typing.get_origin(annotation) in (typing.Union, types_module.UnionType):
@@ -61,7 +80,7 @@ def _union_members(annotation: Any) -> tuple[Any, ...]:
 
 
 def _is_context_param(param: inspect.Parameter, hints: dict[str, Any]) -> bool:
-    annotation = hints.get(param.name, param.annotation)
+    annotation = _bare(hints.get(param.name, param.annotation))
     return Context in _union_members(annotation) or param.name == _CONTEXT_PARAM
 
 
@@ -98,6 +117,31 @@ def _as_model(model: type[pydantic.BaseModel], value: Any, name: str) -> Any:
         return value
 
 
+def _converted(name: str, value: Any, annotation: Any) -> Any:
+    """``value`` of the parameter ``name`` as :meth:`FunctionTool._prepare_args` converts it."""
+    members = [m for m in map(_bare, _union_members(_bare(annotation))) if m is not type(None)]
+    if len(members) > 1:
+        if all(isinstance(m, type) and issubclass(m, pydantic.BaseModel) for m in members) \
+                and isinstance(value, dict):
+            try:
+                return pydantic.TypeAdapter(typing.Union[tuple(members)]).validate_python(value)
+            except pydantic.ValidationError as error:
+                logger.warning("Argument %r fits none of %s; passed on as is: %s", name,
+                               [m.__name__ for m in members], error)
+        return value
+    target = members[0] if members else None
+    if target is int and type(value) is float and value.is_integer():
+        return int(value)  # a number that went through a JSON double
+    if typing.get_origin(target) is list and typing.get_args(target)[:1] == (int,) \
+            and isinstance(value, list):
+        return [int(v) if type(v) is float and v.is_integer() else v for v in value]
+    if (model := _pydantic_model_in(target)) is not None:
+        return _as_model(model, value, name)
+    if (item := _pydantic_list_item_in(target)) is not None and isinstance(value, list):
+        return [_as_model(item, v, name) for v in value]
+    return value
+
+
 CONFIRMATION_REQUIRED_ERROR = "This tool call requires confirmation, please approve or reject."
 CONFIRMATION_REJECTED_ERROR = "This tool call is rejected."
 
@@ -119,14 +163,15 @@ class FunctionTool(BaseTool):
         *,
         require_confirmation: bool | Callable[..., Any] = False,
     ) -> None:
-        name = getattr(func, "__name__", type(func).__name__)
-        super().__init__(name=name, description=callable_doc(func))
+        super().__init__(name=callable_name(func), description=callable_doc(func))
         self.func = func
         """The wrapped function."""
         self._require_confirmation = require_confirmation
         self._signature = inspect.signature(func)
         try:
-            self._hints = typing.get_type_hints(func)
+            # With Annotated kept: a Field(description=..., ge=...) in it reaches the
+            # declaration the model reads.
+            self._hints = typing.get_type_hints(func, include_extras=True)
         except Exception:  # unresolvable forward refs: fall back to raw annotations
             self._hints = {}
         self._context_param = next(
@@ -145,14 +190,18 @@ class FunctionTool(BaseTool):
         ]
 
     def _get_declaration(self) -> types.FunctionDeclaration | None:
-        """Declare the function: name, whole docstring, and a JSON schema of its parameters."""
+        """Declare the function: name, whole docstring, and a JSON schema of its parameters.
+
+        A copy each time: a callback that edits the request's declarations edits that
+        request's only (as in google-adk).
+        """
         if self._declaration is None:
             self._declaration = types.FunctionDeclaration(
                 name=self.name,
                 description=self.description or None,  # none at all, as google-adk sends it
                 parameters_json_schema=_parameters_schema(self.name, self._params_model()),
             )
-        return self._declaration
+        return self._declaration.model_copy(deep=True)
 
     @functools.cached_property
     def _params_model_cached(self) -> type[pydantic.BaseModel]:
@@ -182,21 +231,18 @@ class FunctionTool(BaseTool):
         return kwargs
 
     def _prepare_args(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Keep known parameters; turn dicts into pydantic models where annotated so."""
-        known = {p.name for p in self._model_params()}
-        accepts_kwargs = any(
-            p.kind is p.VAR_KEYWORD for p in self._signature.parameters.values()
-        )
+        """The arguments the function is called with, converted as google-adk 2.13 does.
+
+        Only the function's own parameters (an argument the model made up does not reach a
+        ``**kwargs``); a dict where a pydantic model (or one of a union of models) is
+        annotated becomes that model; a whole float where an ``int`` (or ``list[int]``) is
+        annotated becomes an int. What does not fit reaches the function unchanged.
+        """
         prepared = {}
         for key, value in args.items():
-            if key not in known and not accepts_kwargs:
+            if key not in self._signature.parameters or key == self._context_param:
                 continue
-            annotation = self._hints.get(key)
-            if (model := _pydantic_model_in(annotation)) is not None:
-                value = _as_model(model, value, key)
-            elif (item := _pydantic_list_item_in(annotation)) is not None and isinstance(value, list):
-                value = [_as_model(item, v, key) for v in value]
-            prepared[key] = value
+            prepared[key] = _converted(key, value, self._hints.get(key))
         return prepared
 
     async def check_require_confirmation(

@@ -32,7 +32,7 @@ class LongRunningFunctionTool(FunctionTool):
         """The function's declaration, with a note telling the model not to call it again.
 
         Built once, like :class:`FunctionTool`'s: every model call of every invocation
-        declares the tool again.
+        declares the tool again; each gets a copy of its own, as from :class:`FunctionTool`.
         """
         if self._noted is None:
             declaration = super()._get_declaration()
@@ -44,4 +44,4 @@ class LongRunningFunctionTool(FunctionTool):
                 if declaration.description else _LONG_RUNNING_NOTE.lstrip()
             )
             self._noted = declaration.model_copy(update={"description": description})
-        return self._noted
+        return self._noted.model_copy(deep=True)
