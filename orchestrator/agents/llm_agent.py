@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.context import ReadonlyContext
+from orchestrator.agents.output_key import accumulate_output, save_final_output
 from orchestrator.errors import (
     InvocationCancelledError,
     ToolExitError,
@@ -222,9 +223,9 @@ class LlmAgent(BaseAgent):
         output: str | None = "" if resumed is None else None
         try:
             async for event in events:
-                self._maybe_save_output_to_state(event)
+                save_final_output(self, event)
                 if output is not None:
-                    output = self._accumulate_output(event, output)
+                    output = accumulate_output(self, event, output)
                 paused = paused or ctx.should_pause_invocation(event)
                 yield event
         except Exception as error:
@@ -344,41 +345,8 @@ class LlmAgent(BaseAgent):
         if before and event is not None:
             # A before-agent callback that answers for the agent fills its output_key, as
             # the model's answer would (google-adk 2.13; an after-agent one's does not).
-            self._maybe_save_output_to_state(event)
+            save_final_output(self, event)
         return event
-
-    def _maybe_save_output_to_state(self, event: Event) -> None:
-        if not self.output_key or event.author != self.name or not event.is_final_response():
-            return
-        text = _said(event)
-        if not text:
-            return
-        value: Any = text
-        if self.output_schema is not None:
-            from orchestrator.flows.output_schema import output_value
-
-            value = output_value(self.output_schema, text)
-            if value is None:
-                return
-        event.actions.state_delta[self.output_key] = value
-
-    def _accumulate_output(self, event: Event, so_far: str) -> str:
-        """Add the text of each whole event of the turn to ``output_key`` (as google-adk 2.13).
-
-        Text sent beside a function call is no final response, yet it is part of what the
-        agent said: each text-bearing event of this agent writes the turn's text so far
-        (without an ``output_schema``, whose value is the final response's alone).
-        """
-        if (not self.output_key or self.output_schema is not None or event.author != self.name
-                or event.partial):
-            return so_far
-        text = _said(event)
-        if not text:
-            return so_far
-        so_far += text
-        event.actions.state_delta[self.output_key] = so_far
-        return so_far
-
 
 def _is_below(agent: BaseAgent, ancestor: BaseAgent) -> bool:
     """True if ``ancestor`` is a parent of ``agent``, or a parent's parent, and so on."""
@@ -388,12 +356,6 @@ def _is_below(agent: BaseAgent, ancestor: BaseAgent) -> bool:
             return True
         parent = parent.parent_agent
     return False
-
-
-def _said(event: Event) -> str:
-    """The text of an event's parts, thoughts left out ('' for none)."""
-    parts = event.content.parts if event.content else None
-    return "".join(p.text for p in parts if p.text and not p.thought) if parts else ""
 
 
 Agent = LlmAgent
