@@ -15,7 +15,8 @@ import redis
 
 from tests.apps import APP_SPECS
 from tests.apps_artifacts import APP_SPECS as ARTIFACT_APP_SPECS
-from tests.support.processes import ROOT, stack_env, start_celery_process
+from tests.support import forked
+from tests.support.processes import stack_env, start_celery_process
 from tests.test_api import frames, start_api
 
 TOKENS = {"tok-all": ["*"], "tok-chat": ["chat"]}
@@ -199,8 +200,7 @@ def test_bad_list_requests_are_422_naming_the_field_and_tokens_see_their_apps(st
 
 
 def cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "workers.cli", *argv], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return forked.run([sys.executable, "-m", "workers.cli", *argv], env=env, timeout=60)
 
 
 def test_adk_celery_invocations_lists_pages_and_refuses_bad_input(stack):

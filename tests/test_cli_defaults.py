@@ -3,19 +3,19 @@ figures of the settings the process runs with, not numbers written into the text
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 from config import Settings
-from tests.support.processes import ROOT, stack_env, start_celery_process
+from tests.support import forked
+from tests.support.processes import stack_env, start_celery_process
 
 DEFAULTS = Settings.model_construct()
 """The settings with no ADK_CELERY_* variable set."""
 
 
 def help_text(env: dict[str, str], command: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "workers.cli", command, "--help"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=60)
+    done = forked.run([sys.executable, "-m", "workers.cli", command, "--help"], env=env,
+                      timeout=60)
     assert done.returncode == 0, done.stderr
     return " ".join(done.stdout.split())  # argparse wraps lines
 

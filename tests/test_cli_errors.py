@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-from tests.support.processes import ROOT, stack_env
+from tests.support import forked
+from tests.support.processes import stack_env
 from tests.support.redis_server import free_port
 
 SECRET = "S3cretPw"
 
 
 def run(env: dict[str, str], *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return forked.run(list(argv), env=env, timeout=timeout)
 
 
 def cli(env: dict[str, str], *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

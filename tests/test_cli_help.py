@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 
-from tests.support.processes import ROOT
+from tests.support import forked
 
 
 def help_of(*argv: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "workers.cli", *argv, "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    done = forked.run([sys.executable, "-m", "workers.cli", *argv, "--help"], timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

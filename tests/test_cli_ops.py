@@ -16,13 +16,13 @@ from google.genai import types
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.streams import StreamItem
 from orchestrator.events.event import Event
-from tests.support.processes import ROOT, stack_env
+from tests.support import forked
+from tests.support.processes import stack_env
 from workers.cli import EventPrinter
 
 
 def cli(env: dict[str, str], *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "workers.cli", *argv], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return forked.run([sys.executable, "-m", "workers.cli", *argv], env=env, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -198,10 +198,8 @@ def test_a_closed_stdout_ends_the_command_quietly(env):
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before anything is written (`| head` done)
     try:
-        done = subprocess.run([sys.executable, "-m", "workers.cli", "enqueue", "chat", "u", "hi",
-                               "--wait", "--timeout", "15"], cwd=ROOT, env=env, stdout=write_end,
-                              stderr=subprocess.PIPE, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL)
+        done = forked.run([sys.executable, "-m", "workers.cli", "enqueue", "chat", "u", "hi",
+                           "--wait", "--timeout", "15"], env=env, stdout=write_end, timeout=60)
     finally:
         os.close(write_end)
     assert (done.returncode, done.stderr) == (141, "")

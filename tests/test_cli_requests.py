@@ -21,7 +21,8 @@ import redis
 
 from config import Settings
 from orchestrator.distributed.models import InvocationStatus
-from tests.support.processes import ROOT, stack_env
+from tests.support import forked
+from tests.support.processes import stack_env
 from workers import cli_follow
 from workers.client import Client
 
@@ -30,9 +31,8 @@ SECRET = "S3cretPw"
 
 def cli(env: dict[str, str], *argv: str, stdin: str | None = None,
         timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "workers.cli", *argv], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout, input=stdin,
-                          stdin=subprocess.DEVNULL if stdin is None else None)
+    return forked.run([sys.executable, "-m", "workers.cli", *argv], env=env, timeout=timeout,
+                      input=stdin)
 
 
 def one_error_line(done: subprocess.CompletedProcess[str]) -> str:

@@ -29,7 +29,8 @@ from orchestrator.distributed.streams import StreamItem
 from orchestrator.events.event import Event
 from orchestrator.models.fake import FunctionLlm
 from tests.apps_stream import APP_SPECS, STREAM_APPS, gate_key
-from tests.support.processes import ROOT, stack_env, start_celery_process
+from tests.support import forked
+from tests.support.processes import stack_env, start_celery_process
 from workers.celery_app import TASK_INVOKE
 from workers.cli import EventPrinter, describe_event
 
@@ -530,8 +531,7 @@ def test_enqueue_rejects_a_non_boolean_streaming_flag(stream_stack):
 
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "workers.cli", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return forked.run([sys.executable, "-m", "workers.cli", *args], env=env, timeout=60)
 
 
 def test_cli_enqueue_follow_and_follow(stream_stack):

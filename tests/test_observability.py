@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import queue
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -28,8 +27,9 @@ from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS, PARKED_QUEUE
 from tests.apps_extra import APP_SPECS as EXTRA_SPECS
 from tests.apps_extra import gate_key
+from tests.support import forked
 from tests.support.polling import eventually
-from tests.support.processes import ROOT, ManagedProcess, stack_env, start_celery_process
+from tests.support.processes import ManagedProcess, stack_env, start_celery_process
 from tests.support.redis_server import free_port
 from tests.test_api import start_api
 
@@ -294,9 +294,8 @@ def test_a_tools_progress_shows_in_status_and_on_the_live_stream(stack):
             call["id"], "running", {"step": "waiting for release", "label": "alpha"})
         assert pending["progress_at"] == progress["data"]["at"]
 
-        shown = subprocess.run([sys.executable, "-m", "workers.cli", "status", "gated", inv],
-                               cwd=ROOT, env=stack["env"], capture_output=True, text=True,
-                               timeout=60)
+        shown = forked.run([sys.executable, "-m", "workers.cli", "status", "gated", inv],
+                           env=stack["env"], timeout=60)
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["calls"][0]["progress"] == {
             "step": "waiting for release", "label": "alpha"}

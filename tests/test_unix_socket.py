@@ -18,7 +18,8 @@ import redis
 from config import Settings
 from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS
-from tests.support.processes import ROOT, stack_env, start_celery_process
+from tests.support import forked
+from tests.support.processes import stack_env, start_celery_process
 from tests.support.redis_server import find_redis_server
 
 
@@ -57,8 +58,8 @@ def test_an_invocation_runs_over_a_unix_socket(socket_url):
         inv = client.enqueue("lookup", "u", "look up Oslo")
         record = client.wait("lookup", inv, timeout=30, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.COMPLETED, (record.error, worker.output())
-        shown = subprocess.run([sys.executable, "-m", "workers.cli", "status", "lookup", inv],
-                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        shown = forked.run([sys.executable, "-m", "workers.cli", "status", "lookup", inv],
+                           env=env, timeout=60)
         assert shown.returncode == 0 and '"completed"' in shown.stdout, shown.stderr
     finally:
         client.close()

@@ -2,9 +2,10 @@
 
 Run as ``python -m tests.support.fork_server SOCKET_PATH`` by ``tests/support/forked.py``.
 It imports :data:`PRELOAD` once, then serves requests on a Unix socket: each request names
-an argument list, an environment and a working directory, and carries the file descriptor
-the command's output goes to. For each it forks; the child closes what is the server's,
-takes the request's environment, directory and output, and runs ``workers.cli`` as
+an argument list, an environment and a working directory, and carries the command's
+standard input, output and error (three file descriptors). For each it forks; the child
+closes what is the server's, takes the request's environment, directory and standard
+streams, and runs ``workers.cli`` as
 ``python -m workers.cli`` does (``runpy``, as ``__main__``), exiting as that interpreter
 would (its threads joined, its exit handlers run, its status its own). The server answers
 each request with the child's pid, and later with its exit status (a negative signal
@@ -45,7 +46,7 @@ STATUS = struct.Struct("!q")
 """One answer: a pid, then the exit status (both as signed 64-bit integers)."""
 
 
-def _serve(path: str) -> tuple[dict[str, Any], int] | None:
+def _serve(path: str) -> tuple[dict[str, Any], list[int]] | None:
     """Serve until standard input closes (None), or return a request in a forked child."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(path)
@@ -70,7 +71,7 @@ def _serve(path: str) -> tuple[dict[str, Any], int] | None:
                 _reap(children)
             else:
                 conn, _ = listener.accept()
-                raw, fds, _, _ = socket.recv_fds(conn, 1 << 20, 1)
+                raw, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
                 pid = os.fork()
                 if pid == 0:
                     signal.set_wakeup_fd(-1)
@@ -80,8 +81,9 @@ def _serve(path: str) -> tuple[dict[str, Any], int] | None:
                     for fd in (wake_r, wake_w):
                         os.close(fd)
                     selector.close()
-                    return json.loads(raw), fds[0]
-                os.close(fds[0])
+                    return json.loads(raw), fds
+                for fd in fds:
+                    os.close(fd)
                 conn.send(STATUS.pack(pid))
                 children[pid] = conn
                 _reap(children)
@@ -105,22 +107,23 @@ def _reap(children: dict[int, socket.socket]) -> None:
             conn.close()
 
 
-def _become(request: dict[str, Any], output: int) -> None:
-    """In the child: the request's environment, directory and output, then the command."""
+def _become(request: dict[str, Any], fds: list[int]) -> None:
+    """In the child: the request's environment, directory, stdin, stdout and stderr (the
+    three descriptors it carried), then the command."""
     import runpy
 
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
-    for fd in (1, 2):
-        os.dup2(output, fd)
-    os.close(output)
-    # What PYTHONUNBUFFERED gives a fresh interpreter: each line reaches the reader at once.
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    sys.stdin.close()
-    sys.stdin = open(os.devnull)  # noqa: SIM115 - the process's stdin for its whole life
-    os.dup2(sys.stdin.fileno(), 0)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    for fd in set(fds):
+        os.close(fd)
+    # New standard streams over the new descriptors, buffered as a fresh interpreter's are.
+    unbuffered = bool(request["env"].get("PYTHONUNBUFFERED"))
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's, for its whole life
+    sys.stdout = open(1, "w", buffering=1 if unbuffered else -1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.argv = ["workers.cli", *request["args"]]
     # ``python -m`` puts the working directory first on the path.
     sys.path.insert(0, request["cwd"])

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from tests.support.fork_server import STATUS
 
@@ -79,21 +79,22 @@ def _the_server() -> _Server:
 
 
 class ForkedProcess:
-    """The part of ``subprocess.Popen`` the tests use, for a process of the fork server."""
+    """The part of ``subprocess.Popen`` the tests use, for a process of the fork server.
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str) -> None:
+    ``stdin``, ``stdout`` and ``stderr`` are the descriptors the process gets (duplicated;
+    the caller keeps and closes its own).
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, *,
+                 stdin: int, stdout: int, stderr: int) -> None:
         self.args = argv
         self.returncode: int | None = None
         self._ended = threading.Event()
-        ours, theirs = socket.socketpair()
         self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._conn.connect(_the_server().path)
         request = {"args": argv[3:], "env": env, "cwd": cwd}
-        socket.send_fds(self._conn, [json.dumps(request).encode()], [theirs.fileno()])
-        theirs.close()  # the child has its own copy: the output ends when the child exits
+        socket.send_fds(self._conn, [json.dumps(request).encode()], [stdin, stdout, stderr])
         (self.pid,) = STATUS.unpack(self._conn.recv(STATUS.size))
-        self.stdout: IO[str] = ours.makefile("r", encoding="utf-8", errors="replace")
-        ours.close()  # the file object keeps the socket open
         threading.Thread(target=self._await_end, daemon=True).start()
 
     def _await_end(self) -> None:
@@ -133,8 +134,60 @@ class ForkedProcess:
 
 def popen(argv: list[str], env: dict[str, str], cwd: str) -> Any:
     """``argv`` started (forked if it runs ``adk-celery``); its output, stdout and stderr
-    together, readable line by line from ``.stdout``."""
-    if enabled() and forkable(argv):
-        return ForkedProcess(argv, env, cwd)
-    return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+    together, readable line by line from ``.stdout``; its stdin empty."""
+    if not (enabled() and forkable(argv)):
+        return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, bufsize=1)
+    ours, theirs = socket.socketpair()
+    with open(os.devnull) as nothing:
+        process = ForkedProcess(argv, env, cwd, stdin=nothing.fileno(), stdout=theirs.fileno(),
+                                stderr=theirs.fileno())
+    theirs.close()  # the child has its own copy: the output ends when the child exits
+    process.stdout = ours.makefile("r", encoding="utf-8", errors="replace")  # type: ignore[attr-defined]
+    ours.close()  # the file object keeps the socket open
+    return process
+
+
+def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path = ROOT,
+        timeout: float | None = None, input: str | None = None,
+        stdout: int | None = None) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(argv, capture_output=True, text=True, ...)``, forked when ``argv``
+    runs ``adk-celery``. stdin is ``input`` (empty if None); ``stdout``, a descriptor the
+    output goes to instead of being captured."""
+    env = dict(os.environ) if env is None else env
+    if not (enabled() and forkable(argv)):
+        return subprocess.run(argv, cwd=cwd, env=env, text=True, timeout=timeout,
+                              input=input, stdin=subprocess.DEVNULL if input is None else None,
+                              stdout=stdout if stdout is not None else subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe() if stdout is None else (None, stdout)
+    err_r, err_w = os.pipe()
+    try:
+        process = ForkedProcess(argv, env, str(cwd), stdin=in_r, stdout=out_w, stderr=err_w)
+    finally:
+        for fd in (in_r, err_w, *(() if stdout is not None else (out_w,))):
+            os.close(fd)
+    read: dict[str, str] = {}
+
+    def drain(name: str, fd: int | None) -> None:
+        if fd is not None:
+            with open(fd, encoding="utf-8", errors="replace") as stream:
+                read[name] = stream.read()
+
+    readers = [threading.Thread(target=drain, args=pair, daemon=True)
+               for pair in (("stdout", out_r), ("stderr", err_r))]
+    for reader in readers:
+        reader.start()
+    with open(in_w, "w") as feed:
+        if input:
+            feed.write(input)
+    try:
+        code = process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
+        raise
+    for reader in readers:
+        reader.join(timeout)
+    return subprocess.CompletedProcess(argv, code, read.get("stdout"), read.get("stderr", ""))
