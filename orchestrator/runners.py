@@ -35,6 +35,7 @@ from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
 from orchestrator.plugins.base_plugin import BasePlugin
 from orchestrator.plugins.plugin_manager import PluginManager
+from orchestrator.runner_abort import abort_events, until_aborted
 from orchestrator.runner_ends import end_unfinished_runs, run_owed_ends
 from orchestrator.runner_messages import (
     apply_run_metadata,
@@ -367,17 +368,22 @@ class Runner:
             ctx.agent = agent
             ctx.schedule(agent, hops=hops)
             async with contextlib.aclosing(agent.run_async(ctx)) as events:
-                async for event in events:
-                    if ctx.is_aborted:
-                        return
+                steps = events if ctx.abort_signal is None else until_aborted(events, ctx)
+                async for event in steps:
                     apply_run_metadata(event, ctx.run_config)
                     event = await process_event(ctx, event)
                     if not event.partial:
                         await writer.append_event(session, event)
                     yield event
-            agent = ctx.take_hop()
+            agent = None if ctx.is_aborted else ctx.take_hop()
             if agent is not None:
                 failpoints.hit("runner.transfer_hop")  # the agent that transferred ended
+        if ctx.is_aborted:
+            for event in abort_events(session, ctx, self.agent.name):
+                event = await process_event(ctx, event)
+                await writer.append_event(session, event)
+                yield event
+            return
         # Agents under way before the pause that this run did not re-enter (they
         # transferred to the agent it continued) end with it, innermost first.
         async with contextlib.aclosing(

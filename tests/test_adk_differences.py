@@ -1133,3 +1133,58 @@ def test_function_tools_are_named_declared_and_called_as_in_google_adk() -> None
     days = result["forecast"]["properties"]["days"]
     assert (days["minimum"], days["maximum"], days["description"]) == (1, 7, "How many")
     assert all(" [edited]" not in d for request in result["descriptions"] for d in request)
+
+
+# --------------------------------------------------------------------------------------------
+# run_async(abort_signal=...)
+
+
+def abort_scenario(when: str) -> Any:
+    """A caller sets ``abort_signal`` before the run, or once it sees the tool's call."""
+
+    async def scenario(adk: Any) -> dict[str, Any]:
+        h = s.Harness(adk)
+        ran: list[str] = []
+
+        async def fetch() -> str:
+            """Fetch something."""
+            ran.append("fetch")
+            return "fetched"
+
+        await h.start(adk.LlmAgent(name="root", tools=[fetch], model=h.model(
+            "m", s.fc("fetch"), "after the tool", "next answer")))
+        signal = asyncio.Event()
+        if when == "before":
+            signal.set()
+        yielded = []
+        async for event in h.runner.run_async(user_id=s.USER_ID, session_id=h.session_id,
+                                              new_message=s.user_text("hi"), abort_signal=signal):
+            yielded.append(h.event_record(event))
+            signal.set()
+        calls_in_aborted_run, ran_in_aborted_run = len(h.requests), list(ran)
+        await h.turn(s.user_text("next"))
+        record = await h.finish()
+        return {"yielded": [(e["author"], e["payload"], e["error_code"]) for e in yielded],
+                "tool_ran": ran_in_aborted_run, "model_calls": calls_in_aborted_run,
+                "stored": [(e["author"], e["payload"], e["error_code"], e["error_message"])
+                           for e in record["session_events"]],
+                "next_turn_saw": record["requests"][-1]["contents"]}
+
+    return scenario
+
+
+@pytest.mark.parametrize("when", ["before", "after_the_call"])
+def test_an_aborted_run_stops_where_google_adk_stops_and_says_so(when: str) -> None:
+    """Before, the model was called anyway (signal set before), or the tool ran and its call
+    stayed unanswered, so the next turn's model saw the call dropped from the history."""
+    result = assert_same(abort_scenario(when))
+    assert result["tool_ran"] == []
+    if when == "before":
+        assert result["model_calls"] == 0
+        assert result["yielded"] == [("root", None, "INVOCATION_ABORTED")]
+    else:
+        sealed = result["stored"][2]
+        assert sealed[0] == "root" and sealed[2] == "INVOCATION_ABORTED"
+        assert sealed[1][0][2] == {"error": "Invocation was aborted by client."}
+        assert [c["parts"][0][0] for c in result["next_turn_saw"]] == [
+            "text", "call", "response", "text"]
