@@ -1149,6 +1149,9 @@ def abort_scenario(when: str) -> Any:
         async def fetch() -> str:
             """Fetch something."""
             ran.append("fetch")
+            if when == "during_the_tool":
+                signal.set()
+                await asyncio.Event().wait()  # never set: only a cancel ends it
             return "fetched"
 
         await h.start(adk.LlmAgent(name="root", tools=[fetch], model=h.model(
@@ -1160,7 +1163,8 @@ def abort_scenario(when: str) -> Any:
         async for event in h.runner.run_async(user_id=s.USER_ID, session_id=h.session_id,
                                               new_message=s.user_text("hi"), abort_signal=signal):
             yielded.append(h.event_record(event))
-            signal.set()
+            if when != "during_the_tool":
+                signal.set()
         calls_in_aborted_run, ran_in_aborted_run = len(h.requests), list(ran)
         await h.turn(s.user_text("next"))
         record = await h.finish()
@@ -1173,12 +1177,13 @@ def abort_scenario(when: str) -> Any:
     return scenario
 
 
-@pytest.mark.parametrize("when", ["before", "after_the_call"])
+@pytest.mark.parametrize("when", ["before", "after_the_call", "during_the_tool"])
 def test_an_aborted_run_stops_where_google_adk_stops_and_says_so(when: str) -> None:
-    """Before, the model was called anyway (signal set before), or the tool ran and its call
-    stayed unanswered, so the next turn's model saw the call dropped from the history."""
+    """Before, the model was called anyway (signal set before), the tool ran and its call
+    stayed unanswered (the next turn's model saw the call dropped from the history), or a
+    tool under way held the run until it ended."""
     result = assert_same(abort_scenario(when))
-    assert result["tool_ran"] == []
+    assert result["tool_ran"] == (["fetch"] if when == "during_the_tool" else [])
     if when == "before":
         assert result["model_calls"] == 0
         assert result["yielded"] == [("root", None, "INVOCATION_ABORTED")]
