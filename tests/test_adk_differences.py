@@ -1193,3 +1193,87 @@ def test_an_aborted_run_stops_where_google_adk_stops_and_says_so(when: str) -> N
         assert sealed[1][0][2] == {"error": "Invocation was aborted by client."}
         assert [c["parts"][0][0] for c in result["next_turn_saw"]] == [
             "text", "call", "response", "text"]
+
+
+# --------------------------------------------------------------------------------------------
+# Instructions: static_instruction's forms, LlmRequest's helpers, providers
+
+
+class _Reply(pydantic.BaseModel):
+    x: int
+
+
+def instruction_forms_scenario(form: str) -> Any:
+    """One agent whose static instruction has the given form; a before-model callback
+    using LlmRequest's helpers notes what the request holds."""
+    image = types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG"))
+    forms = {
+        "part": types.Part(text="Be brief."),
+        "list": ["Be brief.", types.Part(text="Be kind.")],
+        "content": types.Content(role="user", parts=[types.Part(text="Be brief."),
+                                                     types.Part(text="Be kind.")]),
+        "content_with_image": types.Content(role="user", parts=[types.Part(text="Logo:"), image]),
+    }
+
+    async def scenario(adk: Any) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+
+        def note(callback_context: Any, llm_request: Any) -> None:
+            seen["added_list"] = llm_request.append_instructions(["Extra one."])
+            added = llm_request.append_instructions(types.Content(role="user", parts=[
+                types.Part(text="Extra two."), image]))
+            seen["added_content"] = [s.content_record(c, str) for c in added]
+            llm_request.set_output_schema(output_schema=_Reply)
+            seen["schema"] = (llm_request.config.response_mime_type,
+                              llm_request.config.response_schema is _Reply)
+            seen["system"] = llm_request.config.system_instruction
+            seen["contents"] = [s.content_record(c, str) for c in llm_request.contents]
+
+        h = s.Harness(adk)
+        await h.start(adk.LlmAgent(name="root", model=h.model("m", '{"x": 1}'),
+                                   static_instruction=forms[form], before_model_callback=note))
+        await h.turn(s.user_text("hi"))
+        await h.finish()
+        return seen
+
+    return scenario
+
+
+@pytest.mark.parametrize("form", ["part", "list", "content", "content_with_image"])
+def test_static_instructions_of_every_form_and_request_helpers_as_in_google_adk(form: str) -> None:
+    """Before: a Part or a list reached the model as its Python repr, a Content's texts ran
+    together, its image was dropped; append_instructions(Content) raised TypeError and
+    set_output_schema(output_schema=...) refused its keyword."""
+    seen = assert_same(instruction_forms_scenario(form))
+    assert seen["system"].startswith({"part": "Be brief.\n\nYou are", "list": "Be brief.\n\nBe kind.",
+                                      "content": "Be brief.\n\nBe kind.",
+                                      "content_with_image": "Logo:\n\n[Reference to inline"}[form])
+    assert seen["added_list"] == [] and seen["schema"] == ("application/json", True)
+    assert len(seen["added_content"]) == 1
+
+
+async def provider_returning_a_number_scenario(adk: Any) -> dict[str, Any]:
+    h = s.Harness(adk)
+    await h.start(adk.LlmAgent(name="root", model=h.model("m", "ok"), instruction=lambda ctx: 42))
+    events = await h.turn(s.user_text("hi"))
+    record = await h.finish()
+    return {"raised": record["turns"][0]["raised"], "model_calls": record["model_calls"],
+            "error_codes": [e.error_code for e in events]}
+
+
+def test_an_instruction_provider_returning_no_text_fails_the_run() -> None:
+    """Before, str(42) was sent to the model as its instruction."""
+    result = assert_same(provider_returning_a_number_scenario)
+    assert result == {"raised": "TypeError", "model_calls": 0, "error_codes": ["TypeError"]}
+
+
+async def unknown_tool_without_tools_scenario(adk: Any) -> Any:
+    h = s.Harness(adk)
+    await h.start(adk.LlmAgent(name="root", model=h.model("m", s.fc("lookup"), "sorry")))
+    events = await h.turn(s.user_text("hi"))
+    return [r.response for e in events for r in e.get_function_responses()]
+
+
+def test_a_call_to_an_agent_without_tools_is_told_there_are_none() -> None:
+    assert "The tools you can call are: none." in assert_same(
+        unknown_tool_without_tools_scenario)[0]["error"]

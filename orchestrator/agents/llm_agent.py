@@ -389,7 +389,10 @@ async def _resolve_instruction(
     result = instruction(ctx)
     if isinstance(result, Awaitable):
         result = await result
-    return str(result), True
+    if not isinstance(result, str):  # refused, as google-adk does: it is no instruction
+        raise TypeError(
+            f"An instruction provider must return a str; it returned {type(result).__name__}.")
+    return result, True
 
 
 async def _no_events() -> AsyncGenerator[Event, None]:

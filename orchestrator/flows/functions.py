@@ -55,7 +55,7 @@ def long_running_ids(ctx: InvocationContext, event: Event, tools: dict[str, Base
 
 def tool_not_found_response(name: str, tools: dict[str, BaseTool]) -> dict[str, Any]:
     """The error the model sees when it calls a tool that does not exist."""
-    available = ", ".join(tools)
+    available = ", ".join(tools) or "none"
     return {
         "error": (
             f"Invoking `{name}()` failed as no tool with that name is available. The tools you "

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
+from orchestrator.models.llm_request import instruction_parts
 from orchestrator.sessions.state import State
 
 if TYPE_CHECKING:
@@ -138,9 +139,28 @@ async def _templated_instruction(agent: LlmAgent, ctx: ReadonlyContext) -> str:
     return text if bypass else await inject_session_state(text, ctx)
 
 
-def _static_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
+def static_content(value: Any) -> types.Content:
+    """An agent's ``static_instruction`` as one Content.
+
+    It may be a text, a Part, a Content, or a list of texts and Parts.
+    """
     if isinstance(value, types.Content):
-        return "".join(p.text or "" for p in value.parts or [])
-    return str(value)
+        return value
+    items = value if isinstance(value, list) else [value]
+    return types.Content(role="user", parts=[
+        item if isinstance(item, types.Part) else types.Part(text=str(item)) for item in items
+    ])
+
+
+def static_instruction_contents(agent: LlmAgent) -> list[types.Content]:
+    """The user contents carrying the data parts of ``agent``'s static instruction.
+
+    Its system instruction names them; they lead the request's contents.
+    """
+    if not agent.static_instruction:
+        return []
+    return instruction_parts(static_content(agent.static_instruction))[1]
+
+
+def _static_text(value: Any) -> str:
+    return "\n\n".join(instruction_parts(static_content(value))[0])

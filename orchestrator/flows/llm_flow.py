@@ -23,7 +23,11 @@ from orchestrator.flows import (
     transfer,
 )
 from orchestrator.flows.contents import build_contents
-from orchestrator.flows.instructions import agent_instructions, turn_instruction
+from orchestrator.flows.instructions import (
+    agent_instructions,
+    static_instruction_contents,
+    turn_instruction,
+)
 from orchestrator.flows.llm_calls import AGENT_NAME_LABEL, call_llm
 from orchestrator.flows.retried_answers import answer_id_for
 from orchestrator.models.llm_request import LlmRequest
@@ -221,6 +225,9 @@ class LlmFlow:
             include_thoughts_from_other_agents=ctx.run_config.include_thoughts_from_other_agents,
         )
         _insert_model_input_context(llm_request, ctx)
+        # The data parts of a static instruction lead the contents, a prefix that never
+        # changes (as google-adk places them).
+        llm_request.contents[0:0] = static_instruction_contents(agent)
         if instruction is not None:  # before the latest user turn, as google-adk puts it
             llm_request._insert_transient_user_content([instruction])
 
