@@ -8,6 +8,7 @@ import base64
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -224,17 +225,22 @@ def test_adk_celery_invocations_lists_pages_and_refuses_bad_input(stack):
     assert [i["invocation_id"] for i in shown["invocations"]] == [waiting[0]]
     assert shown["invocations"][0]["status"] == "paused" and "new_message" not in shown["invocations"][0]
 
-    for argv, said in ((("--app", "approval", "--verbose"), "unrecognized arguments: --verbose"),
-                       (("--app", "approval", "--status", "sleeping"), "invalid choice: 'sleeping'"),
-                       (("--status", "paused"), "the following arguments are required: --app")):
-        refused = cli(env, "invocations", *argv)
+    usage = ((("--app", "approval", "--verbose"), "unrecognized arguments: --verbose"),
+             (("--app", "approval", "--status", "sleeping"), "invalid choice: 'sleeping'"),
+             (("--status", "paused"), "the following arguments are required: --app"))
+    one_line = ((("--session", session_id), "adk-celery: error: --user and --session go together"),
+                (("--cursor", "x"), "adk-celery: error: cursor: is not a cursor"),
+                (("--limit", "0"), "adk-celery: error: limit: must be a whole number"))
+    with ThreadPoolExecutor(4) as pool:  # one process each, side by side
+        refusals = list(pool.map(lambda argv: cli(env, "invocations", *argv),
+                                 [argv for argv, _ in usage]
+                                 + [("--app", "approval", *argv) for argv, _ in one_line]))
+        down = pool.submit(cli, {**env, "ADK_CELERY_REDIS_URL": "redis://127.0.0.1:1/0"},
+                           "invocations", "--app", "approval").result()
+    for (_, said), refused in zip(usage, refusals[:3], strict=True):
         assert refused.returncode == 2 and refused.stderr.startswith("usage: adk-celery"), refused.stderr
         assert said in refused.stderr
-    for argv, said in ((("--session", session_id), "adk-celery: error: --user and --session go together"),
-                       (("--cursor", "x"), "adk-celery: error: cursor: is not a cursor"),
-                       (("--limit", "0"), "adk-celery: error: limit: must be a whole number")):
-        refused = cli(env, "invocations", "--app", "approval", *argv)
+    for (_, said), refused in zip(one_line, refusals[3:], strict=True):
         assert refused.returncode == 2 and refused.stderr.startswith(said), refused.stderr
         assert len(refused.stderr.splitlines()) == 1
-    down = cli({**env, "ADK_CELERY_REDIS_URL": "redis://127.0.0.1:1/0"}, "invocations", "--app", "approval")
     assert down.returncode == 2 and down.stderr.startswith("adk-celery: error: cannot reach Redis")

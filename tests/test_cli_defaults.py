@@ -4,6 +4,7 @@ figures of the settings the process runs with, not numbers written into the text
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from config import Settings
 from tests.support import forked
@@ -22,21 +23,21 @@ def help_text(env: dict[str, str], command: str) -> str:
 
 def test_help_gives_the_defaults_of_the_settings_in_force(redis_url):
     plain = stack_env(redis_url, "")
-    assert (f"ADK_CELERY_WORKER_CONCURRENCY: {DEFAULTS.worker_concurrency};"
-            in help_text(plain, "worker"))
-    assert (f"sessions at once ({DEFAULTS.orchestrator_concurrency})"
-            in help_text(plain, "orchestrator"))
-    assert f"ADK_CELERY_AGENT_QUEUES: {DEFAULTS.tools_queue},{DEFAULTS.agents_queue})" in (
-        help_text(plain, "worker"))
-
     changed = stack_env(redis_url, "", worker_concurrency="3", orchestrator_concurrency="17",
                         tools_queue="gpu", agent_queues='{"planner": "big"}', api_port="9123")
-    worker = help_text(changed, "worker")
+    asked = [(plain, "worker"), (plain, "orchestrator"), (changed, "worker"),
+             (changed, "orchestrator"), (changed, "api")]
+    with ThreadPoolExecutor(len(asked)) as pool:  # one process each, side by side
+        plain_worker, plain_orchestrator, worker, orchestrator, api = pool.map(
+            lambda pair: help_text(*pair), asked)
+    assert f"ADK_CELERY_WORKER_CONCURRENCY: {DEFAULTS.worker_concurrency};" in plain_worker
+    assert f"sessions at once ({DEFAULTS.orchestrator_concurrency})" in plain_orchestrator
+    assert (f"ADK_CELERY_AGENT_QUEUES: {DEFAULTS.tools_queue},{DEFAULTS.agents_queue})"
+            in plain_worker)
     assert "ADK_CELERY_WORKER_CONCURRENCY: 3;" in worker
     assert "ADK_CELERY_AGENT_QUEUES: gpu,agents,big)" in worker
-    orchestrator = help_text(changed, "orchestrator")
     assert "sessions at once (17)" in orchestrator and "ADK_CELERY_WORKER_CONCURRENCY: 3;" in orchestrator
-    assert "ADK_CELERY_API_PORT: 9123" in help_text(changed, "api")
+    assert "ADK_CELERY_API_PORT: 9123" in api
 
 
 def banner_concurrency(lines: list[str]) -> str:

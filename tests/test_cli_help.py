@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from tests.support import forked
 
@@ -30,10 +31,11 @@ def undescribed_positionals(text: str) -> list[str]:
 def test_every_positional_argument_of_every_command_is_described():
     commands = re.search(r"\{([a-z,-]+)\}", help_of()).group(1).split(",")
     assert {"enqueue", "follow", "status", "answer", "cancel", "sessions"} <= set(commands)
-    with_positionals = {}
-    for command in commands:
-        text = help_of(command)
-        if "positional arguments:" in text:
-            with_positionals[command] = undescribed_positionals(text)
+    with ThreadPoolExecutor(4) as pool:  # one process per command, a few at a time
+        texts = dict(zip(commands, pool.map(help_of, commands), strict=True))
+    with_positionals = {
+        command: undescribed_positionals(text) for command, text in texts.items()
+        if "positional arguments:" in text
+    }
     assert {"enqueue", "follow", "status", "answer", "cancel", "sessions"} <= set(with_positionals)
     assert {c: bare for c, bare in with_positionals.items() if bare} == {}

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
@@ -109,19 +110,20 @@ def test_an_unknown_invocation_exits_2_at_once(env, argv):
 
 
 def test_bad_input_and_setup_errors_are_one_line(env):
-    unknown = cli(env, "status", "approval", "e-1", "--verbose")
+    no_url = {k: v for k, v in env.items() if k != "ADK_CELERY_REDIS_URL"}
+    asked = [(env, ("status", "approval", "e-1", "--verbose")),
+             (env, ("answer", "approval", "e-1", "c1", "{oops")),
+             (env, ("status", "approval", "e 1")),
+             (no_url, ("status", "approval", "e-1")),
+             ({**env, "ADK_CELERY_REDIS_URL": "redis://127.0.0.1:1/0"}, ("status", "approval", "e-1"))]
+    with ThreadPoolExecutor(len(asked)) as pool:  # one process each, side by side
+        unknown, bad_json, bad_id, missing, down = pool.map(lambda a: cli(a[0], *a[1]), asked)
     assert unknown.returncode == 2 and "unrecognized arguments: --verbose" in unknown.stderr
     assert unknown.stderr.startswith("usage: adk-celery")
-    bad_json = cli(env, "answer", "approval", "e-1", "c1", "{oops")
     assert bad_json.returncode == 2 and bad_json.stderr.startswith("adk-celery: error: response: not JSON")
-    bad_id = cli(env, "status", "approval", "e 1")
     assert bad_id.returncode == 2 and "invocation_id: 'e 1' has characters outside" in bad_id.stderr
-
-    no_url = {k: v for k, v in env.items() if k != "ADK_CELERY_REDIS_URL"}
-    missing = cli(no_url, "status", "approval", "e-1")
     assert missing.returncode == 2
     assert missing.stderr.startswith("adk-celery: error: ADK_CELERY_REDIS_URL is not set")
-    down = cli({**env, "ADK_CELERY_REDIS_URL": "redis://127.0.0.1:1/0"}, "status", "approval", "e-1")
     assert down.returncode == 2 and down.stderr.startswith("adk-celery: error: cannot reach Redis")
     for done in (unknown, bad_json, bad_id, missing, down):
         assert "Traceback" not in done.stderr

@@ -335,7 +335,7 @@ def test_tool_rounds_are_built_incrementally_as_from_scratch(
     monkeypatch.setattr(contents, "_extended", counting)
     views = [(agent, branch, thoughts) for agent in AGENTS for branch in BRANCHES
              for thoughts in (False, True)]
-    for seed in range(40):
+    for seed in range(20):
         rng = random.Random(seed)
         log = tool_rounds_log(rng, 30)
         memo = HistoryMemo()
@@ -345,7 +345,7 @@ def test_tool_rounds_are_built_incrementally_as_from_scratch(
                           "include_thoughts_from_other_agents": thoughts}
                 with_memo = build_contents(log[:n], memo=memo, **kwargs)
                 assert with_memo == build_contents(log[:n], memo=None, **kwargs), (seed, n, agent)
-    assert len(extended_with_answers) > 300  # the fast path was exercised, not just present
+    assert len(extended_with_answers) > 150  # the fast path was exercised, not just present
 
 
 def test_a_tool_using_chat_is_built_from_scratch_once(monkeypatch: pytest.MonkeyPatch) -> None:
