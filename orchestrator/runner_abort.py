@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 from collections import defaultdict
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any
 
 from google.genai import types
 
@@ -30,46 +29,58 @@ ABORTED_MESSAGE = "Invocation was aborted by client."
 
 
 async def until_aborted(
-    events: AsyncIterator[Event], ctx: InvocationContext
+    events: AsyncGenerator[Event, None], ctx: InvocationContext
 ) -> AsyncGenerator[Event, None]:
     """The agent's ``events`` until they end or the caller's abort signal is set.
 
-    Each step of the agent runs as a task racing the signal (every step in the same
-    context, so what the agent keeps in context variables lasts from one step to the next);
-    the signal cancels a step under way, and no step starts once it is set.
+    The agent runs in one task of its own (as in google-adk: what it keeps open across its
+    steps, a context variable or a cancel scope, stays in that task), handing each event
+    over and waiting until it is committed before it goes on. Once the signal is set no
+    step starts, and a step under way (a model or tool call being awaited) is cancelled;
+    so is the agent when the caller stops reading.
     """
     signal = ctx.abort_signal
     assert signal is not None
-    context = contextvars.copy_context()
-    gen = events if isinstance(events, AsyncGenerator) else None
+    handed: asyncio.Queue[tuple[Event | None, asyncio.Event | None, BaseException | None]] = (
+        asyncio.Queue(maxsize=1))
 
-    async def step() -> Event:
-        return await anext(events)
+    async def run_agent() -> None:
+        async with contextlib.aclosing(events):
+            try:
+                async for event in events:
+                    committed = asyncio.Event()
+                    await handed.put((event, committed, None))
+                    await committed.wait()
+            except Exception as error:  # raised by the agent: the caller's to see
+                await handed.put((None, None, error))
+                return
+        await handed.put((None, None, None))
 
-    async def close() -> None:
-        if gen is not None:
-            await gen.aclose()
-
+    agent = asyncio.create_task(run_agent())
     aborted = asyncio.ensure_future(signal.wait())
+    taken: asyncio.Future[Any] | None = None
     try:
         while not signal.is_set():
-            task = asyncio.create_task(step(), context=context)
-            await asyncio.wait((task, aborted), return_when=asyncio.FIRST_COMPLETED)
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                    await task
+            taken = asyncio.ensure_future(handed.get())
+            await asyncio.wait((taken, aborted), return_when=asyncio.FIRST_COMPLETED)
+            if not taken.done():
                 return
-            try:
-                event = task.result()
-            except StopAsyncIteration:
+            event, committed, error = taken.result()
+            if error is not None:
+                raise error
+            if event is None or committed is None:
                 return
             yield event
+            if signal.is_set():
+                return
+            committed.set()
     finally:
-        aborted.cancel()
-        # The agent's own cleanup runs in the context its steps ran in (a context variable
-        # it set in one is reset in the same).
-        await asyncio.create_task(close(), context=context)
+        for waiting in (aborted, taken):
+            if waiting is not None:
+                waiting.cancel()
+        agent.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await agent
 
 
 def abort_events(session: Session, ctx: InvocationContext, root_name: str) -> list[Event]:

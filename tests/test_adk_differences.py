@@ -18,6 +18,7 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import pydantic
 import pytest
 from google.genai import types
@@ -1277,3 +1278,67 @@ async def unknown_tool_without_tools_scenario(adk: Any) -> Any:
 def test_a_call_to_an_agent_without_tools_is_told_there_are_none() -> None:
     assert "The tools you can call are: none." in assert_same(
         unknown_tool_without_tools_scenario)[0]["error"]
+
+
+def abort_signal_never_set_scenario(case: str) -> Any:
+    """A run given an abort signal that is never set: its agent keeps one task across its
+    steps (a cancel scope entered in one step is left in another), and a caller that gives
+    up on the run (a timeout) cancels the tool under way."""
+
+    async def scenario(adk: Any) -> dict[str, Any]:
+        h = s.Harness(adk)
+        seen: list[str] = []
+        tasks: set[int] = set()
+
+        async def slow() -> str:
+            """Take long."""
+            seen.append("started")
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+            return "done"
+
+        inner = adk.LlmAgent(name="inner", tools=[slow], model=h.model(
+            "m", "one" if case == "task" else s.fc("slow"), "after"))
+
+        class Scoped(adk.BaseAgent):  # type: ignore[misc,name-defined]
+            async def _run_async_impl(self, ctx: Any) -> Any:
+                with anyio.CancelScope():  # bound to the task that entered it
+                    async for event in inner.run_async(ctx):
+                        tasks.add(id(asyncio.current_task()))
+                        yield event
+                tasks.add(id(asyncio.current_task()))
+
+        await h.start(Scoped(name="scoped", sub_agents=[inner]))
+
+        async def consume() -> None:
+            async for _ in h.runner.run_async(user_id=s.USER_ID, session_id=h.session_id,
+                                              new_message=s.user_text("hi"),
+                                              abort_signal=asyncio.Event()):
+                pass
+
+        try:
+            await asyncio.wait_for(consume(), 1.0 if case == "task" else 0.3)
+            outcome = "completed"
+        except BaseException as error:  # noqa: BLE001 - the type is the outcome
+            outcome = type(error).__name__
+        await asyncio.sleep(0)
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
+        return {"outcome": outcome, "tool": seen, "tasks_running_the_agent": len(tasks),
+                "tasks_left": len(left)}
+
+    return scenario
+
+
+@pytest.mark.parametrize("case", ["task", "caller_gives_up"])
+def test_a_run_with_an_abort_signal_runs_its_agent_in_one_task(case: str) -> None:
+    """Before, each step ran in a task of its own (a cancel scope failed to exit), and a
+    caller's timeout raised RuntimeError while the tool ran on to its end."""
+    result = assert_same(abort_signal_never_set_scenario(case))
+    if case == "task":
+        assert result["outcome"] == "completed" and result["tasks_running_the_agent"] == 1
+    else:
+        assert result["outcome"] == "TimeoutError" and result["tool"] == ["started", "cancelled"]
+        assert result["tasks_left"] == 0
