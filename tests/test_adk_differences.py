@@ -1342,3 +1342,49 @@ def test_a_run_with_an_abort_signal_runs_its_agent_in_one_task(case: str) -> Non
     else:
         assert result["outcome"] == "TimeoutError" and result["tool"] == ["started", "cancelled"]
         assert result["tasks_left"] == 0
+
+
+class _Item(pydantic.BaseModel):
+    name: str
+
+
+async def annotated_and_partial_tools_scenario(adk: Any) -> dict[str, Any]:
+    """Annotated hints around a context parameter and a list's models, and a partial of a
+    function whose module postpones its annotations."""
+    from typing import Annotated, Optional
+
+    from tests.support.future_tools import order
+
+    h = s.Harness(adk)
+    seen: dict[str, Any] = {}
+
+    def stamp(note: str,
+              ctx: Optional[Annotated[adk.ToolContext, "the call's context"]] = None) -> str:  # noqa: UP045
+        """Stamp a note."""
+        seen["stamp has a context"] = ctx is not None
+        return "ok"
+
+    def buy(items: list[Annotated[_Item, pydantic.Field(description="one item")]]) -> str:
+        """Buy items."""
+        seen["buy got"] = [type(i).__name__ for i in items]
+        return "ok"
+
+    partial_order = functools.partial(order, shop="corner")
+    model = h.model("m", [s.fc("stamp", note="x"), s.fc("buy", items=[{"name": "pen"}]),
+                          s.fc("order", item={"name": "ink"}, count=2)], "done")
+    await h.start(adk.LlmAgent(name="a", model=model, tools=[stamp, buy, partial_order]))
+    events = await h.turn(s.user_text("go"))
+    record = await h.finish()
+    return {"raised": record["turns"][0]["raised"], "seen": seen,
+            "declared": record["requests"][0]["tools"],
+            "answers": {r.name: r.response for e in events for r in e.get_function_responses()}}
+
+
+def test_annotated_context_and_models_and_partials_of_postponed_annotations() -> None:
+    """Keeping Annotated for declarations briefly lost an Optional[Annotated[ToolContext]]
+    context parameter and the models of list[Annotated[Model, ...]]; a partial's hints were
+    read from the partial, which postponed annotations leave unresolved."""
+    result = assert_same(annotated_and_partial_tools_scenario)
+    assert result["raised"] is None
+    assert result["seen"] == {"stamp has a context": True, "buy got": ["_Item"]}
+    assert result["answers"]["order"] == {"result": "2 x Item:ink from corner, context True"}

@@ -67,6 +67,7 @@ from orchestrator.events.event import Event
 from orchestrator.flows.contents import REQUEST_CONFIRMATION, REQUEST_CREDENTIAL, RUN_BRANCH
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.base_toolset import BaseToolset
+from orchestrator.tools.function_tool import callable_name
 
 if TYPE_CHECKING:
     from orchestrator.agents.base_agent import BaseAgent
@@ -116,7 +117,7 @@ def answered_by_workers(root: BaseAgent, entry: CallEntry) -> bool:
         if isinstance(tool, BaseTool):
             if tool.name == entry.name:
                 return not tool.is_long_running
-        elif getattr(tool, "__name__", None) == entry.name:
+        elif callable_name(tool) == entry.name:
             return True  # a function: a FunctionTool, never long-running
     return False
 

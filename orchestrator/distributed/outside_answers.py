@@ -35,6 +35,7 @@ from orchestrator.flows.contents import REQUEST_CONFIRMATION, REQUEST_CREDENTIAL
 from orchestrator.sessions.base_session_service import BaseSessionService
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.base_toolset import BaseToolset
+from orchestrator.tools.function_tool import callable_name
 
 _REQUESTS = frozenset({REQUEST_CONFIRMATION, REQUEST_CREDENTIAL})
 
@@ -169,6 +170,6 @@ def _long_running(registry: AppRegistry, app_name: str, author: str, name: str) 
         if isinstance(entry, BaseTool):
             if entry.name == name:
                 return entry.is_long_running
-        elif getattr(entry, "__name__", None) == name:
+        elif callable_name(entry) == name:
             return False  # a plain function: a FunctionTool, never long-running
     return None

@@ -65,11 +65,20 @@ def callable_name(func: Callable[..., Any]) -> str:
     return getattr(func, "__name__", None) or type(func).__name__
 
 
-def _bare(annotation: Any) -> Any:
-    """``X`` for ``Annotated[X, ...]``; anything else as it is."""
-    if typing.get_origin(annotation) is typing.Annotated:
-        return typing.get_args(annotation)[0]
-    return annotation
+def _type_hints(func: Callable[..., Any], *, extras: bool) -> dict[str, Any]:
+    """The resolved annotations of ``func``'s parameters ({} if they cannot be resolved).
+
+    A partial's are its function's, a callable object's its ``__call__``'s.
+    """
+    target: Any = func
+    while isinstance(target, functools.partial):
+        target = target.func
+    if not (inspect.isroutine(target) or isinstance(target, type)):
+        target = type(target).__call__  # a callable object: its method
+    try:
+        return typing.get_type_hints(target, include_extras=extras)
+    except Exception:  # unresolvable forward refs: fall back to raw annotations
+        return {}
 
 
 def _union_members(annotation: Any) -> tuple[Any, ...]:
@@ -80,7 +89,7 @@ def _union_members(annotation: Any) -> tuple[Any, ...]:
 
 
 def _is_context_param(param: inspect.Parameter, hints: dict[str, Any]) -> bool:
-    annotation = _bare(hints.get(param.name, param.annotation))
+    annotation = hints.get(param.name, param.annotation)
     return Context in _union_members(annotation) or param.name == _CONTEXT_PARAM
 
 
@@ -119,7 +128,7 @@ def _as_model(model: type[pydantic.BaseModel], value: Any, name: str) -> Any:
 
 def _converted(name: str, value: Any, annotation: Any) -> Any:
     """``value`` of the parameter ``name`` as :meth:`FunctionTool._prepare_args` converts it."""
-    members = [m for m in map(_bare, _union_members(_bare(annotation))) if m is not type(None)]
+    members = [m for m in _union_members(annotation) if m is not type(None)]
     if len(members) > 1:
         if all(isinstance(m, type) and issubclass(m, pydantic.BaseModel) for m in members) \
                 and isinstance(value, dict):
@@ -168,12 +177,12 @@ class FunctionTool(BaseTool):
         """The wrapped function."""
         self._require_confirmation = require_confirmation
         self._signature = inspect.signature(func)
-        try:
-            # With Annotated kept: a Field(description=..., ge=...) in it reaches the
-            # declaration the model reads.
-            self._hints = typing.get_type_hints(func, include_extras=True)
-        except Exception:  # unresolvable forward refs: fall back to raw annotations
-            self._hints = {}
+        # Read from the function a partial wraps, or a callable object's __call__ (their
+        # own annotations are not resolvable). Two readings: plain types to find the
+        # context parameter and convert arguments, and with Annotated kept for the
+        # declaration (a Field(description=..., ge=...) in it reaches what the model reads).
+        self._hints = _type_hints(func, extras=False)
+        self._declared_hints = _type_hints(func, extras=True)
         self._context_param = next(
             (p.name for p in self._signature.parameters.values()
              if _is_context_param(p, self._hints)),
@@ -207,7 +216,7 @@ class FunctionTool(BaseTool):
     def _params_model_cached(self) -> type[pydantic.BaseModel]:
         fields: dict[str, Any] = {}
         for p in self._model_params():
-            annotation = self._hints.get(p.name, p.annotation)
+            annotation = self._declared_hints.get(p.name, p.annotation)
             if annotation is inspect.Parameter.empty:
                 annotation = Any
             default = ... if p.default is inspect.Parameter.empty else p.default
