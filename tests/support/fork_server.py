@@ -84,8 +84,13 @@ def _serve(path: str) -> tuple[dict[str, Any], list[int]] | None:
                     return json.loads(raw), fds
                 for fd in fds:
                     os.close(fd)
-                conn.send(STATUS.pack(pid))
-                children[pid] = conn
+                try:
+                    conn.send(STATUS.pack(pid))
+                except OSError:  # the test that asked is gone: nobody would stop its child
+                    os.kill(pid, signal.SIGKILL)
+                    conn.close()
+                else:
+                    children[pid] = conn
                 _reap(children)
 
 

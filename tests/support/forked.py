@@ -14,6 +14,7 @@ killable with SIGKILL like any other process.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +40,28 @@ def enabled() -> bool:
     return os.environ.get("ADK_CELERY_TEST_EXEC", "").lower() not in ("1", "true", "yes")
 
 
-def forkable(argv: list[str]) -> bool:
-    """``argv`` runs the ``adk-celery`` command with this interpreter."""
-    return len(argv) >= 3 and argv[0] == sys.executable and tuple(argv[1:3]) == _CLI
+def _server_env() -> dict[str, str]:
+    """The environment the fork server starts with."""
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _startup(env: dict[str, str]) -> dict[str, str]:
+    """What of ``env`` shapes an interpreter's start (its PYTHON* variables), but for
+    PYTHONUNBUFFERED (a forked child buffers as it says) and a PYTHONPATH of the project
+    alone (the working directory a child runs in puts it first on the path too)."""
+    shaping = {k: v for k, v in env.items()
+               if k.startswith("PYTHON") and k != "PYTHONUNBUFFERED"}
+    if shaping.get("PYTHONPATH", "") in ("", str(ROOT)):
+        shaping.pop("PYTHONPATH", None)
+    return shaping
+
+
+def forkable(argv: list[str], env: dict[str, str]) -> bool:
+    """``argv`` runs the ``adk-celery`` command with this interpreter, and ``env`` would
+    start it as the fork server started (a PYTHONPATH of its own, e.g. one with a
+    ``sitecustomize``, needs an interpreter of its own)."""
+    return (len(argv) >= 3 and argv[0] == sys.executable and tuple(argv[1:3]) == _CLI
+            and _startup(env) == _startup(_server_env()))
 
 
 class _Server:
@@ -49,7 +70,7 @@ class _Server:
     def __init__(self) -> None:
         self._dir = tempfile.TemporaryDirectory(prefix="adk-celery-forks-")
         self.path = str(Path(self._dir.name) / "server.sock")
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = _server_env()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.support.fork_server", self.path], cwd=ROOT, env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -95,13 +116,20 @@ class ForkedProcess:
         request = {"args": argv[3:], "env": env, "cwd": cwd}
         socket.send_fds(self._conn, [json.dumps(request).encode()], [stdin, stdout, stderr])
         (self.pid,) = STATUS.unpack(self._conn.recv(STATUS.size))
+        self._signalled = 0
         threading.Thread(target=self._await_end, daemon=True).start()
 
     def _await_end(self) -> None:
         raw = self._conn.recv(STATUS.size)
-        # No answer: the server is gone; the child is its orphan and not ours to wait for.
-        self.returncode = STATUS.unpack(raw)[0] if raw else -signal.SIGKILL
         self._conn.close()
+        if raw:
+            self.returncode = STATUS.unpack(raw)[0]
+        else:
+            # The server is gone (nobody can tell this child's status any more): watch the
+            # process itself; it ended as the last signal sent to it says, if any.
+            while _running(self.pid):
+                time.sleep(0.05)
+            self.returncode = -self._signalled
         self._ended.set()
 
     def poll(self) -> int | None:
@@ -120,6 +148,7 @@ class ForkedProcess:
         if self.returncode is None:
             try:
                 os.kill(self.pid, signum)
+                self._signalled = signum
             except ProcessLookupError:
                 pass  # ended; the status is on its way
 
@@ -132,10 +161,19 @@ class ForkedProcess:
         self.send_signal(signal.SIGKILL)
 
 
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, ended but not reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
 def popen(argv: list[str], env: dict[str, str], cwd: str) -> Any:
     """``argv`` started (forked if it runs ``adk-celery``); its output, stdout and stderr
     together, readable line by line from ``.stdout``; its stdin empty."""
-    if not (enabled() and forkable(argv)):
+    if not (enabled() and forkable(argv, env)):
         return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, bufsize=1)
     ours, theirs = socket.socketpair()
@@ -155,7 +193,7 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path =
     runs ``adk-celery``. stdin is ``input`` (empty if None); ``stdout``, a descriptor the
     output goes to instead of being captured."""
     env = dict(os.environ) if env is None else env
-    if not (enabled() and forkable(argv)):
+    if not (enabled() and forkable(argv, env)):
         return subprocess.run(argv, cwd=cwd, env=env, text=True, timeout=timeout,
                               input=input, stdin=subprocess.DEVNULL if input is None else None,
                               stdout=stdout if stdout is not None else subprocess.PIPE,
@@ -175,19 +213,27 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, cwd: str | Path =
             with open(fd, encoding="utf-8", errors="replace") as stream:
                 read[name] = stream.read()
 
-    readers = [threading.Thread(target=drain, args=pair, daemon=True)
+    def feed() -> None:
+        # From a thread, as subprocess.run does: a command that does not read all of it
+        # neither blocks the caller past its timeout nor fails it.
+        with contextlib.suppress(BrokenPipeError), open(in_w, "w") as stream:
+            if input:
+                stream.write(input)
+
+    helpers = [threading.Thread(target=drain, args=pair, daemon=True)
                for pair in (("stdout", out_r), ("stderr", err_r))]
-    for reader in readers:
-        reader.start()
-    with open(in_w, "w") as feed:
-        if input:
-            feed.write(input)
+    helpers.append(threading.Thread(target=feed, daemon=True))
+    for helper in helpers:
+        helper.start()
+    deadline = None if timeout is None else time.monotonic() + timeout
     try:
         code = process.wait(timeout)
+        for helper in helpers:
+            helper.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if any(helper.is_alive() for helper in helpers):
+            raise subprocess.TimeoutExpired(argv, timeout or 0.0)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(5)
         raise
-    for reader in readers:
-        reader.join(timeout)
     return subprocess.CompletedProcess(argv, code, read.get("stdout"), read.get("stderr", ""))
