@@ -1388,3 +1388,35 @@ def test_annotated_context_and_models_and_partials_of_postponed_annotations() ->
     assert result["raised"] is None
     assert result["seen"] == {"stamp has a context": True, "buy got": ["_Item"]}
     assert result["answers"]["order"] == {"result": "2 x Item:ink from corner, context True"}
+
+
+async def static_image_and_instruction_scenario(adk: Any) -> dict[str, Any]:
+    """A static instruction holding an image, beside a templated instruction; and a
+    before-agent callback answering with an empty text for an agent with output_key."""
+    h = s.Harness(adk)
+    image = types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG"))
+    await h.start(adk.LlmAgent(
+        name="root", model=h.model("m", "ok"), instruction="Be {mood}.",
+        static_instruction=types.Content(role="user", parts=[types.Part(text="Logo:"), image])),
+        state={"mood": "nice"})
+    await h.turn(s.user_text("hi"))
+    record = await h.finish()
+    shapes = [[part[0] if part[0] != "text" else part[1][:12] for part in c["parts"]]
+              for c in record["requests"][0]["contents"]]
+
+    quiet = s.Harness(adk)
+    empty = types.Content(role="model", parts=[types.Part(text="")])
+    await quiet.start(adk.LlmAgent(name="quiet", model=quiet.model("m", "unused"),
+                                   output_key="said", before_agent_callback=lambda **_: empty))
+    await quiet.turn(s.user_text("hi"))
+    return {"shapes": shapes, "said": (await quiet.finish())["session_state"]}
+
+
+def test_a_static_image_leads_the_contents_and_an_empty_answer_is_an_output() -> None:
+    """Before, the templated instruction was put ahead of the image's user content (taken
+    for part of the latest user turn); an empty answer left output_key unwritten."""
+    for result in on_both(static_image_and_instruction_scenario):  # the fence's words differ
+        image, instruction, message = result["shapes"]
+        assert image == ["Referenced i", "other"] and message == ["hi"]
+        assert instruction[0] not in ("Referenced i", "hi")
+        assert result["said"] == {"said": ""}

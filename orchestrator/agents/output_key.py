@@ -18,11 +18,14 @@ def save_final_output(agent: LlmAgent, event: Event) -> None:
     """
     if not agent.output_key or event.author != agent.name or not event.is_final_response():
         return
+    parts = event.content.parts if event.content else None
+    if not parts or not any(p.text is not None and not p.thought for p in parts):
+        return  # no text at all (an empty one is written, as google-adk writes it)
     text = said(event)
-    if not text:
-        return
     value: Any = text
     if agent.output_schema is not None:
+        if not text.strip():
+            return  # the empty last chunk of a stream: nothing to validate
         from orchestrator.flows.output_schema import output_value
 
         value = output_value(agent.output_schema, text)

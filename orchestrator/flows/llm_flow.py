@@ -225,11 +225,12 @@ class LlmFlow:
             include_thoughts_from_other_agents=ctx.run_config.include_thoughts_from_other_agents,
         )
         _insert_model_input_context(llm_request, ctx)
-        # The data parts of a static instruction lead the contents, a prefix that never
-        # changes (as google-adk places them).
-        llm_request.contents[0:0] = static_instruction_contents(agent)
         if instruction is not None:  # before the latest user turn, as google-adk puts it
             llm_request._insert_transient_user_content([instruction])
+        # The data parts of a static instruction lead the contents, a prefix that never
+        # changes (as google-adk places them; after the instruction's placing, which would
+        # take them for part of the latest user turn).
+        llm_request.contents[0:0] = static_instruction_contents(agent)
 
     async def _postprocess(
         self,
