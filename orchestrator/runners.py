@@ -369,12 +369,13 @@ class Runner:
             ctx.schedule(agent, hops=hops)
             async with contextlib.aclosing(agent.run_async(ctx)) as events:
                 steps = events if ctx.abort_signal is None else until_aborted(events, ctx)
-                async for event in steps:
-                    apply_run_metadata(event, ctx.run_config)
-                    event = await process_event(ctx, event)
-                    if not event.partial:
-                        await writer.append_event(session, event)
-                    yield event
+                async with contextlib.aclosing(steps):  # its agent task ends with it
+                    async for event in steps:
+                        apply_run_metadata(event, ctx.run_config)
+                        event = await process_event(ctx, event)
+                        if not event.partial:
+                            await writer.append_event(session, event)
+                        yield event
             agent = None if ctx.is_aborted else ctx.take_hop()
             if agent is not None:
                 failpoints.hit("runner.transfer_hop")  # the agent that transferred ended

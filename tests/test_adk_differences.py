@@ -7,6 +7,7 @@ what was logged. The whole module is skipped when google-adk 2.13 is not install
 """
 
 import asyncio
+import contextlib
 import datetime
 import enum
 import functools
@@ -1319,8 +1320,20 @@ def abort_signal_never_set_scenario(case: str) -> Any:
                                               abort_signal=asyncio.Event()):
                 pass
 
+        async def leave_early() -> None:  # the caller stops reading at the tool's call
+            async with contextlib.aclosing(h.runner.run_async(
+                    user_id=s.USER_ID, session_id=h.session_id, new_message=s.user_text("hi"),
+                    abort_signal=asyncio.Event())) as events:
+                async for event in events:
+                    if event.get_function_calls():
+                        break
+            await asyncio.sleep(0.1)  # the tool, had it been left running, would start
+
         try:
-            await asyncio.wait_for(consume(), 1.0 if case == "task" else 0.3)
+            if case == "caller_leaves":
+                await leave_early()
+            else:
+                await asyncio.wait_for(consume(), 1.0 if case == "task" else 0.3)
             outcome = "completed"
         except BaseException as error:  # noqa: BLE001 - the type is the outcome
             outcome = type(error).__name__
@@ -1332,13 +1345,16 @@ def abort_signal_never_set_scenario(case: str) -> Any:
     return scenario
 
 
-@pytest.mark.parametrize("case", ["task", "caller_gives_up"])
+@pytest.mark.parametrize("case", ["task", "caller_gives_up", "caller_leaves"])
 def test_a_run_with_an_abort_signal_runs_its_agent_in_one_task(case: str) -> None:
     """Before, each step ran in a task of its own (a cancel scope failed to exit), and a
     caller's timeout raised RuntimeError while the tool ran on to its end."""
     result = assert_same(abort_signal_never_set_scenario(case))
     if case == "task":
         assert result["outcome"] == "completed" and result["tasks_running_the_agent"] == 1
+    elif case == "caller_leaves":
+        assert result["outcome"] == "completed" and result["tasks_left"] == 0
+        assert result["tool"] == []
     else:
         assert result["outcome"] == "TimeoutError" and result["tool"] == ["started", "cancelled"]
         assert result["tasks_left"] == 0
