@@ -31,4 +31,7 @@ python3 -m venv .venv
 # devui: google-adk, whose wheel holds the web UI that `adk-celery api --dev-ui` serves.
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,devui]'
 .venv/bin/ruff check .
-.venv/bin/python -m pytest -q "$@"
+# Two test processes (pytest-xdist) by default: most of a test's time is spent waiting on
+# the processes it started, so two share the two cores of the CI machine well.
+# ADK_CELERY_TEST_WORKERS=0 runs the suite in this one process.
+.venv/bin/python -m pytest -q -n "${ADK_CELERY_TEST_WORKERS:-2}" "$@"

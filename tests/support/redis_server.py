@@ -25,7 +25,7 @@ from pathlib import Path
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 15.0
-"""Seconds to wait for a started server to answer PING."""
+"""Seconds to wait for a started server to answer."""
 STOP_TIMEOUT = 10.0
 """Seconds to wait for a server to exit after SHUTDOWN / SIGTERM."""
 _POLL = 0.02
@@ -69,11 +69,31 @@ def send_command(port: int, *args: str, timeout: float = 1.0) -> bytes:
         return reply
 
 
-def _answers_ping(port: int) -> bool:
+def _serving(port: int, pid: int) -> bool:
+    """True if the server answering on ``port`` is the process ``pid``.
+
+    A port chosen free can be taken by another test process's server (the suite runs in
+    parallel) between the choice and the bind; then ours exits, and that one would answer.
+    """
     try:
-        return send_command(port, "PING", timeout=0.5).startswith(b"+PONG")
-    except OSError:
+        return _server_pid(port) == pid
+    except (OSError, ValueError):
         return False
+
+
+def _server_pid(port: int) -> int:
+    """The ``process_id`` that ``INFO server`` of the server on ``port`` names."""
+    with socket.create_connection((HOST, port), timeout=0.5) as sock:
+        sock.sendall(_encode("INFO", "server"))
+        reply = b""
+        while b"process_id:" not in reply or not reply.split(b"process_id:", 1)[1].count(b"\r\n"):
+            chunk = sock.recv(4096)
+            if not chunk:
+                raise ValueError("the server closed the connection")
+            reply += chunk
+            if reply.startswith(b"-"):  # e.g. LOADING: not ready yet
+                raise ValueError(reply.decode(errors="replace"))
+    return int(reply.split(b"process_id:", 1)[1].split(b"\r\n", 1)[0])
 
 
 class RedisServer:
@@ -138,7 +158,7 @@ class RedisServer:
             )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
-            if _answers_ping(self.port):
+            if _serving(self.port, self.process.pid):
                 return
             try:
                 # Doubles as the poll interval and as an early-exit check (port in use, ...).
