@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 _role: dict[str, bool] = {
     "orchestrating": False, "prefork": False, "started": False, "plugins_closed": False,
 }
+_node_name: dict[str, str] = {}
+"""This worker's Celery node name (``"name"``), once set up."""
 
 
 def is_orchestrator() -> bool:
@@ -104,6 +106,7 @@ def _note_role(sender: str, instance: Any, **_: Any) -> None:
     load_apps_or_exit(settings)
     queues = set(instance.app.amqp.queues.consume_from or instance.app.amqp.queues)
     _role["orchestrating"] = settings.invocations_queue in queues
+    _node_name["name"] = sender
     _role["prefork"] = "prefork" in getattr(instance.pool_cls, "__module__", "")
 
 
@@ -134,7 +137,7 @@ def freeze_startup_heap() -> None:
 
 
 def _start() -> None:
-    get_runtime().start_orchestrating()
+    get_runtime().start_orchestrating(_node_name.get("name"))
     _role["started"] = True
 
 

@@ -18,23 +18,34 @@ The replacement is one script, and replaces only a ``PROGRESS`` state: an attemp
 reported has no state and gets none, a settled or finished one is left as it is. Run again
 (a watchdog that died before sending the call again looks at it again; two watchdogs at
 once), it changes nothing.
+
+Flower's task list and task page are made of task events, not of the result backend: there
+the dead attempt would stay ``STARTED`` or ``PROGRESS`` (the last event its worker sent) for
+as long as Flower runs. :class:`LostAttemptEvents` sends the ``task-failed`` event its worker
+never sent, with the same ``WorkerLostError``, so Flower shows the attempt as ``FAILURE`` and
+why. Best effort: the event is for the operator's eyes, the call goes on whether it is sent
+or not, and one sent twice (a watchdog that looks again) says the same thing twice.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
-from celery import states
+from celery import Celery, states
 from celery.backends.base import BaseKeyValueStoreBackend
 from celery.exceptions import WorkerLostError
-from kombu.utils.encoding import bytes_to_str
+from kombu.utils.encoding import bytes_to_str, safe_repr
 
 from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
 from orchestrator.distributed.models import AgentJob, ToolJob
 from workers.progress import PROGRESS_STATE
 from workers.transport import job_task_id
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,3 +114,48 @@ class LostAttempts:
         return bool(await self._settle(SettleProgress(
             meta=bytes_to_str(backend.get_key_for_task(task_id)), progress=PROGRESS_STATE,
             failure=backend.encode(meta), ttl=int(backend.expires or 0))))
+
+
+class LostAttemptEvents:
+    """Sends the ``task-failed`` event of a dead attempt's task, for Flower (see the module doc).
+
+    ``hostname``: the node name the events are sent under (this orchestrator's Celery node
+    name): Flower lists the task under it, the process that saw the attempt's end.
+    """
+
+    def __init__(self, app: Celery, hostname: str | None) -> None:
+        self._app, self._hostname = app, hostname
+        self._dispatcher: Any = None
+        self._lock = threading.Lock()
+
+    def send(self, task_id: str, reason: str) -> None:
+        """Send ``task-failed`` for ``task_id`` with a ``WorkerLostError(reason)``.
+
+        Blocks (a broker publish): call it off the event loop. Never raises: a failure is
+        logged.
+        """
+        try:
+            with self._lock:
+                if self._dispatcher is None:
+                    self._dispatcher = self._app.events.Dispatcher(
+                        self._app.connection_for_write(), hostname=self._hostname, enabled=True)
+                self._dispatcher.send("task-failed", uuid=task_id,
+                                      exception=safe_repr(WorkerLostError(reason)), traceback=None)
+        except Exception as error:  # the operator's view only: never the call's outcome
+            logger.warning("The task-failed event of the dead attempt %s was not sent (%s: %s)",
+                           task_id, type(error).__name__, error)
+            self.close()  # the next one connects afresh
+
+    def close(self) -> None:
+        """Release the dispatcher's broker connection."""
+        with self._lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        dispatcher, self._dispatcher = self._dispatcher, None
+        if dispatcher is not None:
+            try:
+                dispatcher.close()
+                dispatcher.connection.release()
+            except Exception as error:  # a connection already broken
+                logger.debug("Closing the event dispatcher failed (%s)", error)

@@ -247,11 +247,15 @@ class Runtime:
         return Services(client, sessions, artifacts, store, queue, registry, service,
                         events=events, wakeups=wakeups, transport=transport)
 
-    def start_orchestrating(self) -> None:
-        """Start draining the sessions announced on the wake stream, on this process's loop."""
-        self.run(self._start_consumer())
+    def start_orchestrating(self, hostname: str | None = None) -> None:
+        """Start draining the sessions announced on the wake stream, on this process's loop.
 
-    async def _start_consumer(self) -> None:
+        ``hostname``: this process's Celery node name (what its job watchdog tells Flower
+        under).
+        """
+        self.run(self._start_consumer(hostname))
+
+    async def _start_consumer(self, hostname: str | None) -> None:
         services = await self.services()
         if services.consumer is not None or services.wakeups is None:
             return
@@ -271,7 +275,7 @@ class Runtime:
                                "declared by its first job instead", type(error).__name__, error)
         services.consumer.start()
         if services.transport is not None:
-            services.watchdog = JobWatchdog(services, services.transport, settings)
+            services.watchdog = JobWatchdog(services, services.transport, settings, hostname)
             services.watchdog.start()
         services.keeper = UnfinishedKeeper(services.redis, settings.record_ttl_seconds)
         services.keeper.start()

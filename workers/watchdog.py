@@ -20,7 +20,8 @@ and, for each one that has no result yet:
 
 An attempt whose worker died may have left its task in the state ``PROGRESS`` in Celery's
 result backend (a tool that reported progress): before the call is sent again or answered,
-that state is replaced by ``FAILURE`` saying so (:mod:`workers.lost_attempts`). A call
+that state is replaced by ``FAILURE`` saying so, and the task's ``task-failed`` event that
+its worker never sent is sent for Flower (:mod:`workers.lost_attempts`). A call
 answered by its timeout while an attempt runs is watched on until that attempt ends: its
 worker may have died just before the deadline, too recently to be taken for dead then
 (its next look was the deadline). Once it is silent, its state is settled the same way; a
@@ -35,6 +36,7 @@ orchestrator dispatched (see :data:`~orchestrator.backends.redis.jobs.CLAIM`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -62,7 +64,7 @@ from orchestrator.distributed.transport import timeout_error
 from orchestrator.errors import is_infrastructure_error
 from orchestrator.flows.contents import RUN_BRANCH
 from workers import metrics
-from workers.lost_attempts import LostAttempts
+from workers.lost_attempts import LostAttemptEvents, LostAttempts
 from workers.periodic import Periodic
 from workers.transport import CeleryTransport, job_task_id
 
@@ -80,7 +82,13 @@ class JobWatchdog(Periodic):
 
     what = "Job watchdog sweep"
 
-    def __init__(self, services: Services, transport: CeleryTransport, settings: Settings) -> None:
+    def __init__(self, services: Services, transport: CeleryTransport, settings: Settings,
+                 hostname: str | None = None) -> None:
+        """Watch the calls of ``services``, sending them again through ``transport``.
+
+        ``hostname``: this orchestrator's Celery node name, which the events it sends for
+        Flower name (:class:`~workers.lost_attempts.LostAttemptEvents`).
+        """
         super().__init__(settings.watchdog_interval_seconds)
         self._services = services
         self._redis = services.redis
@@ -88,6 +96,7 @@ class JobWatchdog(Periodic):
         self._clock = CLOCK.register(self._redis)
         self._transport = transport
         self._lost = LostAttempts(self._redis, transport.app.backend)
+        self._lost_events = LostAttemptEvents(transport.app, hostname)
         self._watch_key = keys.job_watch(settings.invocations_queue)
         self._silent_after = silence_limit(settings.job_heartbeat_seconds)
         self._missing_after = queued_look_after(settings.job_lost_after_seconds)
@@ -104,6 +113,11 @@ class JobWatchdog(Periodic):
     async def run_pass(self) -> None:
         """One sweep (every ``watchdog_interval_seconds``)."""
         await self.sweep()
+
+    async def stop(self) -> None:
+        """Stop sweeping; release the connection the events for Flower went by."""
+        await super().stop()
+        await asyncio.to_thread(self._lost_events.close)
 
     def on_outage(self) -> None:
         """A sweep that failed on Redis: the next one that reads gives workers time to beat."""
@@ -334,17 +348,22 @@ class JobWatchdog(Periodic):
         failpoints.hit("watchdog.lost_settled")
 
     async def _settle(self, invocation_id: str, call_id: str, attempt: int, what: str) -> None:
-        """End the attempt's ``PROGRESS`` state as ``FAILURE``: worker lost, and ``what``.
+        """End the attempt's task as ``FAILURE``: worker lost, and ``what``.
 
-        Redis errors are raised (the sweep is retried); any other error is logged.
+        In the result backend (its ``PROGRESS`` state) and in Flower (a ``task-failed``
+        event). Redis errors are raised (the sweep is retried); any other error is logged.
         """
+        reason = f"Worker lost: {what}."
         try:
-            await self._lost.settle_call(invocation_id, call_id, attempt, f"Worker lost: {what}.")
+            await self._lost.settle_call(invocation_id, call_id, attempt, reason)
         except Exception as error:
             if is_infrastructure_error(error):
                 raise
             logger.exception("Call %s of invocation %s: the PROGRESS state of its attempt %d "
                              "not settled", call_id, invocation_id, attempt)
+        # Also when it left no PROGRESS state: Flower shows it STARTED until told otherwise.
+        await asyncio.to_thread(self._lost_events.send,
+                                job_task_id(invocation_id, call_id, attempt), reason)
 
     async def _forget(self, member: str) -> None:
         """Take the call out of the watch index (and this watchdog's memory)."""
