@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.memory._keyword_match import SearchableText, query_words
 from orchestrator.memory.base_memory_service import (
     BaseMemoryService,
     MemoryEntry,
@@ -22,13 +22,7 @@ if TYPE_CHECKING:
 DEFAULT_MAX_RESULTS = 10
 """How many memories a search returns at most, unless configured otherwise."""
 
-_WORD_RE = re.compile(r"\w+")
-
 _UserKey = tuple[str, str]
-
-
-def _tokens(text: str) -> frozenset[str]:
-    return frozenset(_WORD_RE.findall(text.lower()))
 
 
 def _iso_timestamp(timestamp: float) -> str:
@@ -37,17 +31,18 @@ def _iso_timestamp(timestamp: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Memory:
-    """A stored memory plus the words it can be found by."""
+    """A stored memory plus the text it can be found by."""
 
     entry: MemoryEntry
-    words: frozenset[str]
+    text: SearchableText
 
 
 class InMemoryMemoryService(BaseMemoryService):
     r"""Remembers the text-bearing events of sessions, per (app, user), keyed by session.
 
-    Search lower-cases the query and each memory's text, splits both into ``\w+`` words and
-    ranks memories by how many distinct query words they contain; ties keep ingestion order.
+    Search ranks memories by how many distinct query words they contain (see
+    ``_keyword_match`` for the word rules: NFC, ``\w+``, case-insensitive, mixed-script words
+    split, non-ASCII query words matched as substrings); ties keep ingestion order.
     Re-adding a session (or event) is idempotent, and deleted memory ids are never
     re-ingested.
     """
@@ -79,13 +74,14 @@ class InMemoryMemoryService(BaseMemoryService):
         self, *, app_name: str, user_id: str, query: str
     ) -> SearchMemoryResponse:
         """Return up to ``max_results`` memories sharing words with ``query``, best first."""
-        query_words = _tokens(query)
-        if not query_words:
+        words = query_words(query)
+        if not words:
             return SearchMemoryResponse()
         scored = [
-            (len(query_words & memory.words), memory)
+            (memory.text.match_count(words), memory)
             for memory in self._iter_memories((app_name, user_id))
         ]
+        # A stable sort on the count alone keeps equally good memories in ingestion order.
         ranked = sorted((item for item in scored if item[0] > 0), key=lambda item: -item[0])
         return SearchMemoryResponse(
             memories=[
@@ -133,5 +129,5 @@ class InMemoryMemoryService(BaseMemoryService):
                 author=event.author or None,
                 timestamp=_iso_timestamp(event.timestamp),
             )
-            bucket[event.id] = _Memory(entry=entry, words=_tokens(text))
+            bucket[event.id] = _Memory(entry=entry, text=SearchableText.of(text))
             known.add(event.id)
