@@ -99,3 +99,21 @@ def test_search_normalises_unicode_and_finds_words_inside_unspaced_scripts() -> 
     assert ids(result["東京"]) == ["zh"]
     assert ids(result["cafe\u0301"]) == ["fr"]
     assert result["thon"] == [] and result["cat"] == []
+
+
+async def readd_scenario(ns: SimpleNamespace) -> dict[str, list[str | None]]:
+    memory = ns.InMemoryMemoryService()
+    apple, banana = event(ns, "e1", "apple pie"), event(ns, "e2", "banana split")
+    await memory.add_session_to_memory(session(ns, "s1", apple, banana))
+    await memory.add_events_to_memory(
+        app_name=APP, user_id=USER, session_id="s1", events=[event(ns, "e3", "cherry pie")]
+    )
+    before = ids(await search(memory, "apple banana cherry"))
+    # A rewind removed the first and the delta's event: the session is added again without them.
+    await memory.add_session_to_memory(session(ns, "s1", banana))
+    return {"before": before, "after": ids(await search(memory, "apple banana cherry"))}
+
+
+def test_re_adding_a_session_that_lost_events_forgets_them() -> None:
+    result = assert_same(readd_scenario)
+    assert result == {"before": ["e1", "e2", "e3"], "after": ["e2"]}

@@ -43,8 +43,9 @@ class InMemoryMemoryService(BaseMemoryService):
     Search ranks memories by how many distinct query words they contain (see
     ``_keyword_match`` for the word rules: NFC, ``\w+``, case-insensitive, mixed-script words
     split, non-ASCII query words matched as substrings); ties keep ingestion order.
-    Re-adding a session (or event) is idempotent, and deleted memory ids are never
-    re-ingested.
+    Adding a session again replaces what was remembered of it (so events a rewind removed
+    are forgotten), as in google-adk 2.13; an event is remembered once, and deleted memory
+    ids are never re-ingested.
     """
 
     def __init__(self, *, max_results: int = DEFAULT_MAX_RESULTS) -> None:
@@ -53,10 +54,11 @@ class InMemoryMemoryService(BaseMemoryService):
         self._deleted: dict[_UserKey, set[str]] = {}
 
     async def add_session_to_memory(self, session: Session) -> None:
-        """Ingest the session's events with content; already-known events are skipped."""
-        self._ingest(
-            (session.app_name, session.user_id), session.id, session.events, custom_metadata=None
-        )
+        """Remember the session's events with content, replacing what was known of it."""
+        key = (session.app_name, session.user_id)
+        # Emptied in place rather than dropped, so the session keeps its place in search ties.
+        self._memories.setdefault(key, {})[session.id] = {}
+        self._ingest(key, session.id, session.events, custom_metadata=None)
 
     async def add_events_to_memory(
         self,
