@@ -117,3 +117,20 @@ async def readd_scenario(ns: SimpleNamespace) -> dict[str, list[str | None]]:
 def test_re_adding_a_session_that_lost_events_forgets_them() -> None:
     result = assert_same(readd_scenario)
     assert result == {"before": ["e1", "e2", "e3"], "after": ["e2"]}
+
+
+async def buckets_scenario(ns: SimpleNamespace) -> list[str | None]:
+    memory = ns.InMemoryMemoryService()
+    await memory.add_session_to_memory(session(ns, "s1", event(ns, "e1", "shared fact")))
+    # The same event without a session id (twice: kept once there), with an empty one (the
+    # same bucket) and under another session.
+    for session_id in (None, None, "", "s2"):
+        await memory.add_events_to_memory(
+            app_name=APP, user_id=USER, session_id=session_id,
+            events=[event(ns, "e1", "shared fact")],
+        )
+    return ids(await search(memory, "fact"))
+
+
+def test_the_same_event_under_another_session_is_found_again() -> None:
+    assert assert_same(buckets_scenario) == ["e1", "e1", "e1"]

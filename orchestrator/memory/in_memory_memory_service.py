@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -22,10 +22,16 @@ if TYPE_CHECKING:
 DEFAULT_MAX_RESULTS = 10
 """How many memories a search returns at most, unless configured otherwise."""
 
+_NO_SESSION = "__unknown_session_id__"
+"""The bucket of events added without a session id (google-adk's name for it, so a session
+really called that shares it, as there)."""
+
 _UserKey = tuple[str, str]
 
 
 def _iso_timestamp(timestamp: float) -> str:
+    # UTC with its offset, on purpose (google-adk: the server's local time without one); the
+    # README's compatibility notes say so.
     return datetime.fromtimestamp(timestamp, tz=UTC).isoformat()
 
 
@@ -37,28 +43,52 @@ class _Memory:
     text: SearchableText
 
 
+def _remembered(
+    events: Iterable[Event], skip_ids: set[str], custom_metadata: Mapping[str, Any] | None
+) -> list[_Memory]:
+    """The memories of ``events`` that have content parts, are final and are not skipped."""
+    memories = []
+    for event in events:
+        content = event.content
+        if not content or not content.parts or event.partial or event.id in skip_ids:
+            continue
+        text = " ".join(part.text for part in content.parts if part.text)
+        entry = MemoryEntry(
+            content=content.model_copy(deep=True),
+            custom_metadata=copy.deepcopy(dict(custom_metadata or {})),
+            id=event.id,
+            author=event.author or None,
+            timestamp=_iso_timestamp(event.timestamp),
+        )
+        memories.append(_Memory(entry=entry, text=SearchableText.of(text)))
+    return memories
+
+
 class InMemoryMemoryService(BaseMemoryService):
-    r"""Remembers the text-bearing events of sessions, per (app, user), keyed by session.
+    r"""Remembers the content-bearing events of sessions, per (app, user), keyed by session.
 
     Search ranks memories by how many distinct query words they contain (see
     ``_keyword_match`` for the word rules: NFC, ``\w+``, case-insensitive, mixed-script words
     split, non-ASCII query words matched as substrings); ties keep ingestion order.
-    Adding a session again replaces what was remembered of it (so events a rewind removed
-    are forgotten), as in google-adk 2.13; an event is remembered once, and deleted memory
-    ids are never re-ingested.
+
+    As in google-adk 2.13: adding a session replaces what was remembered of it (so events a
+    rewind removed are forgotten); ``add_events_to_memory`` only appends events not yet in
+    that session's memories (events without a session id share one bucket); the same event
+    remembered under two sessions is found twice. Unlike there, ``custom_metadata`` is
+    stored, and a deleted memory id is never ingested again.
     """
 
     def __init__(self, *, max_results: int = DEFAULT_MAX_RESULTS) -> None:
         self._max_results = max_results
-        self._memories: dict[_UserKey, dict[str | None, dict[str, _Memory]]] = {}
+        self._memories: dict[_UserKey, dict[str, list[_Memory]]] = {}
         self._deleted: dict[_UserKey, set[str]] = {}
 
     async def add_session_to_memory(self, session: Session) -> None:
         """Remember the session's events with content, replacing what was known of it."""
         key = (session.app_name, session.user_id)
-        # Emptied in place rather than dropped, so the session keeps its place in search ties.
-        self._memories.setdefault(key, {})[session.id] = {}
-        self._ingest(key, session.id, session.events, custom_metadata=None)
+        memories = _remembered(session.events, self._deleted.get(key, set()), None)
+        # Set over the old list: the session keeps its place among equally good matches.
+        self._memories.setdefault(key, {})[session.id] = memories
 
     async def add_events_to_memory(
         self,
@@ -69,8 +99,15 @@ class InMemoryMemoryService(BaseMemoryService):
         session_id: str | None = None,
         custom_metadata: Mapping[str, Any] | None = None,
     ) -> None:
-        """Ingest a delta of events, tagging each new memory with ``custom_metadata``."""
-        self._ingest((app_name, user_id), session_id, events, custom_metadata=custom_metadata)
+        """Append the events not yet remembered for that session, tagged ``custom_metadata``."""
+        key = (app_name, user_id)
+        bucket = self._memories.setdefault(key, {}).setdefault(session_id or _NO_SESSION, [])
+        skip = self._deleted.get(key, set()) | {memory.entry.id or "" for memory in bucket}
+        for memory in _remembered(events, skip, custom_metadata):
+            # Ids within one delta are skipped once seen, too.
+            if memory.entry.id not in skip:
+                bucket.append(memory)
+                skip.add(memory.entry.id or "")
 
     async def search_memory(
         self, *, app_name: str, user_id: str, query: str
@@ -81,7 +118,8 @@ class InMemoryMemoryService(BaseMemoryService):
             return SearchMemoryResponse()
         scored = [
             (memory.text.match_count(words), memory)
-            for memory in self._iter_memories((app_name, user_id))
+            for bucket in self._memories.get((app_name, user_id), {}).values()
+            for memory in bucket
         ]
         # A stable sort on the count alone keeps equally good memories in ingestion order.
         ranked = sorted((item for item in scored if item[0] > 0), key=lambda item: -item[0])
@@ -99,37 +137,6 @@ class InMemoryMemoryService(BaseMemoryService):
             return
         key = (app_name, user_id)
         self._deleted.setdefault(key, set()).add(memory_id)
-        for bucket in self._memories.get(key, {}).values():
-            bucket.pop(memory_id, None)
-
-    def _iter_memories(self, key: _UserKey) -> Iterator[_Memory]:
-        for bucket in self._memories.get(key, {}).values():
-            yield from bucket.values()
-
-    def _ingest(
-        self,
-        key: _UserKey,
-        session_id: str | None,
-        events: Iterable[Event],
-        *,
-        custom_metadata: Mapping[str, Any] | None,
-    ) -> None:
-        deleted = self._deleted.get(key, set())
-        known = {memory.entry.id for memory in self._iter_memories(key)}
-        bucket = self._memories.setdefault(key, {}).setdefault(session_id, {})
-        for event in events:
-            content = event.content
-            if not content or not content.parts or event.partial or not event.id:
-                continue
-            if event.id in deleted or event.id in known:
-                continue
-            text = " ".join(part.text for part in content.parts if part.text)
-            entry = MemoryEntry(
-                content=content.model_copy(deep=True),
-                custom_metadata=copy.deepcopy(dict(custom_metadata or {})),
-                id=event.id,
-                author=event.author or None,
-                timestamp=_iso_timestamp(event.timestamp),
-            )
-            bucket[event.id] = _Memory(entry=entry, text=SearchableText.of(text))
-            known.add(event.id)
+        buckets = self._memories.get(key, {})
+        for session_id, bucket in buckets.items():
+            buckets[session_id] = [memory for memory in bucket if memory.entry.id != memory_id]
