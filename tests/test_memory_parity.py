@@ -134,3 +134,17 @@ async def buckets_scenario(ns: SimpleNamespace) -> list[str | None]:
 
 def test_the_same_event_under_another_session_is_found_again() -> None:
     assert assert_same(buckets_scenario) == ["e1", "e1", "e1"]
+
+
+async def metadata_scenario(ns: SimpleNamespace) -> Found:
+    memory = ns.InMemoryMemoryService()
+    await memory.add_events_to_memory(
+        app_name=APP, user_id=USER, session_id="s1", events=[event(ns, "e1", "fresh milk")],
+        custom_metadata={"ttl": 5},
+    )
+    return await search(memory, "milk")
+
+
+def test_custom_metadata_of_added_events_is_not_stored() -> None:
+    (found,) = assert_same(metadata_scenario)
+    assert found[3] == {}

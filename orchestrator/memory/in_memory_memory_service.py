@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,9 +42,7 @@ class _Memory:
     text: SearchableText
 
 
-def _remembered(
-    events: Iterable[Event], skip_ids: set[str], custom_metadata: Mapping[str, Any] | None
-) -> list[_Memory]:
+def _remembered(events: Iterable[Event], skip_ids: set[str]) -> list[_Memory]:
     """The memories of ``events`` that have content parts, are final and are not skipped."""
     memories = []
     for event in events:
@@ -55,7 +52,6 @@ def _remembered(
         text = " ".join(part.text for part in content.parts if part.text)
         entry = MemoryEntry(
             content=content.model_copy(deep=True),
-            custom_metadata=copy.deepcopy(dict(custom_metadata or {})),
             id=event.id,
             author=event.author or None,
             timestamp=_iso_timestamp(event.timestamp),
@@ -74,8 +70,8 @@ class InMemoryMemoryService(BaseMemoryService):
     As in google-adk 2.13: adding a session replaces what was remembered of it (so events a
     rewind removed are forgotten); ``add_events_to_memory`` only appends events not yet in
     that session's memories (events without a session id share one bucket); the same event
-    remembered under two sessions is found twice. Unlike there, ``custom_metadata`` is
-    stored, and a deleted memory id is never ingested again.
+    remembered under two sessions is found twice; ``custom_metadata`` is not stored; a
+    deleted memory id is never ingested again.
     """
 
     def __init__(self, *, max_results: int = DEFAULT_MAX_RESULTS) -> None:
@@ -86,7 +82,7 @@ class InMemoryMemoryService(BaseMemoryService):
     async def add_session_to_memory(self, session: Session) -> None:
         """Remember the session's events with content, replacing what was known of it."""
         key = (session.app_name, session.user_id)
-        memories = _remembered(session.events, self._deleted.get(key, set()), None)
+        memories = _remembered(session.events, self._deleted.get(key, set()))
         # Set over the old list: the session keeps its place among equally good matches.
         self._memories.setdefault(key, {})[session.id] = memories
 
@@ -99,11 +95,12 @@ class InMemoryMemoryService(BaseMemoryService):
         session_id: str | None = None,
         custom_metadata: Mapping[str, Any] | None = None,
     ) -> None:
-        """Append the events not yet remembered for that session, tagged ``custom_metadata``."""
+        """Append the events not yet remembered for that session (``custom_metadata``: unused)."""
+        del custom_metadata  # google-adk's in-memory service ignores it too
         key = (app_name, user_id)
         bucket = self._memories.setdefault(key, {}).setdefault(session_id or _NO_SESSION, [])
         skip = self._deleted.get(key, set()) | {memory.entry.id or "" for memory in bucket}
-        for memory in _remembered(events, skip, custom_metadata):
+        for memory in _remembered(events, skip):
             # Ids within one delta are skipped once seen, too.
             if memory.entry.id not in skip:
                 bucket.append(memory)
