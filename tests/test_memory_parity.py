@@ -148,3 +148,22 @@ async def metadata_scenario(ns: SimpleNamespace) -> Found:
 def test_custom_metadata_of_added_events_is_not_stored() -> None:
     (found,) = assert_same(metadata_scenario)
     assert found[3] == {}
+
+
+async def delete_scenario(ns: SimpleNamespace) -> dict[str, list[str | None]]:
+    memory = ns.InMemoryMemoryService()
+    await memory.delete_memory(app_name=APP, user_id=USER, memory_id="early")
+    await memory.add_events_to_memory(
+        app_name=APP, user_id=USER, session_id="s1",
+        events=[event(ns, "early", "zebra crossing"), event(ns, "gone", "zebra stripes")],
+    )
+    await memory.delete_memory(app_name=APP, user_id=USER, memory_id="gone")
+    # A forgotten memory stays forgotten when its session is added again.
+    await memory.add_session_to_memory(session(
+        ns, "s1", event(ns, "early", "zebra crossing"), event(ns, "gone", "zebra stripes"),
+    ))
+    return {"zebra": ids(await search(memory, "zebra"))}
+
+
+def test_deleting_an_id_not_yet_remembered_does_not_block_it() -> None:
+    assert assert_same(delete_scenario) == {"zebra": ["early"]}

@@ -71,7 +71,8 @@ class InMemoryMemoryService(BaseMemoryService):
     rewind removed are forgotten); ``add_events_to_memory`` only appends events not yet in
     that session's memories (events without a session id share one bucket); the same event
     remembered under two sessions is found twice; ``custom_metadata`` is not stored; a
-    deleted memory id is never ingested again.
+    deleted memory is never ingested again, while deleting an id not remembered records
+    nothing.
     """
 
     def __init__(self, *, max_results: int = DEFAULT_MAX_RESULTS) -> None:
@@ -129,11 +130,14 @@ class InMemoryMemoryService(BaseMemoryService):
     async def delete_memory(
         self, *, app_name: str, user_id: str, memory_id: str | None = None
     ) -> None:
-        """Forget a memory and make sure that id is never ingested again (None: nothing)."""
+        """Forget a remembered memory for good (an id not remembered, or None: nothing)."""
         if not memory_id:
             return
         key = (app_name, user_id)
-        self._deleted.setdefault(key, set()).add(memory_id)
         buckets = self._memories.get(key, {})
         for session_id, bucket in buckets.items():
-            buckets[session_id] = [memory for memory in bucket if memory.entry.id != memory_id]
+            kept = [memory for memory in bucket if memory.entry.id != memory_id]
+            if len(kept) != len(bucket):
+                buckets[session_id] = kept
+                # Only a memory actually forgotten is kept from coming back.
+                self._deleted.setdefault(key, set()).add(memory_id)
