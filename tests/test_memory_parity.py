@@ -167,3 +167,18 @@ async def delete_scenario(ns: SimpleNamespace) -> dict[str, list[str | None]]:
 
 def test_deleting_an_id_not_yet_remembered_does_not_block_it() -> None:
     assert assert_same(delete_scenario) == {"zebra": ["early"]}
+
+
+async def partial_scenario(ns: SimpleNamespace) -> Found:
+    memory = ns.InMemoryMemoryService()
+    await memory.add_session_to_memory(
+        session(ns, "s1", event(ns, "p1", "streamed chunk", partial=True))
+    )
+    await memory.add_events_to_memory(
+        app_name=APP, user_id=USER, events=[event(ns, "p2", "another chunk", partial=True)]
+    )
+    return await search(memory, "chunk")
+
+
+def test_partial_events_are_remembered() -> None:
+    assert ids(assert_same(partial_scenario)) == ["p1", "p2"]

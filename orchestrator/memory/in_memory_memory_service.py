@@ -43,11 +43,12 @@ class _Memory:
 
 
 def _remembered(events: Iterable[Event], skip_ids: set[str]) -> list[_Memory]:
-    """The memories of ``events`` that have content parts, are final and are not skipped."""
+    """The memories of ``events`` that have content parts and whose ids are not skipped."""
     memories = []
     for event in events:
         content = event.content
-        if not content or not content.parts or event.partial or event.id in skip_ids:
+        # Partial (streamed) events are remembered too, as in google-adk.
+        if not content or not content.parts or event.id in skip_ids:
             continue
         text = " ".join(part.text for part in content.parts if part.text)
         entry = MemoryEntry(
