@@ -182,3 +182,16 @@ async def partial_scenario(ns: SimpleNamespace) -> Found:
 
 def test_partial_events_are_remembered() -> None:
     assert ids(assert_same(partial_scenario)) == ["p1", "p2"]
+
+
+async def empty_author_scenario(ns: SimpleNamespace) -> Found:
+    memory = ns.InMemoryMemoryService()
+    await memory.add_session_to_memory(
+        session(ns, "s1", event(ns, "e1", "anonymous note", author=""))
+    )
+    return await search(memory, "note")
+
+
+def test_an_empty_author_stays_empty() -> None:
+    (found,) = assert_same(empty_author_scenario)
+    assert found[1] == ""

@@ -54,7 +54,7 @@ def _remembered(events: Iterable[Event], skip_ids: set[str]) -> list[_Memory]:
         entry = MemoryEntry(
             content=content.model_copy(deep=True),
             id=event.id,
-            author=event.author or None,
+            author=event.author,
             timestamp=_iso_timestamp(event.timestamp),
         )
         memories.append(_Memory(entry=entry, text=SearchableText.of(text)))
