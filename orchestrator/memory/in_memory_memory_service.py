@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -73,20 +74,24 @@ class InMemoryMemoryService(BaseMemoryService):
     that session's memories (events without a session id share one bucket); the same event
     remembered under two sessions is found twice; ``custom_metadata`` is not stored; a
     deleted memory is never ingested again, while deleting an id not remembered records
-    nothing.
+    nothing. It is thread-safe.
     """
 
     def __init__(self, *, max_results: int = DEFAULT_MAX_RESULTS) -> None:
         self._max_results = max_results
+        # Thread-safe, as google-adk's: a service may be shared by runners on several threads
+        # (or reached from a sync tool's own event loop on a worker thread).
+        self._lock = threading.Lock()
         self._memories: dict[_UserKey, dict[str, list[_Memory]]] = {}
         self._deleted: dict[_UserKey, set[str]] = {}
 
     async def add_session_to_memory(self, session: Session) -> None:
         """Remember the session's events with content, replacing what was known of it."""
         key = (session.app_name, session.user_id)
-        memories = _remembered(session.events, self._deleted.get(key, set()))
-        # Set over the old list: the session keeps its place among equally good matches.
-        self._memories.setdefault(key, {})[session.id] = memories
+        with self._lock:
+            memories = _remembered(session.events, self._deleted.get(key, set()))
+            # Set over the old list: the session keeps its place among equally good matches.
+            self._memories.setdefault(key, {})[session.id] = memories
 
     async def add_events_to_memory(
         self,
@@ -100,13 +105,14 @@ class InMemoryMemoryService(BaseMemoryService):
         """Append the events not yet remembered for that session (``custom_metadata``: unused)."""
         del custom_metadata  # google-adk's in-memory service ignores it too
         key = (app_name, user_id)
-        bucket = self._memories.setdefault(key, {}).setdefault(session_id or _NO_SESSION, [])
-        skip = self._deleted.get(key, set()) | {memory.entry.id or "" for memory in bucket}
-        for memory in _remembered(events, skip):
-            # Ids within one delta are skipped once seen, too.
-            if memory.entry.id not in skip:
-                bucket.append(memory)
-                skip.add(memory.entry.id or "")
+        with self._lock:
+            bucket = self._memories.setdefault(key, {}).setdefault(session_id or _NO_SESSION, [])
+            skip = self._deleted.get(key, set()) | {memory.entry.id or "" for memory in bucket}
+            for memory in _remembered(events, skip):
+                # Ids within one delta are skipped once seen, too.
+                if memory.entry.id not in skip:
+                    bucket.append(memory)
+                    skip.add(memory.entry.id or "")
 
     async def search_memory(
         self, *, app_name: str, user_id: str, query: str
@@ -115,11 +121,14 @@ class InMemoryMemoryService(BaseMemoryService):
         words = query_words(query)
         if not words:
             return SearchMemoryResponse()
-        scored = [
-            (memory.text.match_count(words), memory)
-            for bucket in self._memories.get((app_name, user_id), {}).values()
-            for memory in bucket
-        ]
+        with self._lock:
+            # A snapshot: a writer on another thread may replace or grow the lists meanwhile.
+            memories = [
+                memory
+                for bucket in self._memories.get((app_name, user_id), {}).values()
+                for memory in bucket
+            ]
+        scored = [(memory.text.match_count(words), memory) for memory in memories]
         # A stable sort on the count alone keeps equally good memories in ingestion order.
         ranked = sorted((item for item in scored if item[0] > 0), key=lambda item: -item[0])
         return SearchMemoryResponse(
@@ -135,10 +144,11 @@ class InMemoryMemoryService(BaseMemoryService):
         if not memory_id:
             return
         key = (app_name, user_id)
-        buckets = self._memories.get(key, {})
-        for session_id, bucket in buckets.items():
-            kept = [memory for memory in bucket if memory.entry.id != memory_id]
-            if len(kept) != len(bucket):
-                buckets[session_id] = kept
-                # Only a memory actually forgotten is kept from coming back.
-                self._deleted.setdefault(key, set()).add(memory_id)
+        with self._lock:
+            buckets = self._memories.get(key, {})
+            for session_id, bucket in buckets.items():
+                kept = [memory for memory in bucket if memory.entry.id != memory_id]
+                if len(kept) != len(bucket):
+                    buckets[session_id] = kept
+                    # Only a memory actually forgotten is kept from coming back.
+                    self._deleted.setdefault(key, set()).add(memory_id)
