@@ -45,7 +45,7 @@ class _Memory:
 
 def _remembered(events: Iterable[Event], skip_ids: set[str]) -> list[_Memory]:
     """The memories of ``events`` that have content parts and whose ids are not skipped."""
-    memories = []
+    memories: list[_Memory] = []
     for event in events:
         content = event.content
         # Partial (streamed) events are remembered too, as in google-adk.
