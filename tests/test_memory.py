@@ -171,7 +171,8 @@ async def test_add_events_to_memory(memory_service: BaseMemoryService):
     )
     result = await search(memory_service, "jazz blues")
     assert texts(result) == ["likes jazz and blues", "likes jazz"]
-    assert [m.custom_metadata for m in result.memories] == [{}, {"source": "delta"}]
+    # custom_metadata is not stored, as in google-adk 2.13's InMemoryMemoryService.
+    assert [m.custom_metadata for m in result.memories] == [{}, {}]
 
 
 async def test_delete_memory_is_permanent(memory_service: BaseMemoryService):

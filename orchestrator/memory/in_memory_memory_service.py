@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.memory._keyword_match import SearchableText, query_words
 from orchestrator.memory.base_memory_service import (
     BaseMemoryService,
     MemoryEntry,
@@ -22,46 +22,76 @@ if TYPE_CHECKING:
 DEFAULT_MAX_RESULTS = 10
 """How many memories a search returns at most, unless configured otherwise."""
 
-_WORD_RE = re.compile(r"\w+")
+_NO_SESSION = "__unknown_session_id__"
+"""The bucket of events added without a session id (google-adk's name for it, so a session
+really called that shares it, as there)."""
 
 _UserKey = tuple[str, str]
 
 
-def _tokens(text: str) -> frozenset[str]:
-    return frozenset(_WORD_RE.findall(text.lower()))
-
-
 def _iso_timestamp(timestamp: float) -> str:
+    # UTC with its offset, on purpose (google-adk: the server's local time without one); the
+    # README's compatibility notes say so.
     return datetime.fromtimestamp(timestamp, tz=UTC).isoformat()
 
 
 @dataclass(frozen=True, slots=True)
 class _Memory:
-    """A stored memory plus the words it can be found by."""
+    """A stored memory plus the text it can be found by."""
 
     entry: MemoryEntry
-    words: frozenset[str]
+    text: SearchableText
+
+
+def _remembered(events: Iterable[Event], skip_ids: set[str]) -> list[_Memory]:
+    """The memories of ``events`` that have content parts and whose ids are not skipped."""
+    memories: list[_Memory] = []
+    for event in events:
+        content = event.content
+        # Partial (streamed) events are remembered too, as in google-adk.
+        if not content or not content.parts or event.id in skip_ids:
+            continue
+        text = " ".join(part.text for part in content.parts if part.text)
+        entry = MemoryEntry(
+            content=content.model_copy(deep=True),
+            id=event.id,
+            author=event.author,
+            timestamp=_iso_timestamp(event.timestamp),
+        )
+        memories.append(_Memory(entry=entry, text=SearchableText.of(text)))
+    return memories
 
 
 class InMemoryMemoryService(BaseMemoryService):
-    r"""Remembers the text-bearing events of sessions, per (app, user), keyed by session.
+    r"""Remembers the content-bearing events of sessions, per (app, user), keyed by session.
 
-    Search lower-cases the query and each memory's text, splits both into ``\w+`` words and
-    ranks memories by how many distinct query words they contain; ties keep ingestion order.
-    Re-adding a session (or event) is idempotent, and deleted memory ids are never
-    re-ingested.
+    Search ranks memories by how many distinct query words they contain (see
+    ``_keyword_match`` for the word rules: NFC, ``\w+``, case-insensitive, mixed-script words
+    split, non-ASCII query words matched as substrings); ties keep ingestion order.
+
+    As in google-adk 2.13: adding a session replaces what was remembered of it (so events a
+    rewind removed are forgotten); ``add_events_to_memory`` only appends events not yet in
+    that session's memories (events without a session id share one bucket); the same event
+    remembered under two sessions is found twice; ``custom_metadata`` is not stored; a
+    deleted memory is never ingested again, while deleting an id not remembered records
+    nothing. It is thread-safe.
     """
 
     def __init__(self, *, max_results: int = DEFAULT_MAX_RESULTS) -> None:
         self._max_results = max_results
-        self._memories: dict[_UserKey, dict[str | None, dict[str, _Memory]]] = {}
+        # Thread-safe, as google-adk's: a service may be shared by runners on several threads
+        # (or reached from a sync tool's own event loop on a worker thread).
+        self._lock = threading.Lock()
+        self._memories: dict[_UserKey, dict[str, list[_Memory]]] = {}
         self._deleted: dict[_UserKey, set[str]] = {}
 
     async def add_session_to_memory(self, session: Session) -> None:
-        """Ingest the session's events with content; already-known events are skipped."""
-        self._ingest(
-            (session.app_name, session.user_id), session.id, session.events, custom_metadata=None
-        )
+        """Remember the session's events with content, replacing what was known of it."""
+        key = (session.app_name, session.user_id)
+        with self._lock:
+            memories = _remembered(session.events, self._deleted.get(key, set()))
+            # Set over the old list: the session keeps its place among equally good matches.
+            self._memories.setdefault(key, {})[session.id] = memories
 
     async def add_events_to_memory(
         self,
@@ -72,20 +102,34 @@ class InMemoryMemoryService(BaseMemoryService):
         session_id: str | None = None,
         custom_metadata: Mapping[str, Any] | None = None,
     ) -> None:
-        """Ingest a delta of events, tagging each new memory with ``custom_metadata``."""
-        self._ingest((app_name, user_id), session_id, events, custom_metadata=custom_metadata)
+        """Append the events not yet remembered for that session (``custom_metadata``: unused)."""
+        del custom_metadata  # google-adk's in-memory service ignores it too
+        key = (app_name, user_id)
+        with self._lock:
+            bucket = self._memories.setdefault(key, {}).setdefault(session_id or _NO_SESSION, [])
+            skip = self._deleted.get(key, set()) | {memory.entry.id or "" for memory in bucket}
+            for memory in _remembered(events, skip):
+                # Ids within one delta are skipped once seen, too.
+                if memory.entry.id not in skip:
+                    bucket.append(memory)
+                    skip.add(memory.entry.id or "")
 
     async def search_memory(
         self, *, app_name: str, user_id: str, query: str
     ) -> SearchMemoryResponse:
         """Return up to ``max_results`` memories sharing words with ``query``, best first."""
-        query_words = _tokens(query)
-        if not query_words:
+        words = query_words(query)
+        if not words:
             return SearchMemoryResponse()
-        scored = [
-            (len(query_words & memory.words), memory)
-            for memory in self._iter_memories((app_name, user_id))
-        ]
+        with self._lock:
+            # A snapshot: a writer on another thread may replace or grow the lists meanwhile.
+            memories = [
+                memory
+                for bucket in self._memories.get((app_name, user_id), {}).values()
+                for memory in bucket
+            ]
+        scored = [(memory.text.match_count(words), memory) for memory in memories]
+        # A stable sort on the count alone keeps equally good memories in ingestion order.
         ranked = sorted((item for item in scored if item[0] > 0), key=lambda item: -item[0])
         return SearchMemoryResponse(
             memories=[
@@ -96,42 +140,15 @@ class InMemoryMemoryService(BaseMemoryService):
     async def delete_memory(
         self, *, app_name: str, user_id: str, memory_id: str | None = None
     ) -> None:
-        """Forget a memory and make sure that id is never ingested again (None: nothing)."""
+        """Forget a remembered memory for good (an id not remembered, or None: nothing)."""
         if not memory_id:
             return
         key = (app_name, user_id)
-        self._deleted.setdefault(key, set()).add(memory_id)
-        for bucket in self._memories.get(key, {}).values():
-            bucket.pop(memory_id, None)
-
-    def _iter_memories(self, key: _UserKey) -> Iterator[_Memory]:
-        for bucket in self._memories.get(key, {}).values():
-            yield from bucket.values()
-
-    def _ingest(
-        self,
-        key: _UserKey,
-        session_id: str | None,
-        events: Iterable[Event],
-        *,
-        custom_metadata: Mapping[str, Any] | None,
-    ) -> None:
-        deleted = self._deleted.get(key, set())
-        known = {memory.entry.id for memory in self._iter_memories(key)}
-        bucket = self._memories.setdefault(key, {}).setdefault(session_id, {})
-        for event in events:
-            content = event.content
-            if not content or not content.parts or event.partial or not event.id:
-                continue
-            if event.id in deleted or event.id in known:
-                continue
-            text = " ".join(part.text for part in content.parts if part.text)
-            entry = MemoryEntry(
-                content=content.model_copy(deep=True),
-                custom_metadata=copy.deepcopy(dict(custom_metadata or {})),
-                id=event.id,
-                author=event.author or None,
-                timestamp=_iso_timestamp(event.timestamp),
-            )
-            bucket[event.id] = _Memory(entry=entry, words=_tokens(text))
-            known.add(event.id)
+        with self._lock:
+            buckets = self._memories.get(key, {})
+            for session_id, bucket in buckets.items():
+                kept = [memory for memory in bucket if memory.entry.id != memory_id]
+                if len(kept) != len(bucket):
+                    buckets[session_id] = kept
+                    # Only a memory actually forgotten is kept from coming back.
+                    self._deleted.setdefault(key, set()).add(memory_id)
