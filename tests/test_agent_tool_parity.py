@@ -227,3 +227,61 @@ def test_a_child_left_waiting_is_an_error_the_callers_model_reads() -> None:
         "Error: agent 'helper' stopped waiting on unresolved long-running tool call(s) "
         "(pending call ids: ['<adk-id>']), which AgentTool cannot resume.")}
     assert result["events"][0][2] == ["root", [["text", "done"]], True, None]
+
+
+# --------------------------------------------------------------------------------------------
+# The child's runner
+
+
+async def toolset_close_scenario(adk: Any) -> dict[str, Any]:
+    base_toolset = framework_name(adk, "google.adk.tools.base_toolset",
+                                  "orchestrator.tools.base_toolset", "BaseToolset")
+    h = s.Harness(adk)
+    closed: list[str] = []
+
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    class Pinging(base_toolset):  # type: ignore[misc, valid-type]
+        async def get_tools(self, readonly_context: Any = None) -> list[Any]:
+            return [adk.FunctionTool(ping)]
+
+        async def close(self) -> None:
+            closed.append("closed")
+
+    child = adk.LlmAgent(name="helper", description="Helps.", model=h.model("c", "a", "b"),
+                         tools=[Pinging()])
+    root = adk.LlmAgent(name="root", model=h.model("r", s.fc("helper", request="x"),
+                                                   s.fc("helper", request="y"), "done"),
+                        tools=[adk.AgentTool(child)])
+    await h.start(root)
+    await h.turn(s.user_text("go"))
+    during = list(closed)
+    await h.runner.close()
+    return {"closed_during_the_turn": during, "closed_in_all": closed}
+
+
+def test_the_childs_toolsets_are_closed_after_every_call() -> None:
+    result = assert_same(toolset_close_scenario)
+    assert result["closed_in_all"] == ["closed", "closed"]
+
+
+async def app_name_scenario(adk: Any) -> list[Any]:
+    h = s.Harness(adk)
+    seen: list[Any] = []
+
+    def where(tool_context: adk.ToolContext) -> str:
+        """Where."""
+        ctx = tool_context._invocation_context
+        seen.append((ctx.app_name, ctx.session.app_name, tool_context.state.get("k")))
+        return "here"
+
+    child = adk.LlmAgent(name="helper", description="Helps.",
+                         model=h.model("c", s.fc("where"), "ok"), tools=[where])
+    await call_child(h, child, s.fc("helper", request="x"))
+    return seen
+
+
+def test_the_child_runs_under_the_callers_app_name() -> None:
+    assert assert_same(app_name_scenario) == [(s.APP_NAME, s.APP_NAME, None)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from typing import TYPE_CHECKING, Any, get_args, get_origin
@@ -29,7 +30,8 @@ class AgentTool(BaseTool):
     """Runs an agent in a child session seeded from the caller's state; its reply is the result.
 
     State changes made by the child are applied to the caller's state (and so appear in the
-    function-response event's delta); the child session itself is discarded.
+    function-response event's delta); the child session itself is discarded, and the child's
+    runner closed (its toolsets with it) after every call.
     """
 
     def __init__(
@@ -68,7 +70,9 @@ class AgentTool(BaseTool):
             tool_context.actions.skip_summarization = True
         message = _request_message(self.agent, args)
         caller = tool_context._invocation_context
-        app_name = self.agent.name
+        # The child runs as part of the caller's app (its tools and callbacks see the
+        # caller's app name), in a session of its own.
+        app_name = caller.app_name or self.agent.name
         plugins = list(caller.plugin_manager.plugins) if self.include_plugins else []
         runner = Runner(
             app=App.model_construct(name=app_name, root_agent=self.agent, plugins=plugins),
@@ -86,18 +90,22 @@ class AgentTool(BaseTool):
         ) if tool_context.run_config else RunConfig()
         child = _ChildRun()
         try:
-            async for event in runner.run_async(
+            async with contextlib.aclosing(runner.run_async(
                 user_id=session.user_id, session_id=session.id, run_config=run_config,
                 new_message=message,
-            ):
-                if event.actions.state_delta:
-                    tool_context.state.update(event.actions.state_delta)
-                child.see(event)
+            )) as events:
+                async for event in events:
+                    if event.actions.state_delta:
+                        tool_context.state.update(event.actions.state_delta)
+                    child.see(event)
         except Exception as error:
             # The child's error event is in the child's own session: the calling agent
             # commits its own in the caller's (as google-adk's runtime does).
             unmark_reported(error)
             raise
+        finally:
+            # Closes the child's toolsets (an MCP session, say) once per call.
+            await runner.close()
         if child.pending:
             # The child cannot be resumed (its session is gone): the caller's model must
             # hear of it, even from a tool that skips the summary.
