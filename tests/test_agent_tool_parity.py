@@ -285,3 +285,50 @@ async def app_name_scenario(adk: Any) -> list[Any]:
 
 def test_the_child_runs_under_the_callers_app_name() -> None:
     assert assert_same(app_name_scenario) == [(s.APP_NAME, s.APP_NAME, None)]
+
+
+# --------------------------------------------------------------------------------------------
+# Grounding
+
+
+@pytest.mark.parametrize("propagate", [True, False])
+def test_the_childs_grounding_goes_on_the_callers_next_answer_when_asked(propagate: bool) -> None:
+    async def scenario(adk: Any) -> list[Any]:
+        h = s.Harness(adk)
+        grounding = types.GroundingMetadata(web_search_queries=["rome weather"])
+
+        class Grounded(adk.BaseLlm):
+            model: str = "grounded"
+
+            async def generate_content_async(self, llm_request: Any, stream: bool = False) -> Any:
+                yield adk.LlmResponse(content=types.Content(role="model",
+                                                            parts=[types.Part(text="sunny")]),
+                                      grounding_metadata=grounding)
+
+        child = adk.LlmAgent(name="helper", description="Helps.", model=Grounded())
+        tool = adk.AgentTool(child, propagate_grounding_metadata=propagate)
+        root = adk.LlmAgent(name="root", model=h.model("r", s.fc("helper", request="x"), "done",
+                                                       "again"),
+                            tools=[tool])
+        await h.start(root)
+        turns = [await h.turn(s.user_text("go")), await h.turn(s.user_text("and now?"))]
+        await h.finish()
+        return [tool.propagate_grounding_metadata, [[
+            (e.author, e.grounding_metadata.model_dump(exclude_none=True)
+             if e.grounding_metadata else None) for e in events] for events in turns]]
+
+    flag, turns = assert_same(scenario)
+    assert flag is propagate
+    # Only on the answer after the call: the temp: state it travels in lasts one invocation.
+    assert turns[0][-1][1] == ({"web_search_queries": ["rome weather"]} if propagate else None)
+    assert turns[1] == [("root", None)]
+
+
+def test_the_google_search_agent_tool_propagates_grounding() -> None:
+    def scenario(adk: Any) -> bool:
+        tool_class = framework_name(adk, "google.adk.tools.google_search_agent_tool",
+                                    "orchestrator.tools.google_search_agent_tool",
+                                    "GoogleSearchAgentTool")
+        return tool_class(adk.LlmAgent(name="search")).propagate_grounding_metadata
+
+    assert assert_same(scenario) is True

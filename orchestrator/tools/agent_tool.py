@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+GROUNDING_METADATA_KEY = "temp:_adk_grounding_metadata"
+"""Where a tool with ``propagate_grounding_metadata`` leaves its grounding for the caller's
+next model response (google-adk's key)."""
+
 
 class AgentTool(BaseTool):
     """Runs an agent in a child session seeded from the caller's state; its reply is the result.
@@ -40,6 +44,7 @@ class AgentTool(BaseTool):
         skip_summarization: bool = False,
         *,
         include_plugins: bool = True,
+        propagate_grounding_metadata: bool = False,
     ) -> None:
         super().__init__(name=agent.name, description=agent.description)
         self.agent = agent
@@ -48,6 +53,9 @@ class AgentTool(BaseTool):
         """If true, the caller's model is not called again after the result."""
         self.include_plugins = include_plugins
         """If true, the child run has the caller's plugins (they stay the caller's to close)."""
+        self.propagate_grounding_metadata = propagate_grounding_metadata
+        """If true, the child's last grounding metadata goes on the caller's next model
+        response (through the ``temp:`` state key :data:`GROUNDING_METADATA_KEY`)."""
 
     def _get_declaration(self) -> types.FunctionDeclaration | None:
         """Declare ``request: string``, or the ``input_schema`` of the agent (or its first leaf)."""
@@ -120,7 +128,13 @@ class AgentTool(BaseTool):
                 f"tool call(s) (pending call ids: {sorted(child.pending)}), which AgentTool "
                 "cannot resume."
             )
-        return self._result(child)
+        result = self._result(child)
+        if self.propagate_grounding_metadata and child.grounding_metadata:
+            # As JSON: a tool's state writes travel from a worker as JSON.
+            tool_context.state[GROUNDING_METADATA_KEY] = child.grounding_metadata.model_dump(
+                mode="json", exclude_none=True
+            )
+        return result
 
     def _result(self, child: _ChildRun) -> Any:
         """The child's last answer: its text, parsed by the output schema if there is one."""
@@ -141,6 +155,8 @@ class _ChildRun:
     def __init__(self) -> None:
         self.last: types.Content | None = None
         """The content of the child's last event with content."""
+        self.grounding_metadata: types.GroundingMetadata | None = None
+        """That event's grounding metadata."""
         self.error_message: str | None = None
         """The last error message an event carried (a model's refusal, say)."""
         self.pending: set[str] = set()
@@ -154,6 +170,7 @@ class _ChildRun:
             self.pending |= event.long_running_tool_ids
         if event.content is not None:
             self.last = event.content
+            self.grounding_metadata = event.grounding_metadata
             # A long-running tool that answers at once is answered in the same run.
             self.pending -= {r.id for r in event.get_function_responses() if r.id}
 
