@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
+from google.genai import types
+
 from orchestrator import observe
 from orchestrator.agents import callbacks as cb
-from orchestrator.agents.context import CallbackContext
+from orchestrator.agents.context import CallbackContext, ReadonlyContext
 from orchestrator.agents.run_config import StreamingMode
 from orchestrator.events.event import Event
 from orchestrator.flows.contents import request_copy
@@ -111,12 +113,33 @@ async def _after_model(
         )
     _ = callback_context.actions  # the callbacks' nested state writes
     if not replacement:
+        await _add_tool_grounding(ctx, agent, response)
         return response
+    await _add_tool_grounding(ctx, agent, replacement)
     updates = {}
     for name in ("partial", "turn_complete", "usage_metadata"):
         if getattr(replacement, name) is None and getattr(response, name) is not None:
             updates[name] = getattr(response, name)
     return replacement.model_copy(update=updates) if updates else replacement
+
+
+async def _add_tool_grounding(
+    ctx: InvocationContext, agent: LlmAgent, response: LlmResponse
+) -> None:
+    """Put on ``response`` the grounding a tool of the agent left for it, as google-adk.
+
+    An AgentTool with ``propagate_grounding_metadata`` leaves its child's grounding in the
+    ``temp:`` state (so, for the rest of the invocation); it goes on every later response
+    of an agent that has such a tool.
+    """
+    from orchestrator.tools.agent_tool import GROUNDING_METADATA_KEY
+
+    grounding = ctx.session.state.get(GROUNDING_METADATA_KEY)
+    if not grounding:  # most responses: the agent's tools are not resolved for nothing
+        return
+    tools = await agent.canonical_tools(ReadonlyContext(ctx))
+    if any(getattr(tool, "propagate_grounding_metadata", False) for tool in tools):
+        response.grounding_metadata = types.GroundingMetadata.model_validate(grounding)
 
 
 def _may_edit_request(ctx: InvocationContext, agent: LlmAgent) -> bool:

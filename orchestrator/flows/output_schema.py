@@ -44,12 +44,21 @@ def output_value(schema: type[BaseModel], text: str) -> Any | None:
     Markdown code fence (```json ... ```) is read inside it, as google-adk reads it; text
     that is not the schema's JSON raises pydantic's ``ValidationError``.
     """
-    stripped = text.strip()
-    if not stripped:
+    if not text.strip():
         return None
+    return schema.model_validate_json(json_in_fence(text)).model_dump(exclude_none=True)
+
+
+def json_in_fence(text: str) -> str:
+    """The JSON inside a Markdown code fence (```json ... ```) that wraps all of ``text``.
+
+    ``text`` itself when it is not so wrapped. Models asked for JSON sometimes fence it
+    (more so when tools make the schema best-effort); google-adk reads inside the fence.
+    """
+    stripped = text.strip()
     if len(stripped) >= 6 and stripped.startswith("```") and stripped.endswith("```"):
-        text = _FENCE_LANGUAGE.sub("", stripped[3:-3], count=1).strip()
-    return schema.model_validate_json(text).model_dump(exclude_none=True)
+        return _FENCE_LANGUAGE.sub("", stripped[3:-3], count=1).strip()
+    return text
 
 
 def set_model_response_tool(agent: LlmAgent) -> SetModelResponseTool | None:

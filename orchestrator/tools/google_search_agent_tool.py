@@ -30,9 +30,9 @@ class GoogleSearchAgentTool(AgentTool):
 
     Gemini models before 3 refuse built-in search in a request that declares functions; an
     agent with ``GoogleSearchTool(bypass_multi_tools_limit=True)`` and other tools gets this
-    tool instead (``LlmAgent.canonical_tools``). adk-celery does not copy the search agent's
-    grounding metadata onto the calling agent's answer, as google-adk does.
+    tool instead (``LlmAgent.canonical_tools``). The search agent's grounding metadata goes
+    on the calling agent's next answer (``propagate_grounding_metadata``).
     """
 
     def __init__(self, agent: LlmAgent) -> None:
-        super().__init__(agent=agent)
+        super().__init__(agent=agent, propagate_grounding_metadata=True)
