@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from google.genai import types
 from pydantic_core import PydanticSerializationError
 
 from tests.golden import scenarios as s
@@ -213,3 +214,38 @@ def test_a_confirmation_sent_again_calls_no_model_and_yields_nothing(
     assert result["events"][2] == ([["root", None, True]] if resumable else [])
     assert result["stored_tail"][-1] == (("root", None) if resumable else ("user", [[
         "response", "adk_request_confirmation", {"confirmed": confirmed}, "adk-id#1"]]))
+
+
+async def resent_beside_an_answer_scenario(adk: Any) -> dict[str, Any]:
+    """The confirmation is sent again together with the answer of a long-running call."""
+    h = s.Harness(adk)
+    paid: list[int] = []
+
+    def pay(amount: int) -> dict[str, Any]:
+        """Pay."""
+        paid.append(amount)
+        return {"paid": amount}
+
+    def ask(question: str) -> None:
+        """Ask a human."""
+        return None
+
+    model = h.model("m", [s.fc("pay", amount=50), s.fc("ask", question="?")], "after1", "after2")
+    await h.start(adk.LlmAgent(name="root", model=model, tools=[
+        adk.FunctionTool(pay, require_confirmation=True), adk.LongRunningFunctionTool(ask)]))
+    first = await h.turn(s.user_text("go"))
+    confirmation_id = confirmation_call_id(first)
+    ask_id = next(c.id for e in first for c in e.get_function_calls() if c.name == "ask")
+    confirm = types.Part(function_response=types.FunctionResponse(
+        id=confirmation_id, name="adk_request_confirmation", response={"confirmed": True}))
+    await h.turn(types.Content(role="user", parts=[confirm]))
+    await h.turn(types.Content(role="user", parts=[confirm, types.Part(
+        function_response=types.FunctionResponse(id=ask_id, name="ask", response={"a": "yes"}))]))
+    record = await h.finish()
+    return {"paid": paid, "events": events_of(record), "model_calls": record["model_calls"]}
+
+
+def test_a_confirmation_sent_again_beside_another_answer_lets_the_turn_go_on() -> None:
+    result = assert_same(resent_beside_an_answer_scenario)
+    assert result["paid"] == [50] and result["model_calls"] == 3
+    assert result["events"][2] == [["root", [["text", "after2"]], True]]
