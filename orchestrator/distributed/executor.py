@@ -22,6 +22,7 @@ from orchestrator.distributed.registry import AppRegistry
 from orchestrator.errors import PayloadError, error_text, raised_by_service
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
+from orchestrator.events.state_json import STRICT_JSON
 from orchestrator.flows import tool_callbacks
 from orchestrator.flows.contents import RUN_BRANCH, on_or_below
 from orchestrator.plugins.plugin_manager import PluginManager
@@ -169,7 +170,8 @@ def _json_only(job: ToolJob, result: ToolResult, limits: Limits) -> ToolResult:
 
 def other_actions(actions: EventActions) -> dict[str, Any]:
     """The actions a tool set besides its state and artifact deltas, as JSON (only set ones)."""
-    return actions.model_dump(mode="json", exclude_defaults=True, exclude={
+    # Strict: an agent_state of no JSON type must fail the JSON check, not travel as a repr.
+    return actions.model_dump(mode="json", exclude_defaults=True, context=STRICT_JSON, exclude={
         "state_delta", "artifact_delta", "requested_tool_confirmations"})
 
 
@@ -285,7 +287,7 @@ _MARK = "\x00adk-celery:not-json:"
 
 def _not_json_place(event: Event) -> PayloadError:
     """Where in ``event`` the first value of no JSON type is, as check_json would name it."""
-    marked = event.model_dump(mode="json", by_alias=True, exclude_none=True,
+    marked = event.model_dump(mode="json", by_alias=True, exclude_none=True, context=STRICT_JSON,
                               fallback=lambda value: _MARK + type(value).__name__)
     stack: list[tuple[str, Any]] = [("event", marked)]
     while stack:

@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_serializer, model_val
 
 from orchestrator import platform
 from orchestrator.events.event_actions import EventActions
+from orchestrator.events.state_json import STRICT_JSON
 from orchestrator.models.llm_response import LlmResponse
 
 
@@ -104,12 +105,17 @@ class Event(LlmResponse):
         )
 
     def to_wire(self) -> dict[str, Any]:
-        """Return the event as ADK writes it on the wire: camelCase, ``None`` omitted."""
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        """Return the event as ADK writes it on the wire: camelCase, ``None`` omitted.
+
+        Strict, as the runtime stores and sends this form: a state value of no JSON type
+        raises ``PydanticSerializationError`` (a plain ``model_dump(mode="json")`` writes
+        its repr instead, as google-adk does).
+        """
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True, context=STRICT_JSON)
 
     def to_json(self) -> str:
-        """Return the wire form as a JSON string."""
-        return self.model_dump_json(by_alias=True, exclude_none=True)
+        """Return the wire form as a JSON string (strict, as :meth:`to_wire`)."""
+        return self.model_dump_json(by_alias=True, exclude_none=True, context=STRICT_JSON)
 
     @classmethod
     def from_wire(cls, data: dict[str, Any] | str | bytes) -> Event:

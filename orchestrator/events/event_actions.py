@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 from pydantic.alias_generators import to_camel
 
+from orchestrator.events.state_json import dump_leniently
 from orchestrator.tools.tool_confirmation import ToolConfirmation
 
 
@@ -51,3 +59,12 @@ class EventActions(BaseModel):
     """Marks every event from that invocation onwards as rewound."""
     set_model_response: Any = None
     """The structured answer a ``set_model_response`` call gave (the agent's final output)."""
+
+    # As google-adk: a JSON dump writes a non-JSON value of state_delta / agent_state as its
+    # repr (with a warning) rather than failing; the runtime's stored dumps stay strict (see
+    # state_json). One model-level serializer, not field serializers: a field serializer
+    # makes pydantic dump those fields even under ``exclude_defaults``. No return annotation:
+    # pydantic would take it for the serialised form's schema and lose the fields'.
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):
+        return dump_leniently(self, handler, info)

@@ -137,7 +137,7 @@ class LlmFlow:
             # an answer given here ends it (the approvals of one turn's calls come together).
             _pause(ctx, agent, step)
             return
-        if ended:
+        if ended or ctx.end_invocation:  # ended: a confirmation sent again, nothing owed
             step.stop = True
             return
         recovering = ctx.take_recovery()

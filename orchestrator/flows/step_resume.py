@@ -175,6 +175,11 @@ async def answer_confirmations(
     of a tool that runs on workers, when its job's result comes back (its id is appended to
     ``dispatched``; the step must stop). ``tools`` gives the agent's tools by name (asked
     only when there is something to run).
+
+    When every answer of that event was acted on in an earlier turn (the same answer sent
+    again, e.g. a client retry) and the event answers nothing else, the invocation ends
+    (``ctx.end_invocation``): as in google-adk, that turn yields nothing and the model is not
+    called again.
     """
     # The last event of this invocation's branch first: reading every event of a long
     # session on each model call is for the rare call that answers a confirmation. Agents'
@@ -195,13 +200,17 @@ async def answer_confirmations(
     originals: list[types.FunctionCall] = []
     confirmations: dict[str, ToolConfirmation] = {}
     in_process: set[str] = set()
+    consumed = 0
     for answer in answers:
         request = requests.get(answer.id)
         if request is None:
             continue
         original = types.FunctionCall.model_validate((request.args or {}).get("originalFunctionCall", {}))
-        if not original.id or original.id in ledger.answered:
-            continue  # answered for good already: a call has one real answer
+        if not original.id:
+            continue
+        if original.id in ledger.answered:
+            consumed += 1  # answered for good already: a call has one real answer
+            continue
         originals.append(original)
         confirmations[original.id] = ToolConfirmation.from_response_dict(answer.response or {})
         entry = ledger.calls.get(original.id)
@@ -210,6 +219,11 @@ async def answer_confirmations(
             # tool: a branch on a worker): it runs here, so its answer is the step's own.
             in_process.add(original.id)
     if not originals:
+        if consumed == len(answers) and _only_confirmation_answers(last):
+            # Every answer was acted on before this user event (its tool answered earlier,
+            # as this is the last event of the branch): a resend. Nothing is owed, and a
+            # model call would answer the turn a second time.
+            ctx.end_invocation = True
         return
     synthetic = Event(
         invocation_id=ctx.invocation_id,
@@ -222,3 +236,12 @@ async def answer_confirmations(
         in_process=frozenset(in_process),
     ):
         yield event
+
+
+def _only_confirmation_answers(event: Event) -> bool:
+    """True if every function response in ``event`` answers a confirmation request.
+
+    A resent confirmation beside another answer (a long-running tool's) still has work to
+    do: the turn goes on for that one.
+    """
+    return all(r.name == REQUEST_CONFIRMATION for r in event.get_function_responses())
