@@ -13,7 +13,9 @@ from typing import Any
 
 import pydantic
 import pytest
+from google.genai import types
 
+from tests.golden import scenarios as s
 from tests.test_adk_differences import assert_same
 
 pytestmark = pytest.mark.filterwarnings(
@@ -68,3 +70,67 @@ def test_agent_names_parents_and_clone_updates_are_refused_as_in_google_adk() ->
     result = assert_same(agent_checks_scenario)
     assert result["listed twice"][0] == "ValidationError"
     assert result["_ok"] == "accepted"
+
+
+def llm_agent_arguments_scenario(ns: Any) -> dict[str, Any]:
+    config = types.GenerateContentConfig
+    declaration = types.Tool(function_declarations=[types.FunctionDeclaration(name="f")])
+    configs = {
+        "config tools": config(tools=[declaration]),
+        "config system_instruction": config(system_instruction="be brief"),
+        "config response_schema": config(response_schema={"type": "OBJECT"}),
+        "config base_url": config(http_options=types.HttpOptions(base_url="http://x")),
+        "config temperature": config(temperature=0.1),
+    }
+    result: dict[str, Any] = {
+        label: refusal(lambda c=c: ns.LlmAgent(name="a", generate_content_config=c))
+        for label, c in configs.items()
+    }
+    for label, kwargs in {
+        "temperature": {"name": "a", "temperature": 0.2},
+        "two settings": {"name": "a", "topP": 0.5, "max_output_tokens": 9, "bogus": 1},
+        "system_instruction": {"name": "a", "system_instruction": "x"},
+        "response_schema": {"name": "a", "response_schema": {}},
+        "http_options base_url": {"name": "a", "http_options": {"base_url": "http://x"}},
+        "no name": {"temperature": 0.2},
+        "only unknown": {"name": "a", "bogus": 1},
+    }.items():
+        result[label] = refusal(lambda kwargs=kwargs: ns.LlmAgent(**kwargs))
+    result["agent as tool"] = refusal(lambda: ns.LlmAgent(
+        name="a", tools=[ns.SequentialAgent(name="b")]))
+    result["explicit None config"] = repr(
+        ns.LlmAgent(name="a", generate_content_config=None).generate_content_config)
+    result["default config"] = repr(ns.LlmAgent(name="a").generate_content_config)
+    return result
+
+
+def test_llm_agent_arguments_that_belong_elsewhere_are_refused_as_in_google_adk() -> None:
+    result = assert_same(llm_agent_arguments_scenario)
+    assert "temperature is a GenerateContentConfig field" in result["temperature"][1]
+    assert result["agent as tool"][0] == "ValidationError"
+    assert result["config temperature"] == "accepted"
+
+
+def default_model_scenario(ns: Any) -> dict[str, Any]:
+    agent_class = ns.LlmAgent
+    result: dict[str, Any] = {
+        "not a model": refusal(lambda: agent_class.set_default_model(3)),
+        "empty": refusal(lambda: agent_class.set_default_model("")),
+    }
+    h = s.Harness(ns)
+    scripted = h.model("scripted")
+    try:
+        agent_class.set_default_model(scripted)
+        result["model given"] = agent_class(name="a").canonical_model is scripted
+        agent_class.set_default_model("gemini-2.0-flash")
+        result["name given"] = agent_class(name="a").canonical_model.model
+        result["DEFAULT_MODEL"] = agent_class.DEFAULT_MODEL
+    finally:
+        agent_class.set_default_model("gemini-3.5-flash")
+    return result
+
+
+def test_set_default_model_takes_a_name_or_a_model_and_refuses_others() -> None:
+    result = assert_same(default_model_scenario)
+    assert result["model given"] is True
+    assert result["DEFAULT_MODEL"] == "gemini-3.5-flash"
