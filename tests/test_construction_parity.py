@@ -134,3 +134,37 @@ def test_set_default_model_takes_a_name_or_a_model_and_refuses_others() -> None:
     result = assert_same(default_model_scenario)
     assert result["model given"] is True
     assert result["DEFAULT_MODEL"] == "gemini-3.5-flash"
+
+
+# ---------------------------------------------------------------------------------------------
+# App and Runner
+
+
+def app_and_runner_scenario(ns: Any) -> dict[str, Any]:
+    agent = ns.LlmAgent(name="a")
+    runner = runner_class(ns)
+    sessions = ns.InMemorySessionService
+    result: dict[str, Any] = {
+        f"app name {name!r}": refusal(lambda name=name: ns.App(name=name, root_agent=agent))
+        for name in ("my app", "1app", "user", "app-1")
+    }
+    result["no root agent"] = refusal(lambda: ns.App(name="x"))
+    result["root agent None"] = refusal(lambda: ns.App(name="x", root_agent=None))
+    # A dict is no agent (google-adk names its BaseNode there; the type is what matters).
+    result["root agent dict"] = refusal(
+        lambda: ns.App(name="x", root_agent={"name": "q"}))[0]
+    app = ns.App(name="appx", root_agent=agent)
+    result["app and agent"] = refusal(lambda: runner(app=app, agent=agent,
+                                                     session_service=sessions()))
+    result["app, agent and plugins"] = refusal(lambda: runner(
+        app=app, agent=agent, plugins=[], session_service=sessions()))
+    result["neither"] = refusal(lambda: runner(session_service=sessions()))
+    result["agent without app_name"] = refusal(lambda: runner(agent=agent,
+                                                              session_service=sessions()))
+    return result
+
+
+def test_app_and_runner_arguments_are_refused_as_in_google_adk() -> None:
+    result = assert_same(app_and_runner_scenario)
+    assert result["app name 'app-1'"] == "accepted"
+    assert result["root agent dict"] == "ValidationError"
