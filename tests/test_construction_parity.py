@@ -7,6 +7,8 @@ refused, with which exception and text, and what ``Runner.run`` does around the 
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -168,3 +170,95 @@ def test_app_and_runner_arguments_are_refused_as_in_google_adk() -> None:
     result = assert_same(app_and_runner_scenario)
     assert result["app name 'app-1'"] == "accepted"
     assert result["root agent dict"] == "ValidationError"
+
+
+# ---------------------------------------------------------------------------------------------
+# Runner.run, the synchronous wrapper
+
+
+def sync_runner(ns: Any, agent: Any, plugins: list[Any] | None = None) -> tuple[Any, str]:
+    """An InMemoryRunner for ``agent`` (in an App with ``plugins``) and a new session's id."""
+    runner = ns.InMemoryRunner(app=ns.App(name="app", root_agent=agent, plugins=plugins or []))
+    session = asyncio.run(runner.session_service.create_session(app_name="app", user_id="u"))
+    return runner, session.id
+
+
+def sync_cancelled_scenario(ns: Any) -> tuple[str, str, str]:
+    class Cancelled(ns.BaseAgent):  # type: ignore[name-defined,misc]
+        async def _run_async_impl(self, ctx: Any) -> Any:
+            raise asyncio.CancelledError("stopped")
+            yield  # pragma: no cover
+
+    runner, session_id = sync_runner(ns, Cancelled(name="c"))
+    try:
+        list(runner.run(user_id="u", session_id=session_id, new_message=s.user_text("go")))
+    except BaseException as error:  # a CancelledError would escape `except Exception`
+        return type(error).__name__, str(error), type(error.__cause__).__name__
+    return "nothing raised", "", ""
+
+
+def test_a_cancelled_sync_run_is_reported_as_a_runtime_error() -> None:
+    """Raised as it is, a CancelledError would read as the caller itself being cancelled."""
+    assert assert_same(sync_cancelled_scenario) == (
+        "RuntimeError", "Agent run terminated by CancelledError.", "CancelledError")
+
+
+def sync_closed_early_scenario(ns: Any) -> tuple[list[str], int]:
+    said: list[str] = []
+
+    class Waiting(ns.BaseAgent):  # type: ignore[name-defined,misc]
+        async def _run_async_impl(self, ctx: Any) -> Any:
+            yield ns.Event(invocation_id=ctx.invocation_id, author=self.name,
+                           content=s.user_text("first"))
+            try:
+                # Nothing sets it: only a cancel ends this wait early (bounded, so that a
+                # run that is not cancelled still ends).
+                await asyncio.wait_for(asyncio.Event().wait(), timeout=10)
+                said.append("waited to the end")
+            except asyncio.CancelledError:
+                said.append("cancelled")
+                raise
+            yield ns.Event(invocation_id=ctx.invocation_id, author=self.name,
+                           content=s.user_text("second"))
+
+    class Listener(ns.BasePlugin):  # type: ignore[name-defined,misc]
+        async def after_run_callback(self, *, invocation_context: Any) -> None:
+            said.append("after_run")
+
+    runner, session_id = sync_runner(ns, Waiting(name="w"), [Listener(name="listener")])
+    events = runner.run(user_id="u", session_id=session_id, new_message=s.user_text("go"))
+    next(events)
+    events.close()  # joins the run's thread: it has ended when this returns
+    session = asyncio.run(runner.session_service.get_session(
+        app_name="app", user_id="u", session_id=session_id))
+    return said, len(session.events)
+
+
+def test_closing_a_sync_run_early_cancels_the_run_and_still_runs_after_run() -> None:
+    assert assert_same(sync_closed_early_scenario) == (["cancelled", "after_run"], 2)
+
+
+CALLER = contextvars.ContextVar("caller", default="unset")
+
+
+def sync_context_scenario(ns: Any) -> list[str]:
+    seen: list[str] = []
+
+    class Reader(ns.BaseAgent):  # type: ignore[name-defined,misc]
+        async def _run_async_impl(self, ctx: Any) -> Any:
+            seen.append(CALLER.get())
+            return
+            yield  # pragma: no cover
+
+    runner, session_id = sync_runner(ns, Reader(name="r"))
+    token = CALLER.set("the caller's")
+    try:
+        list(runner.run(user_id="u", session_id=session_id, new_message=s.user_text("go")))
+    finally:
+        CALLER.reset(token)
+    return seen
+
+
+def test_a_sync_run_sees_the_callers_context_variables() -> None:
+    """E.g. a trace or request id the caller set reaches the run's thread."""
+    assert assert_same(sync_context_scenario) == ["the caller's"]
