@@ -27,6 +27,17 @@ def validate_runner_params(
 
     Called from ``Runner.__init__`` only: the deprecation warning names its caller's line.
     """
+    # The texts are google-adk 2.13's (which also takes a workflow ``node``; not here).
+    if app is not None and agent is not None:
+        raise ValueError(
+            "Only one of app, agent, or node may be provided, but got: "
+            f"app={type(app).__name__}, agent={type(agent).__name__}. "
+            "Pass exactly one to Runner()."
+        )
+    if app is None and agent is None:
+        raise ValueError(
+            "One of app, agent, or node must be provided. Got none. Pass exactly one to Runner()."
+        )
     if plugins is not None:
         if app is not None:
             raise ValueError(
@@ -40,13 +51,10 @@ def validate_runner_params(
             stacklevel=3,  # the line that made the Runner, as when Runner.__init__ warned
         )
     if app is not None:
-        if agent is not None:
-            raise ValueError("Pass either app or agent to Runner, not both.")
         return app, app_name or app.name
-    if agent is None:
-        raise ValueError("Runner needs an app or an agent.")
+    assert agent is not None  # one of the two, checked above
     if not app_name:
-        raise ValueError("Runner(agent=...) also needs app_name.")
+        raise ValueError("app_name is required when agent is provided without app.")
     return App.model_construct(
         name=app_name, root_agent=agent, plugins=list(plugins or []),
         events_compaction_config=None, context_cache_config=None,

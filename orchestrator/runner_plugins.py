@@ -8,6 +8,7 @@ long-running call.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from google.genai import types
 
 from orchestrator.events.event import Event
+from orchestrator.runner_threads import CALLER_CLOSED_EARLY
 
 if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
@@ -129,7 +131,15 @@ async def run_with_plugins(
         failed = True
         await plugins.run_on_run_error_callback(invocation_context=ctx, error=error)
         raise
-    except BaseException:  # cancelled or interrupted: not a finished run
+    except asyncio.CancelledError as error:
+        # Cancelled because the synchronous caller stopped reading (``Runner.run``): a
+        # normal end, as a closed generator is; any other cancel is not a finished run.
+        if error.args and error.args[0] == CALLER_CLOSED_EARLY:
+            closed_early = True
+        else:
+            failed = True
+        raise
+    except BaseException:  # interrupted: not a finished run
         failed = True
         raise
     finally:

@@ -87,7 +87,7 @@ def test_agent_name_and_parent_rules():
         LlmAgent(name="user")
     child = LlmAgent(name="child")
     LlmAgent(name="p1", sub_agents=[child])
-    with pytest.raises(ValueError, match="already has parent"):
+    with pytest.raises(ValueError, match="already has a parent agent"):
         LlmAgent(name="p2", sub_agents=[child])
 
 

@@ -51,12 +51,13 @@ class BaseAgent(BaseModel):
     @field_validator("name")
     @classmethod
     def _validate_name(cls, value: str) -> str:
+        # The texts are google-adk 2.13's (its node check words the first one).
         if not value.isidentifier():
-            raise ValueError(
-                f"Invalid agent name {value!r}: it must be a valid Python identifier."
-            )
+            raise ValueError(f"Node name {value!r} must be a valid Python identifier.")
         if value == "user":
-            raise ValueError("Agent name cannot be 'user': it is reserved for end-user input.")
+            raise ValueError(
+                "Agent name cannot be `user`. `user` is reserved for end-user's input."
+            )
         return value
 
     @field_validator("sub_agents")
@@ -78,11 +79,13 @@ class BaseAgent(BaseModel):
         # This agent's own name below it once (twice or more was reported above).
         if sum(self.name in _subtree_names(sub) for sub in self.sub_agents) == 1:
             _warn_duplicates({self.name})
+        # Any parent already set refuses the agent, this one too: the same agent listed
+        # twice in one ``sub_agents`` is refused, as google-adk 2.13 refuses it.
         for sub in self.sub_agents:
-            if sub.parent_agent is not None and sub.parent_agent is not self:
+            if sub.parent_agent is not None:
                 raise ValueError(
-                    f"Agent {sub.name!r} already has parent {sub.parent_agent.name!r}; "
-                    f"it cannot also be a sub-agent of {self.name!r}."
+                    f"Agent `{sub.name}` already has a parent agent, current parent: "
+                    f"`{sub.parent_agent.name}`, trying to add: `{self.name}`"
                 )
             sub.parent_agent = self
 
@@ -125,15 +128,16 @@ class BaseAgent(BaseModel):
         """
         fields = type(self).model_fields
         if update is not None:
+            # The texts are google-adk 2.13's.
             if "parent_agent" in update:
                 raise ValueError(
-                    "clone: 'parent_agent' cannot be updated; an agent gets its parent when "
-                    "it is passed in that parent's sub_agents."
+                    "Cannot update `parent_agent` field in clone. Parent agent is set only "
+                    "when the parent agent is instantiated with the sub-agents."
                 )
-            unknown = sorted(set(update) - set(fields))
+            unknown = set(update) - set(fields)
             if unknown:
                 raise ValueError(
-                    f"clone: {type(self).__name__} has no field(s) {', '.join(unknown)}."
+                    f"Cannot update nonexistent fields in {type(self).__name__}: {unknown}"
                 )
         copy = self.model_copy(update=dict(update) if update is not None else None)
 

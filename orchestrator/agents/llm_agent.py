@@ -8,10 +8,16 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
 
 from google.genai import types
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.context import ReadonlyContext
+from orchestrator.agents.llm_agent_checks import (
+    check_default_model,
+    check_generate_content_config,
+    check_misplaced_arguments,
+    check_tools,
+)
 from orchestrator.agents.output_key import accumulate_output, save_final_output
 from orchestrator.errors import (
     InvocationCancelledError,
@@ -43,6 +49,8 @@ class LlmAgent(BaseAgent):
 
     DEFAULT_MODEL: ClassVar[str] = "gemini-3.5-flash"
     """The model of agents that name none (google-adk 2.13's default)."""
+    _default_model: ClassVar[str | BaseLlm | None] = None
+    """``set_default_model``'s choice, if made; it comes before ``DEFAULT_MODEL``."""
 
     model: Union[str, BaseLlm] = ""
     """A model name (resolved by the registry) or a BaseLlm; empty inherits from ancestors."""
@@ -86,24 +94,30 @@ class LlmAgent(BaseAgent):
     """``(tool, args, tool_context, error) -> dict | None``; a dict recovers."""
 
     @classmethod
-    def set_default_model(cls, model: str) -> None:
-        """Set the model used by agents that name none."""
-        cls.DEFAULT_MODEL = model
+    def set_default_model(cls, model: str | BaseLlm) -> None:
+        """Set the model (a name or a BaseLlm) used by agents that name none."""
+        check_default_model(model)
+        # DEFAULT_MODEL stays google-adk's constant; the override is kept beside it.
+        cls._default_model = model
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_arguments(cls, data: Any) -> Any:
+        fields = set(cls.model_fields) | {
+            f.alias for f in cls.model_fields.values() if f.alias is not None}
+        return check_misplaced_arguments(data, fields)
 
     @field_validator("generate_content_config")
     @classmethod
     def _validate_config(
         cls, config: types.GenerateContentConfig | None
-    ) -> types.GenerateContentConfig | None:
-        if config is None:
-            return None
-        if config.tools:
-            raise ValueError("All tools must be set via LlmAgent.tools.")
-        if config.system_instruction:
-            raise ValueError("System instruction must be set via LlmAgent.instruction.")
-        if config.response_schema:
-            raise ValueError("Response schema must be set via LlmAgent.output_schema.")
-        return config
+    ) -> types.GenerateContentConfig:
+        return check_generate_content_config(config)
+
+    @field_validator("tools")
+    @classmethod
+    def _validate_tools(cls, tools: list[Any]) -> list[Any]:
+        return check_tools(tools)
 
     @property
     def canonical_model(self) -> BaseLlm:
@@ -116,7 +130,8 @@ class LlmAgent(BaseAgent):
             if model:
                 return _cached_llm(model)
             agent = agent.parent_agent
-        return _cached_llm(self.DEFAULT_MODEL)
+        default = type(self)._default_model or self.DEFAULT_MODEL
+        return default if isinstance(default, BaseLlm) else _cached_llm(default)
 
     async def canonical_instruction(self, ctx: ReadonlyContext) -> tuple[str, bool]:
         """Return (instruction, bypass_templating): providers bypass state injection."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, InstanceOf, field_validator, model_validator
 
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.plugins.base_plugin import BasePlugin
@@ -27,7 +27,8 @@ class App(BaseModel):
 
     name: str
     """The app name (letters, digits, ``_`` and ``-``; not ``user``)."""
-    root_agent: BaseAgent
+    # InstanceOf: a dict is refused, not made into a bare BaseAgent (as google-adk 2.13).
+    root_agent: InstanceOf[BaseAgent]
     """The agent that handles every new message."""
     plugins: list[BasePlugin] = Field(default_factory=list)
     """App-wide callbacks (see ``orchestrator.plugins``), called in this order."""
@@ -38,14 +39,23 @@ class App(BaseModel):
     resumability_config: ResumabilityConfig | None = None
     """Makes invocations resumable."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _require_root_agent(cls, data: Any) -> Any:
+        # google-adk 2.13's text for a missing (or None) root agent.
+        if isinstance(data, dict) and data.get("root_agent") is None:
+            raise ValueError("root_agent must be provided.")
+        return data
+
     @field_validator("name")
     @classmethod
     def _validate_name(cls, value: str) -> str:
+        # The texts are google-adk 2.13's.
         if not _APP_NAME.match(value):
             raise ValueError(
-                f"Invalid app name {value!r}: it must start with a letter and contain only "
-                "letters, digits, '_' and '-'."
+                f"Invalid app name '{value}': must start with a letter and can only consist "
+                "of letters, digits, underscores, and hyphens."
             )
         if value == "user":
-            raise ValueError("App name cannot be 'user'.")
+            raise ValueError("App name cannot be 'user'; reserved for end-user input.")
         return value
