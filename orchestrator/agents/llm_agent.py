@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Union
@@ -18,6 +17,7 @@ from orchestrator.agents.llm_agent_checks import (
     check_misplaced_arguments,
     check_tools,
 )
+from orchestrator.agents.llm_agent_tools import resolve_tool_unions
 from orchestrator.agents.output_key import accumulate_output, save_final_output
 from orchestrator.errors import (
     InvocationCancelledError,
@@ -31,9 +31,6 @@ from orchestrator.models.base_llm import BaseLlm
 from orchestrator.models.registry import LLMRegistry
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.base_toolset import BaseToolset
-from orchestrator.tools.function_tool import FunctionTool
-from orchestrator.tools.google_search_tool import GoogleSearchTool
-from orchestrator.tools.vertex_ai_search_tool import VertexAiSearchTool
 
 if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
@@ -155,61 +152,7 @@ class LlmAgent(BaseAgent):
         self, ctx: ReadonlyContext | None = None
     ) -> list[tuple[Any, list[BaseTool]]]:
         """Each entry of ``tools`` with the BaseTools it stands for now, in order."""
-        # Only a built-in search asking to bypass the one-tool limit cares whether there are
-        # other tools (or transfer targets); most agents skip the question.
-        multiple = any(
-            isinstance(t, GoogleSearchTool | VertexAiSearchTool) and t.bypass_multi_tools_limit
-            for t in self.tools
-        ) and (len(self.tools) > 1 or self._has_transfer_targets())
-        listings = [
-            self._list_toolset(t, ctx) for t in self.tools if isinstance(t, BaseToolset)
-        ]
-        if not listings:
-            return [(t, self._resolve_tool(t, multiple)) for t in self.tools]
-        # Toolsets are asked concurrently (a listing may be a network round trip).
-        listed = iter(await asyncio.gather(*listings))
-        return [
-            (t, next(listed) if isinstance(t, BaseToolset) else self._resolve_tool(t, multiple))
-            for t in self.tools
-        ]
-
-    def _has_transfer_targets(self) -> bool:
-        from orchestrator.flows.transfer import transfer_targets
-
-        return bool(transfer_targets(self))
-
-    def _resolve_tool(self, tool: Any, multiple: bool) -> list[BaseTool]:
-        if multiple and isinstance(tool, GoogleSearchTool) and tool.bypass_multi_tools_limit:
-            from orchestrator.tools.google_search_agent_tool import (
-                GoogleSearchAgentTool,
-                create_google_search_agent,
-            )
-
-            return [GoogleSearchAgentTool(create_google_search_agent(self.canonical_model))]
-        if multiple and isinstance(tool, VertexAiSearchTool) and tool.bypass_multi_tools_limit:
-            raise ValueError(
-                f"Agent {self.name!r}: VertexAiSearchTool(bypass_multi_tools_limit=True) beside "
-                "other tools needs google-adk's DiscoveryEngineSearchTool, which adk-celery does "
-                "not ship; give the search an agent of its own and call it with AgentTool."
-            )
-        if isinstance(tool, BaseTool):
-            return [tool]
-        if callable(tool):
-            return [_function_tool(tool)]
-        raise TypeError(f"Agent {self.name!r}: unsupported tool {tool!r}.")
-
-    async def _list_toolset(
-        self, toolset: BaseToolset, ctx: ReadonlyContext | None
-    ) -> list[BaseTool]:
-        try:
-            return await toolset.get_tools_with_prefix(ctx)
-        except Exception as error:
-            prefix = f" (prefix {toolset.tool_name_prefix!r})" if toolset.tool_name_prefix else ""
-            logger.error(
-                "Agent %s runs without the tools of toolset %s%s: listing them failed: %s",
-                self.name, type(toolset).__name__, prefix, error, exc_info=True,
-            )
-            return []
+        return await resolve_tool_unions(self, ctx)
 
     async def _run_async_impl(self, ctx: InvocationContext) -> AsyncGenerator[Event, None]:
         from orchestrator.flows.llm_flow import LlmFlow
@@ -376,7 +319,6 @@ def _is_below(agent: BaseAgent, ancestor: BaseAgent) -> bool:
 Agent = LlmAgent
 
 _llm_cache: dict[str, BaseLlm] = {}
-_tool_cache: dict[int, tuple[Callable[..., Any], FunctionTool]] = {}
 
 
 def _cached_llm(name: str) -> BaseLlm:
@@ -384,16 +326,6 @@ def _cached_llm(name: str) -> BaseLlm:
     if llm is None:
         llm = _llm_cache[name] = LLMRegistry.new_llm(name)
     return llm
-
-
-def _function_tool(fn: Callable[..., Any]) -> FunctionTool:
-    # Building a FunctionTool inspects the signature; do it once per function.
-    cached = _tool_cache.get(id(fn))
-    if cached is not None and cached[0] is fn:
-        return cached[1]
-    tool = FunctionTool(fn)
-    _tool_cache[id(fn)] = (fn, tool)
-    return tool
 
 
 async def _resolve_instruction(
