@@ -55,3 +55,21 @@ def test_flower_shows_the_attempt_of_a_killed_worker_as_failed_and_why(redis_url
         assert record.status is InvocationStatus.COMPLETED, record.error
         poll("attempt 2 SUCCESS", lambda: task(f"{dead}:2").get("state") == "SUCCESS", 10.0, shown)
         assert task(dead)["state"] == "FAILURE"
+
+
+def test_an_event_for_flower_that_cannot_be_sent_is_logged_and_never_raised(caplog):
+    """The event is for the operator's eyes: a broker out of reach must not stop the watchdog
+    from sending the call again or answering it (it would, were the error raised)."""
+    from tests.support.redis_server import free_port
+    from workers.celery_app import create_celery_app
+    from workers.lost_attempts import LostAttemptEvents
+
+    app = create_celery_app(Settings(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
+    events = LostAttemptEvents(app, "orch@test")
+    try:
+        with caplog.at_level("WARNING", logger="workers.lost_attempts"):
+            events.send("e-1:c1", "Worker lost: test.")  # returns: nothing raised
+    finally:
+        events.close()
+    [record] = [r for r in caplog.records if r.name == "workers.lost_attempts"]
+    assert "task-failed event of the dead attempt e-1:c1 was not sent" in record.getMessage()

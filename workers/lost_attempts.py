@@ -137,8 +137,11 @@ class LostAttemptEvents:
         try:
             with self._lock:
                 if self._dispatcher is None:
+                    # Not buffered while the broker is away: nothing here would flush the
+                    # buffer later, and the failure is to be logged, not kept out of sight.
                     self._dispatcher = self._app.events.Dispatcher(
-                        self._app.connection_for_write(), hostname=self._hostname, enabled=True)
+                        self._app.connection_for_write(), hostname=self._hostname, enabled=True,
+                        buffer_while_offline=False)
                 self._dispatcher.send("task-failed", uuid=task_id,
                                       exception=safe_repr(WorkerLostError(reason)), traceback=None)
         except Exception as error:  # the operator's view only: never the call's outcome
