@@ -155,7 +155,7 @@ def test_structured_output_reads_a_schema_as_google_adk_validates_it(
     # answer is compared with google-adk's for the other schemas it would meet all the same.
     from google.adk.utils._schema_utils import validate_schema
 
-    from orchestrator.tools.agent_tool import structured_output
+    from orchestrator.flows.output_schema import structured_output
 
     def outcome(read: Any) -> Any:
         try:

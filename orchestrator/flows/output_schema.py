@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args, get_origin
 
 from google.genai import types
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from orchestrator.events.event import Event
 from orchestrator.flows.contents import belongs_to_branch
@@ -46,7 +46,26 @@ def output_value(schema: type[BaseModel], text: str) -> Any | None:
     """
     if not text.strip():
         return None
-    return schema.model_validate_json(json_in_fence(text)).model_dump(exclude_none=True)
+    return structured_output(schema, text)
+
+
+def structured_output(schema: Any, text: str) -> Any:
+    """``text`` (optionally in a ```json fence) read as the output ``schema``.
+
+    A model's dict, a list of them (``list[Model]``), or, for another schema, the plain JSON
+    value. Text that does not fit raises pydantic's ``ValidationError``, or ``ValueError`` for text
+    that is not JSON at all.
+    """
+    text = json_in_fence(text)
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return schema.model_validate_json(text).model_dump(exclude_none=True)
+    item = get_args(schema)[0] if get_origin(schema) is list and get_args(schema) else None
+    if isinstance(item, type) and issubclass(item, BaseModel):
+        return [m.model_dump(exclude_none=True) for m in TypeAdapter(schema).validate_json(text)]
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"Invalid JSON in schema value: {error}") from error
 
 
 def json_in_fence(text: str) -> str:

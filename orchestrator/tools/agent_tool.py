@@ -5,17 +5,17 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from typing import TYPE_CHECKING, Any, get_args, get_origin
+from typing import TYPE_CHECKING, Any
 
 from google.genai import types
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 
 from orchestrator.agents.base_agent import BaseAgent
 from orchestrator.agents.context import ToolContext
 from orchestrator.agents.run_config import RunConfig, StreamingMode
 from orchestrator.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService
 from orchestrator.errors import unmark_reported
-from orchestrator.flows.output_schema import json_in_fence
+from orchestrator.flows.output_schema import structured_output
 from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from orchestrator.tools.base_tool import BaseTool
@@ -191,25 +191,6 @@ def output_schema_of(agent: BaseAgent) -> Any:
     if isinstance(agent, LlmAgent):
         return agent.output_schema
     return output_schema_of(agent.sub_agents[-1]) if agent.sub_agents else None
-
-
-def structured_output(schema: Any, text: str) -> Any:
-    """``text`` (optionally in a ```json fence) read as the output ``schema``.
-
-    A model's dict, a list of them (``list[Model]``), or, for another schema, the plain JSON
-    value. Text that does not fit raises pydantic's ``ValidationError``, or ``ValueError`` for text
-    that is not JSON at all.
-    """
-    text = json_in_fence(text)
-    if isinstance(schema, type) and issubclass(schema, BaseModel):
-        return schema.model_validate_json(text).model_dump(exclude_none=True)
-    item = get_args(schema)[0] if get_origin(schema) is list and get_args(schema) else None
-    if isinstance(item, type) and issubclass(item, BaseModel):
-        return [m.model_dump(exclude_none=True) for m in TypeAdapter(schema).validate_json(text)]
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"Invalid JSON in schema value: {error}") from error
 
 
 def _request_message(agent: BaseAgent, args: dict[str, Any]) -> types.Content:
