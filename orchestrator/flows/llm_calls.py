@@ -21,6 +21,7 @@ from orchestrator.events.event import Event
 from orchestrator.flows.contents import request_copy
 from orchestrator.models.llm_request import LlmRequest
 from orchestrator.models.llm_response import LlmResponse
+from orchestrator.tools.agent_tool import GROUNDING_METADATA_KEY
 
 if TYPE_CHECKING:
     from orchestrator.agents.invocation_context import InvocationContext
@@ -132,8 +133,6 @@ async def _add_tool_grounding(
     ``temp:`` state (so, for the rest of the invocation); it goes on every later response
     of an agent that has such a tool.
     """
-    from orchestrator.tools.agent_tool import GROUNDING_METADATA_KEY
-
     grounding = ctx.session.state.get(GROUNDING_METADATA_KEY)
     if not grounding:  # most responses: the agent's tools are not resolved for nothing
         return
