@@ -361,6 +361,7 @@ class JobWatchdog(Periodic):
                 raise
             logger.exception("Call %s of invocation %s: the PROGRESS state of its attempt %d "
                              "not settled", call_id, invocation_id, attempt)
+        failpoints.hit("watchdog.lost_state_settled")
         # Also when it left no PROGRESS state: Flower shows it STARTED until told otherwise.
         await asyncio.to_thread(self._lost_events.send,
                                 job_task_id(invocation_id, call_id, attempt), reason)
