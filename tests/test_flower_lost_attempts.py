@@ -94,9 +94,9 @@ def test_an_event_for_flower_that_cannot_be_sent_is_logged_and_never_raised(capl
     app = create_celery_app(Settings(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
     events = LostAttemptEvents(app, "orch@test")
     try:
-        with caplog.at_level("WARNING", logger="workers.lost_attempts"):
+        with caplog.at_level("WARNING", logger="workers.task_events"):
             events.send("e-1:c1", "Worker lost: test.")  # returns: nothing raised
     finally:
         events.close()
-    [record] = [r for r in caplog.records if r.name == "workers.lost_attempts"]
-    assert "task-failed event of the dead attempt e-1:c1 was not sent" in record.getMessage()
+    [record] = [r for r in caplog.records if r.name == "workers.task_events"]
+    assert "The task-failed event of task e-1:c1 was not sent" in record.getMessage()

@@ -30,7 +30,6 @@ or not, and one sent twice (a watchdog that looks again) says the same thing twi
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +42,7 @@ from kombu.utils.encoding import bytes_to_str, safe_repr
 from orchestrator.backends.redis.lua import LuaScript, Operands, key_field
 from orchestrator.distributed.models import AgentJob, ToolJob
 from workers.progress import PROGRESS_STATE
+from workers.task_events import TaskEvents
 from workers.transport import job_task_id
 
 logger = logging.getLogger(__name__)
@@ -124,41 +124,17 @@ class LostAttemptEvents:
     """
 
     def __init__(self, app: Celery, hostname: str | None) -> None:
-        self._app, self._hostname = app, hostname
-        self._dispatcher: Any = None
-        self._lock = threading.Lock()
+        self._events = TaskEvents(app, hostname)
 
     def send(self, task_id: str, reason: str) -> None:
         """Send ``task-failed`` for ``task_id`` with a ``WorkerLostError(reason)``.
 
         Blocks (a broker publish): call it off the event loop. Never raises: a failure is
-        logged.
+        logged (:class:`~workers.task_events.TaskEvents`).
         """
-        try:
-            with self._lock:
-                if self._dispatcher is None:
-                    # Not buffered while the broker is away: nothing here would flush the
-                    # buffer later, and the failure is to be logged, not kept out of sight.
-                    self._dispatcher = self._app.events.Dispatcher(
-                        self._app.connection_for_write(), hostname=self._hostname, enabled=True,
-                        buffer_while_offline=False)
-                self._dispatcher.send("task-failed", uuid=task_id,
-                                      exception=safe_repr(WorkerLostError(reason)), traceback=None)
-        except Exception as error:  # the operator's view only: never the call's outcome
-            logger.warning("The task-failed event of the dead attempt %s was not sent (%s: %s)",
-                           task_id, type(error).__name__, error)
-            self.close()  # the next one connects afresh
+        self._events.send("task-failed", uuid=task_id,
+                          exception=safe_repr(WorkerLostError(reason)), traceback=None)
 
     def close(self) -> None:
         """Release the dispatcher's broker connection."""
-        with self._lock:
-            self._drop()
-
-    def _drop(self) -> None:
-        dispatcher, self._dispatcher = self._dispatcher, None
-        if dispatcher is not None:
-            try:
-                dispatcher.close()
-                dispatcher.connection.release()
-            except Exception as error:  # a connection already broken
-                logger.debug("Closing the event dispatcher failed (%s)", error)
+        self._events.close()

@@ -47,6 +47,7 @@ from workers.lifecycle import refused_here, refused_off_orchestrators
 from workers.loop import LoopThreadDeadError
 from workers.progress import ProgressPublisher
 from workers.runtime import Services, get_runtime
+from workers.task_events import TaskEvents
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -177,20 +178,18 @@ def _run_job(runtime: Any, body: Coroutine[Any, Any, T]) -> T:
         raise Reject(str(error), requeue=True) from error
 
 
-_dispatcher_lock = threading.Lock()
-_dispatchers: dict[tuple[int, str | None], Any] = {}
+_task_events_lock = threading.Lock()
+_task_events: dict[tuple[int, str | None], TaskEvents] = {}
 
 
-def _event_dispatcher(task: Task, hostname: str | None) -> Any:
-    """One event dispatcher per process and hostname (opening one per report is slow)."""
+def _events_of(task: Task, hostname: str | None) -> TaskEvents:
+    """One task-event sender per process and hostname (opening one per report is slow)."""
     key = (os.getpid(), hostname)
-    dispatcher = _dispatchers.get(key)
-    if dispatcher is None:
-        dispatcher = task.app.events.Dispatcher(
-            task.app.connection_for_write(), hostname=hostname, enabled=True
-        )
-        _dispatchers[key] = dispatcher
-    return dispatcher
+    with _task_events_lock:
+        events = _task_events.get(key)
+        if events is None:
+            events = _task_events[key] = TaskEvents(task.app, hostname)
+    return events
 
 
 def _progress_reporter(
@@ -218,10 +217,8 @@ def _progress_reporter(
             shown = for_celery(payload)
             if not backend.write({**ids, "progress": shown}):
                 return  # the task has ended
-            with _dispatcher_lock:
-                _event_dispatcher(task, hostname).send(
-                    "task-progress", uuid=task_id, progress=shown, **ids
-                )
+            # Best effort, logged there: a broker out of reach loses this event only.
+            _events_of(task, hostname).send("task-progress", uuid=task_id, progress=shown, **ids)
         except Exception as error:  # progress is best effort: never the tool's failure
             if not is_infrastructure_error(error) and not isinstance(error, OSError):
                 raise
