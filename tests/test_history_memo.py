@@ -14,7 +14,7 @@ import random
 import pytest
 from google.genai import types
 
-from orchestrator.agents.invocation_context import count_model_calls
+from orchestrator.agents.invocation_history import count_model_calls
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.events.log_scans import LogScan

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 
 import redis.asyncio as aioredis
 
-from orchestrator.backends.redis import wakeups as wakeups_module
+from orchestrator.backends.redis import wake_consumer as consumer_module
 from orchestrator.backends.redis.wakeups import GROUP, RedisWakeups
 from tests.support.reply_loss import ReplyLosingProxy
 
@@ -42,7 +42,7 @@ async def _eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: 
 
 def _count_looks(monkeypatch) -> Callable[[int], asyncio.Event]:
     """Count the consumer's looks at its pending list; ``after(n)``: set once n more ran."""
-    original = wakeups_module.claim_unfollowed
+    original = consumer_module.claim_unfollowed
     waiting: list[tuple[int, asyncio.Event]] = []
     looks = 0
 
@@ -60,7 +60,7 @@ def _count_looks(monkeypatch) -> Callable[[int], asyncio.Event]:
         waiting.append((looks + more, event))
         return event
 
-    monkeypatch.setattr(wakeups_module, "claim_unfollowed", counted)
+    monkeypatch.setattr(consumer_module, "claim_unfollowed", counted)
     return after
 
 

@@ -24,7 +24,8 @@ from orchestrator.backends.redis.invocation_store import RedisInvocationStore
 from orchestrator.backends.redis.session_queue import RedisSessionQueue
 from orchestrator.backends.redis.session_service import LeasedSessionWriter, RedisSessionService
 from orchestrator.backends.redis.streams import RedisEventStream
-from orchestrator.backends.redis.wakeups import RedisWakeups, WakeConsumer
+from orchestrator.backends.redis.wake_consumer import WakeConsumer
+from orchestrator.backends.redis.wakeups import RedisWakeups
 from orchestrator.distributed.executor import worker_id
 from orchestrator.distributed.intake import Limits
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus

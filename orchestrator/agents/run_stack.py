@@ -24,7 +24,7 @@ class RunStack:
     def __init__(
         self, root: BaseAgent, events: list[Event], invocation_id: str, resumable: bool
     ) -> None:
-        from orchestrator.agents.invocation_context import invocation_agent_states
+        from orchestrator.agents.invocation_history import invocation_agent_states
 
         self.root = root
         """The invocation's root agent."""

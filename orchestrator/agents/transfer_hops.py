@@ -73,7 +73,7 @@ def agent_to_continue(
     the agent that made it, if it has not ended, else the target runs. Before any agent
     said anything, the ``routed`` agent (the turn's). None: nothing is left to do.
     """
-    from orchestrator.agents.invocation_context import invocation_agent_states
+    from orchestrator.agents.invocation_history import invocation_agent_states
 
     mine = [e for e in events if e.invocation_id == invocation_id and not e.partial]
     states, ends = invocation_agent_states(mine, invocation_id, root)
