@@ -12,11 +12,13 @@ invocation in the agent that made the calls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from orchestrator import failpoints, observe
+from orchestrator import failpoints, observe, platform
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.distributed.app_checks import check_remote_tools
 from orchestrator.distributed.cancel_seals import seal
@@ -25,7 +27,7 @@ from orchestrator.distributed.intake import (
     Limits,
     check_identifier,
 )
-from orchestrator.distributed.item_plans import plan_item, session_deleted
+from orchestrator.distributed.item_plans import Plan, plan_item, session_deleted
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import (
     InvocationRecord,
@@ -33,8 +35,7 @@ from orchestrator.distributed.models import (
     ToolResult,
     WorkItem,
 )
-from orchestrator.distributed.outside_answers import take_answers
-from orchestrator.distributed.plan_runs import drive_plan, ended_as
+from orchestrator.distributed.outside_answers import answered_inside, take_answers
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.session_cache import DEFAULT_MAX_BYTES, SessionCache
 from orchestrator.distributed.stores import (
@@ -47,13 +48,16 @@ from orchestrator.distributed.stores import (
 from orchestrator.distributed.transport import Transport
 from orchestrator.errors import InvocationCancelledError, error_text, is_infrastructure_error
 from orchestrator.events.event import Event
-from orchestrator.flows.retried_answers import AnswerKey
+from orchestrator.flows.retried_answers import AnswerKey, answering_as
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.runners import Runner
 from orchestrator.sessions.base_session_service import BaseSessionService, SessionWriter
 from orchestrator.sessions.session import Session
+from orchestrator.sessions.state import without_temp
 
 logger = logging.getLogger(__name__)
+
+_CANCEL_CHECK_SECONDS = 0.25
 
 EventSink = Callable[[InvocationRecord, Event], Awaitable[None]]
 """``await sink(record, event)`` for each event, in order; used for live event streams."""
@@ -289,9 +293,9 @@ class InvocationService:
                 # still gets a status of its own: whoever sent it and waits sees it taken.
                 answered = item.kind == "resume" and record.status is InvocationStatus.PAUSED \
                     and any(r.answered for cid, r in results.items() if cid in record.pending_calls)
-                return (ended_as(record, InvocationStatus.PAUSED) if answered else None), earlier
+                return (_ended(record, InvocationStatus.PAUSED) if answered else None), earlier
             failpoints.hit("orchestrator.before_run")
-            ended = await drive_plan(self, record, plan, save_with_commit, session, writer)
+            ended = await self._drive(record, plan, save_with_commit, session, writer)
             failpoints.hit(f"orchestrator.{item.kind}.before_save")
             return ended, earlier
         except InvocationCancelledError:
@@ -321,7 +325,7 @@ class InvocationService:
                 writer, _ = self._writer(key, token, record)
                 await seal(CallLedger.of(session.events, record.invocation_id), session, writer)
         record.pending_calls, record.pending_tools, record.inside_calls = [], {}, []
-        return ended_as(record, InvocationStatus.CANCELLED), earlier
+        return _ended(record, InvocationStatus.CANCELLED), earlier
 
     def _writer(
         self, key: SessionKey, token: str, record: InvocationRecord
@@ -338,12 +342,88 @@ class InvocationService:
         return await self.session_service.get_session(
             app_name=record.app_name, user_id=record.user_id, session_id=record.session_id)
 
+    async def _drive(
+        self, record: InvocationRecord, plan: Plan, save_with_commit: SaveWithNextCommit | None,
+        session: Session | None, writer: SessionWriter,
+    ) -> InvocationRecord:
+        if record.status is InvocationStatus.QUEUED:
+            # Resumes skip this write: paused -> completed is one step for watchers.
+            record.status = InvocationStatus.RUNNING
+            record.updated_at = platform.get_time()
+            # temp: values are the start's alone (it holds them already): they leave the
+            # record with this save, as they never enter the log.
+            record.state_delta = without_temp(record.state_delta)
+            observe.invocation_status(record.app_name, record.status.value, record.created_at)
+            if save_with_commit is not None:
+                # "running" lands with the user's message: a crash before it leaves the
+                # invocation queued (nothing of it ran), after it, running with its message.
+                save_with_commit(record)
+            else:
+                await self.store.save(record)
+        ledger = plan.ledger
+        for event in plan.prelude:
+            if self.event_sink is not None:
+                await self.event_sink(record, event)
+        checked = time.monotonic()
+        cancelled = False
+        if plan.events is not None:
+            retried = await self._abandoned(record, plan, session)
+            try:
+                with answering_as(retried):
+                    async with contextlib.aclosing(plan.events):
+                        async for event in plan.events:
+                            if self.event_sink is not None:
+                                await self.event_sink(record, event)
+                            if event.partial:
+                                failpoints.hit("orchestrator.chunk_published")
+                                continue
+                            ledger.record(event)
+                            if time.monotonic() - checked > _CANCEL_CHECK_SECONDS:
+                                checked = time.monotonic()
+                                if await self.store.is_cancelled(
+                                        record.app_name, record.invocation_id):
+                                    cancelled = True
+                                    break
+            except InvocationCancelledError:  # an append found the cancel flag set
+                cancelled = True
+        if cancelled and session is not None:
+            # From the session, which holds every event committed: an append refused as
+            # cancelled may have been stored by its own first run (a lost reply), unyielded.
+            ledger = CallLedger.of(session.events, record.invocation_id)
+            await seal(ledger, session, writer)
+        # What the invocation waits for is what its log leaves open, never a running tally.
+        record.pending_calls = sorted(ledger.open)
+        record.pending_tools = {cid: ledger.calls[cid].name for cid in record.pending_calls}
+        record.inside_calls = answered_inside(
+            self.registry, record.app_name, (ledger.calls[cid] for cid in record.pending_calls))
+        if cancelled:
+            status = InvocationStatus.CANCELLED
+        else:
+            status = InvocationStatus.PAUSED if record.pending_calls else InvocationStatus.COMPLETED
+        return _ended(record, status)
+
+    async def _abandoned(
+        self, record: InvocationRecord, plan: Plan, session: Session | None
+    ) -> dict[AnswerKey, str]:
+        """The ids of the answers a cut-off streamed run left unfinished (none otherwise)."""
+        if not (plan.recovering and record.streaming and session is not None
+                and self.abandoned_chunks is not None):
+            return {}
+        return await self.abandoned_chunks(record, {event.id for event in session.events})
+
 
 def _stored_copy(session: Session) -> Session:
     """A copy of a session just read, kept as it was stored (the run appends to the original)."""
     return session.model_copy(update={"events": list(session.events)})
 
 
+def _ended(record: InvocationRecord, status: InvocationStatus) -> InvocationRecord:
+    """The record with its new status, to be saved as the work item ends."""
+    record.status = status
+    record.updated_at = platform.get_time()
+    return record
+
+
 def _failed(record: InvocationRecord, error: str) -> InvocationRecord:
     record.error = error
-    return ended_as(record, InvocationStatus.FAILED)
+    return _ended(record, InvocationStatus.FAILED)
