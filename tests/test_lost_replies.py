@@ -190,7 +190,7 @@ async def test_an_answer_sent_again_after_the_invocation_went_on_is_taken_once(s
     # (the orchestrator's answer task retries), it was refused: "completed; takes no answers".
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    from workers.job_steps import retrying
+    from workers.tasks import _retrying
 
     key, inv, call = await stack.paused_on_approval()
     push_answers = stack.queue.push_answers
@@ -206,7 +206,7 @@ async def test_an_answer_sent_again_after_the_invocation_went_on_is_taken_once(s
         return refused
 
     stack.queue.push_answers = stored_then_reply_lost
-    await retrying("Answering a call", lambda: stack.service.answer(
+    await _retrying("Answering a call", lambda: stack.service.answer(
         "approval", inv, call, {"approved": True}))  # not refused
 
     assert tries == 1  # taken as done: not stored a second time

@@ -1,15 +1,14 @@
-"""Celery tasks: thin wrappers that parse JSON kwargs and run the shared async code.
-
-A tool's or branch's job goes through the steps of :mod:`workers.job_steps`; a tool's
-progress reports go out from here (its call's status, the live stream, Flower).
-"""
+"""Celery tasks: thin wrappers that parse JSON kwargs and run the shared async code."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Coroutine
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from celery import Task
@@ -21,7 +20,9 @@ from orchestrator.backends.redis.jobs import job_digest
 from orchestrator.distributed.executor import (
     execute_agent_job,
     execute_tool_job,
+    worker_id,
 )
+from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import check_identifier
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.stores import SessionKey
@@ -29,6 +30,7 @@ from orchestrator.errors import (
     AnswerRejectedError,
     PayloadError,
     RequestError,
+    error_text,
     is_infrastructure_error,
 )
 from workers.celery_app import (
@@ -41,19 +43,10 @@ from workers.celery_app import (
 )
 from workers.celery_app import app as celery_app
 from workers.enqueue import check_size, with_message_ids
-from workers.job_steps import (
-    SKIPPED,
-    STOPPED,
-    claim,
-    hand_back,
-    hand_back_or_answer,
-    retrying,
-    run_watched,
-)
 from workers.lifecycle import refused_here, refused_off_orchestrators
 from workers.loop import LoopThreadDeadError
 from workers.progress import ProgressPublisher
-from workers.runtime import get_runtime
+from workers.runtime import Services, get_runtime
 from workers.task_events import TaskEvents
 
 logger = logging.getLogger(__name__)
@@ -79,8 +72,8 @@ def invoke(self: Task, **kwargs: Any) -> dict[str, Any]:
 async def _invoke(kwargs: dict[str, Any]) -> dict[str, Any]:
     # Redis away: retried here, never acknowledged as done (a failed task's message is).
     try:
-        record, _ = await retrying("Enqueuing an invocation",
-                                   lambda: get_runtime().submit_invocation(kwargs))
+        record, _ = await _retrying("Enqueuing an invocation",
+                                    lambda: get_runtime().submit_invocation(kwargs))
     except RequestError as error:
         return {"error": str(error)}
     failpoints.hit("invoke.queued")
@@ -122,7 +115,7 @@ def answer(
     runtime = get_runtime()
     services = runtime.run(runtime.services())
     try:
-        runtime.run(retrying("Answering a call", lambda: services.service.answer(
+        runtime.run(_retrying("Answering a call", lambda: services.service.answer(
             app_name, invocation_id, function_call_id, response)))
     except (AnswerRejectedError, RequestError) as error:
         return {"error": str(error)}
@@ -138,7 +131,7 @@ def cancel(self: Task, app_name: str, invocation_id: str) -> dict[str, Any]:
     runtime = get_runtime()
     services = runtime.run(runtime.services())
     try:
-        key = runtime.run(retrying("Cancelling an invocation",
+        key = runtime.run(_retrying("Cancelling an invocation",
                                     lambda: services.service.cancel(app_name, invocation_id)))
     except RequestError as error:
         return {"error": str(error)}
@@ -153,8 +146,8 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
 
     The result is stored before this task returns (and so before its message is acked); a
     redelivered copy finds the result stored and does not run the tool again. A job that
-    matches no call an orchestrator dispatched is refused (see
-    :func:`~workers.job_steps.claim`), and so is any job delivered to an orchestrator.
+    matches no call an orchestrator dispatched is refused (see :func:`_claim`), and so is any
+    job delivered to an orchestrator.
     """
     if (refusal := refused_here(TASK_RUN_TOOL, self.request.delivery_info, kwargs)) is not None:
         return refusal
@@ -260,6 +253,159 @@ def invalid_fields(error: ValidationError, most: int = 5) -> str:
     return "; ".join(problems[:most]) + more
 
 
+_RETRY_FOR_SECONDS = 600.0
+"""How long a job's own bookkeeping keeps retrying while Redis is away before the job's
+message goes back to its queue (the tool then runs again, on whichever worker takes it)."""
+
+
+async def _retrying(what: str, step: Callable[[], Awaitable[T]]) -> T:
+    """Run ``step``, retrying with backoff while it fails on infrastructure (Redis away).
+
+    A finished tool's result is stored this way: kept in memory until Redis is back, instead
+    of the tool running again. Past :data:`_RETRY_FOR_SECONDS`, or on any other error, the
+    error is raised (an infrastructure error as a rejection that requeues the message).
+    """
+    deadline = time.monotonic() + _RETRY_FOR_SECONDS
+    delay = 0.1
+    while True:
+        try:
+            return await step()
+        except Exception as error:
+            if not is_infrastructure_error(error):
+                raise
+            if time.monotonic() > deadline:
+                raise Reject(f"{what}: {error}", requeue=True) from error
+            logger.warning("%s failed (%s: %s); retrying in %.1f s",
+                           what, type(error).__name__, error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+_SKIPPED = {
+    "cancelled": "skipped: invocation cancelled",
+    "answered": "already answered",
+    "superseded": "skipped: a later attempt of this call was dispatched",
+    "waiting": "skipped: already ran; the call waits for an answer from outside",
+    "forged": "refused: no call was dispatched with this job",
+}
+"""What a job that is not run says it did (Flower shows it as the task's result)."""
+
+
+_STOPPED = "stopped: invocation cancelled or call answered"
+
+
+class _Stopper:
+    """Stops the job running in the current task once it is not wanted any more.
+
+    That is: its invocation was cancelled, or its call was answered (past its deadline).
+
+    Called from the heartbeat thread; the task is cancelled on its own loop, and only while
+    the job's body runs (:meth:`armed`). A sync tool called inline holds its loop until it
+    returns: by then the body is over, nothing is cancelled, and its result is dropped (the
+    invocation is cancelled).
+    """
+
+    def __init__(self) -> None:
+        self._task = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+        self._armed = False
+        self.stopped = False
+
+    @contextlib.contextmanager
+    def armed(self) -> Iterator[None]:
+        """The block in which a cancellation stops the job."""
+        self._armed = True
+        try:
+            yield
+        finally:
+            self._armed = False
+
+    def __call__(self) -> None:
+        self._loop.call_soon_threadsafe(self._stop)
+
+    def _stop(self) -> None:
+        if self._armed and self._task is not None:
+            self.stopped = True
+            self._task.cancel()
+
+
+async def _run_watched(
+    job: ToolJob | AgentJob, body: Coroutine[Any, Any, ToolResult]
+) -> ToolResult | None:
+    """Run a claimed job's body with heartbeats; None if it was stopped (not wanted any more)."""
+    stop = _Stopper()
+    with get_runtime().heartbeats.running(job, on_cancel=stop):
+        try:
+            with stop.armed():
+                return await body
+        except asyncio.CancelledError:
+            if not stop.stopped:
+                raise
+            return None
+
+
+async def _claim(services: Services, job: ToolJob | AgentJob, digest: str) -> str:
+    """'run' if this worker may run the job (now marked running on it), else why not.
+
+    Only a job an orchestrator published runs: its journal holds the digest of the exact
+    job sent for the call's current attempt, and ``digest`` (of the job as received) must be
+    it. A forged job (another call, tool, agent, user, arguments or state) is refused and
+    logged: it runs nothing, stores nothing, so nothing of it is ever appended.
+    """
+    runtime = get_runtime()
+    verdict: str = await _retrying("Claiming a job", lambda: services.store.claim_job(
+        job.app_name, job.invocation_id, job.function_call_id, attempt=job.attempt,
+        worker=worker_id(), branch=isinstance(job, AgentJob),
+        lost_after=runtime.heartbeats.lost_after, digest=digest,
+    ))
+    name = job.agent_name if isinstance(job, AgentJob) else job.tool_name
+    if verdict == "forged":
+        logger.warning("Refused a forged job: call %.100r (%.100r, attempt %r) of invocation "
+                       "%.100r of app %.100r matches no job an orchestrator dispatched",
+                       job.function_call_id, name, job.attempt, job.invocation_id, job.app_name)
+    elif verdict != "run":
+        logger.info("Skipped call %.100r (%.100r, attempt %r) of invocation %.100r: %s",
+                    job.function_call_id, name, job.attempt, job.invocation_id, _SKIPPED[verdict])
+    return verdict
+
+
+async def _hand_back(services: Services, job: ToolJob | AgentJob, result: ToolResult) -> None:
+    """Store the result (first writer wins); its resume item posts the orchestrators' wake-up."""
+    key = (job.app_name, job.user_id, job.session_id)
+
+    async def store() -> None:
+        failpoints.hit("worker.before_store")
+        await deliver_result(services.store, services.queue, job.app_name, job.invocation_id,
+                             result, key=key)
+
+    # The job beats until its result is in: storing it may wait out a Redis outage, and a
+    # silent job would be taken for lost and run again.
+    with get_runtime().heartbeats.running(job):
+        await _retrying("Storing a job's result", store)
+
+
+async def _hand_back_or_answer(services: Services, job: ToolJob, result: ToolResult) -> ToolResult:
+    """Hand ``result`` back; if that fails for anything but the infrastructure, an error instead.
+
+    A result that cannot be stored is the tool's failure, answered once: raised, the task
+    would fail after its heartbeats stopped, and the watchdog would take that for its
+    worker's death and run the tool again. Returns what was handed back.
+    """
+    try:
+        await _hand_back(services, job, result)
+        return result
+    except Exception as error:
+        if isinstance(error, Reject) or is_infrastructure_error(error):
+            raise
+        logger.exception("The result of call %.100r (%.100r) of invocation %.100r could not be "
+                         "stored", job.function_call_id, job.tool_name, job.invocation_id)
+        message = f"The result of tool {job.tool_name!r} could not be stored: {error_text(error)}"
+        answer = ToolResult(function_call_id=job.function_call_id, tool_name=job.tool_name,
+                            response={"error": message}, error=message, worker=result.worker)
+        await _hand_back(services, job, answer)
+        return answer
+
+
 async def _run_tool(
     progress: Callable[[dict[str, Any]], None], job: ToolJob, digest: str
 ) -> dict[str, Any]:
@@ -267,21 +413,21 @@ async def _run_tool(
     services = await runtime.services()
     summary = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
                "tool": job.tool_name, "attempt": job.attempt}
-    if (verdict := await claim(services, job, digest)) != "run":
-        return {**summary, "status": SKIPPED[verdict]}
+    if (verdict := await _claim(services, job, digest)) != "run":
+        return {**summary, "status": _SKIPPED[verdict]}
     # A service the tool called that could not reach Redis runs the tool again once it is
     # back: the call is answered by the tool, never by the outage.
-    result = await retrying("Running a tool", lambda: run_watched(job, execute_tool_job(
+    result = await _retrying("Running a tool", lambda: _run_watched(job, execute_tool_job(
         job, services.registry, artifact_service=services.artifacts, progress=progress,
         limits=runtime.limits)))
     if result is None:
-        return {**summary, "status": STOPPED}
+        return {**summary, "status": _STOPPED}
     try:
         check_size(result.response, runtime.settings.max_payload_bytes, "the tool result")
     except PayloadError as error:
         result = ToolResult(function_call_id=job.function_call_id, tool_name=job.tool_name,
                             response={"error": str(error)}, error=str(error), worker=result.worker)
-    result = await hand_back_or_answer(services, job, result)
+    result = await _hand_back_or_answer(services, job, result)
     status = "error" if result.error else ("pending" if result.response is None else "answered")
     return {**summary, "status": status, "worker": result.worker}
 
@@ -309,13 +455,13 @@ async def _run_agent(job: AgentJob, digest: str) -> dict[str, Any]:
     services = await runtime.services()
     summary = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
                "agent": job.agent_name, "branch": job.branch, "attempt": job.attempt}
-    if (verdict := await claim(services, job, digest)) != "run":
-        return {**summary, "status": SKIPPED[verdict]}
-    result = await retrying("Running a branch", lambda: run_watched(job, execute_agent_job(
+    if (verdict := await _claim(services, job, digest)) != "run":
+        return {**summary, "status": _SKIPPED[verdict]}
+    result = await _retrying("Running a branch", lambda: _run_watched(job, execute_agent_job(
         job, services.registry, artifact_service=services.artifacts,
         tool_timeout_seconds=runtime.settings.tool_timeout_seconds, limits=runtime.limits)))
     if result is None:
-        return {**summary, "status": STOPPED}
-    await hand_back(services, job, result)
+        return {**summary, "status": _STOPPED}
+    await _hand_back(services, job, result)
     status = "error" if result.error else ("paused" if result.response is None else "completed")
     return {**summary, "status": status, "events": len(result.events), "worker": result.worker}
