@@ -3,9 +3,9 @@
 ``tool_context.report_progress`` is synchronous and may be called from a tool's thread or
 from the event loop an async tool runs on; this writes with a synchronous client of its own
 (one script, one round trip per report; see :mod:`orchestrator.backends.redis.progress`).
-Flower's ``PROGRESS`` state is written beside it, by ``workers.tasks``: as a task event
-(Flower's task list and page) and in Celery's result backend through :class:`BackendProgress`,
-which removes it when the task ends.
+Flower's ``PROGRESS`` state is written beside it (:func:`progress_reporter`, which a tool
+job's Celery task hands its tool): as a task event (Flower's task list and page) and in
+Celery's result backend through :class:`BackendProgress`, which removes it when the task ends.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -26,6 +27,7 @@ from orchestrator.backends.redis.connection import connect_sync
 from orchestrator.backends.redis.progress import REPORT, report_operands
 from orchestrator.distributed.models import ToolJob
 from orchestrator.errors import is_infrastructure_error
+from workers.task_events import TaskEvents
 from workers.wire_json import envelope_path
 
 logger = logging.getLogger(__name__)
@@ -154,3 +156,63 @@ def _end_backend_progress(task_id: str | None = None, **_: Any) -> None:
         progress = _running.pop((task_id, threading.get_ident()), None)
     if progress is not None:
         progress.end()
+
+
+_task_events_lock = threading.Lock()
+_task_events: dict[tuple[int, str | None], TaskEvents] = {}
+
+
+def _events_of(task: Task, hostname: str | None) -> TaskEvents:
+    """One task-event sender per process and hostname (opening one per report is slow)."""
+    key = (os.getpid(), hostname)
+    with _task_events_lock:
+        events = _task_events.get(key)
+        if events is None:
+            events = _task_events[key] = TaskEvents(task.app, hostname)
+    return events
+
+
+def progress_reporter(
+    task: Task, task_id: str | None, hostname: str | None, job: ToolJob, settings: Settings
+) -> Callable[[dict[str, Any]], None]:
+    """Where a tool's progress goes: its call's status and the live stream, and Flower.
+
+    First the call's status and the invocation's live stream (:class:`ProgressPublisher`),
+    then the result backend (state PROGRESS, removed when the task ends:
+    :class:`BackendProgress`) and a task event. A report not written to the first (over the
+    size limit, or of an attempt no longer out) goes to neither; nor does one after the task
+    ended. ``settings``: the worker's, for the first one's Redis connection.
+
+    Flower shows an event of type ``task-progress`` as the custom state ``PROGRESS``.
+    """
+    ids = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
+           "tool": job.tool_name}
+    backend = backend_progress(task, task_id) if task_id else None
+
+    def report(payload: dict[str, Any]) -> None:
+        try:
+            if not _progress_publisher(settings).publish(job, payload) or backend is None:
+                return
+            shown = for_celery(payload)
+            if not backend.write({**ids, "progress": shown}):
+                return  # the task has ended
+            # Best effort, logged there: a broker out of reach loses this event only.
+            _events_of(task, hostname).send("task-progress", uuid=task_id, progress=shown, **ids)
+        except Exception as error:  # progress is best effort: never the tool's failure
+            if not is_infrastructure_error(error) and not isinstance(error, OSError):
+                raise
+            logger.warning("Progress of %s not reported (%s)", job.function_call_id, error)
+
+    return report
+
+
+_publisher_lock = threading.Lock()
+_publisher: list[ProgressPublisher] = []
+
+
+def _progress_publisher(settings: Settings) -> ProgressPublisher:
+    """The process's progress publisher (built on first use)."""
+    with _publisher_lock:
+        if not _publisher:
+            _publisher.append(ProgressPublisher(settings))
+        return _publisher[0]

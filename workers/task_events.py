@@ -1,7 +1,7 @@
 """Task events sent on a task's behalf, for Flower: best effort, never kept back, never raised.
 
 Celery's workers send their own task events. Two more are sent from code of ours: a tool's
-``task-progress`` (its worker, :mod:`workers.tasks`) and the ``task-failed`` of an attempt
+``task-progress`` (its worker, :mod:`workers.progress`) and the ``task-failed`` of an attempt
 whose worker died (the orchestrators' watchdog, :mod:`workers.lost_attempts`). Both are for
 an operator's eyes only, so neither may change what happens to the call: a broker out of
 reach is logged, not raised.

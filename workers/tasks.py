@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
@@ -45,9 +43,8 @@ from workers.celery_app import app as celery_app
 from workers.enqueue import check_size, with_message_ids
 from workers.lifecycle import refused_here, refused_off_orchestrators
 from workers.loop import LoopThreadDeadError
-from workers.progress import ProgressPublisher
+from workers.progress import progress_reporter
 from workers.runtime import Services, get_runtime
-from workers.task_events import TaskEvents
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -159,7 +156,8 @@ def run_tool(self: Task, **kwargs: Any) -> dict[str, Any]:
         return {"error": f"malformed tool job: {error.error_count()} invalid field(s)"}
     runtime = get_runtime()
     # Celery's request context is thread-local: read it here, not on the loop thread.
-    reporter = _progress_reporter(self, self.request.id, self.request.hostname, job)
+    reporter = progress_reporter(self, self.request.id, self.request.hostname, job,
+                                 runtime.settings)
     return _run_job(runtime, _run_tool(reporter, job, digest))
 
 
@@ -176,67 +174,6 @@ def _run_job(runtime: Any, body: Coroutine[Any, Any, T]) -> T:
     except LoopThreadDeadError as error:
         logger.critical("%s; the job goes back to its queue", error)
         raise Reject(str(error), requeue=True) from error
-
-
-_task_events_lock = threading.Lock()
-_task_events: dict[tuple[int, str | None], TaskEvents] = {}
-
-
-def _events_of(task: Task, hostname: str | None) -> TaskEvents:
-    """One task-event sender per process and hostname (opening one per report is slow)."""
-    key = (os.getpid(), hostname)
-    with _task_events_lock:
-        events = _task_events.get(key)
-        if events is None:
-            events = _task_events[key] = TaskEvents(task.app, hostname)
-    return events
-
-
-def _progress_reporter(
-    task: Task, task_id: str | None, hostname: str | None, job: ToolJob
-) -> Callable[[dict[str, Any]], None]:
-    """Where a tool's progress goes: its call's status and the live stream, and Flower.
-
-    First the call's status and the invocation's live stream (workers.progress), then the
-    result backend (state PROGRESS, removed when the task ends: workers.progress's
-    BackendProgress) and a task event. A report not written to the first (over the size
-    limit, or of an attempt no longer out) goes to neither; nor does one after the task ended.
-
-    Flower shows an event of type ``task-progress`` as the custom state ``PROGRESS``.
-    """
-    from workers.progress import backend_progress, for_celery
-
-    ids = {"invocation_id": job.invocation_id, "function_call_id": job.function_call_id,
-           "tool": job.tool_name}
-    backend = backend_progress(task, task_id) if task_id else None
-
-    def report(payload: dict[str, Any]) -> None:
-        try:
-            if not _progress_publisher().publish(job, payload) or backend is None:
-                return
-            shown = for_celery(payload)
-            if not backend.write({**ids, "progress": shown}):
-                return  # the task has ended
-            # Best effort, logged there: a broker out of reach loses this event only.
-            _events_of(task, hostname).send("task-progress", uuid=task_id, progress=shown, **ids)
-        except Exception as error:  # progress is best effort: never the tool's failure
-            if not is_infrastructure_error(error) and not isinstance(error, OSError):
-                raise
-            logger.warning("Progress of %s not reported (%s)", job.function_call_id, error)
-
-    return report
-
-
-_publisher_lock = threading.Lock()
-_publisher: list[ProgressPublisher] = []
-
-
-def _progress_publisher() -> ProgressPublisher:
-    """The process's progress publisher (built on first use)."""
-    with _publisher_lock:
-        if not _publisher:
-            _publisher.append(ProgressPublisher(get_runtime().settings))
-        return _publisher[0]
 
 
 def invalid_fields(error: ValidationError, most: int = 5) -> str:
