@@ -139,7 +139,7 @@ def agent_to_run(
     ctx: InvocationContext, session: Session, root: BaseAgent, resuming: bool, resumable: bool
 ) -> BaseAgent | None:
     """The agent for this run; None when a resumed invocation has nothing left to do."""
-    hops = isinstance(root, LlmAgent)  # transfers are hops (see Runner._run_agent)
+    hops = isinstance(root, LlmAgent)  # transfers are hops (see runner_loop.run_agent)
     if not (resuming and resumable):
         if resuming and hops and (hop := unfinished_hop(
                 root, session.events, ctx.invocation_id)) is not None:

@@ -1,11 +1,13 @@
 """Runner: the event loop. The agent yields an event, the Runner commits it, the agent goes on.
 
-The loop and the Runner's public API live here; its helpers, one role each, in the
-``runner_*`` modules beside it: ``runner_params`` (the App from the arguments),
-``runner_messages`` (the user's event), ``runner_routing`` (the invocation, the agent and
-the branch a run lands on), ``runner_resume`` (continuing and recovering an invocation),
-``runner_ends`` (the ``after_agent`` ends a run owes), ``runner_plugins`` (the run
-callbacks), ``runner_threads`` (the sync ``run``), ``runner_rewind``, ``runner_debug``.
+The Runner's public API lives here; its helpers, one role each, in the ``runner_*``
+modules beside it: ``runner_params`` (the App from the arguments), ``runner_context`` (the
+session and context a run works on), ``runner_loop`` (the loop itself: the agents a run
+runs, each event committed), ``runner_messages`` (the user's event), ``runner_routing``
+(the invocation, the agent and the branch a run lands on), ``runner_resume`` (continuing
+and recovering an invocation), ``runner_ends`` (the ``after_agent`` ends a run owes),
+``runner_plugins`` (the run callbacks), ``runner_threads`` (the sync ``run``),
+``runner_rewind``, ``runner_debug``.
 """
 
 from __future__ import annotations
@@ -13,12 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Generator, Sequence
+from collections.abc import AsyncGenerator, Generator
 from typing import Any
 
 from google.genai import types
 
-from orchestrator import failpoints, platform
 from orchestrator.agents.agent_ends import ends_owed
 from orchestrator.agents.agent_runs import RunsGoingOn
 from orchestrator.agents.base_agent import BaseAgent
@@ -29,21 +30,17 @@ from orchestrator.apps.app import App
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.artifacts.in_memory_artifact_service import InMemoryArtifactService
 from orchestrator.distributed.transport import Transport
-from orchestrator.errors import InvocationNotFoundError, SessionNotFoundError
+from orchestrator.errors import InvocationNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.memory.base_memory_service import BaseMemoryService
 from orchestrator.memory.in_memory_memory_service import InMemoryMemoryService
 from orchestrator.plugins.base_plugin import BasePlugin
 from orchestrator.plugins.plugin_manager import PluginManager
-from orchestrator.runner_abort import abort_events, until_aborted
-from orchestrator.runner_ends import end_unfinished_runs, run_owed_ends
-from orchestrator.runner_messages import (
-    apply_run_metadata,
-    commit_user_message,
-    validate_new_message,
-)
+from orchestrator.runner_context import load_session, new_context
+from orchestrator.runner_loop import commit_run, run_agent
+from orchestrator.runner_messages import commit_user_message, validate_new_message
 from orchestrator.runner_params import validate_runner_params
-from orchestrator.runner_plugins import EventSource, no_events, process_event, run_with_plugins
+from orchestrator.runner_plugins import no_events, process_event
 from orchestrator.runner_resume import (
     calls_answered,
     check_recoverable,
@@ -52,8 +49,6 @@ from orchestrator.runner_resume import (
     take_up_runs,
 )
 from orchestrator.runner_routing import (
-    agent_to_run,
-    continued_branch,
     has_invocation,
     original_user_content,
     resolve_invocation_from_responses,
@@ -127,7 +122,7 @@ class Runner:
         if new_message is not None and new_message.role != "user":
             new_message = types.Content(role="user", parts=new_message.parts)
         if session is None:
-            session = await self._load_session(user_id, session_id, run_config)
+            session = await load_session(self, user_id, session_id, run_config)
         if new_message is None and not invocation_id and not isinstance(self.agent, LlmAgent):
             # As google-adk: only a root LlmAgent runs on the history alone.
             raise ValueError(
@@ -153,18 +148,19 @@ class Runner:
                 "resumable. Configure App(resumability_config=ResumabilityConfig("
                 "is_resumable=True)), or answer its pending calls with function responses."
             )
-        ctx = self._new_context(session, invocation_id, new_message, run_config, abort_signal)
+        ctx = new_context(self, session, invocation_id, new_message, run_config, abort_signal)
         if resuming:
             original = original_user_content(session, ctx.invocation_id)
             ctx.user_content = original or new_message
             if original is not None and new_message is not None and not responses:
                 new_message = None  # the invocation already has its user message
-        async with contextlib.aclosing(self._run(
+        async with contextlib.aclosing(commit_run(
             ctx, session, writer,
             lambda: commit_user_message(
                 ctx, new_message, state_delta, run_config, call_event, writer, yield_user_message
             ),
-            lambda: self._run_agent(ctx, session, resuming, call_event, writer),
+            lambda: run_agent(ctx, session, self.agent, writer, resuming=resuming,
+                              resumable=self._is_resumable, call_event=call_event),
         )) as events:
             async for event in events:
                 yield event
@@ -196,9 +192,9 @@ class Runner:
         run_config = run_config or RunConfig()
         writer = session_writer or self.session_service
         if session is None:  # callers that just loaded it pass it in
-            session = await self._load_session(user_id, session_id, run_config)
+            session = await load_session(self, user_id, session_id, run_config)
         call_event, calling = calls_answered(session, invocation_id, answers)
-        ctx = self._new_context(session, invocation_id, None, run_config, None)
+        ctx = new_context(self, session, invocation_id, None, run_config, None)
         ctx.transport = transport or self.transport
         ctx.user_content = original_user_content(session, invocation_id)
         # A resumable app's log says where each agent under way stopped (a ParallelAgent's
@@ -210,12 +206,13 @@ class Runner:
         if recovering:
             ctx.start_recovery()
             owed = ends_owed(self.agent, session.events, invocation_id)
-        async with contextlib.aclosing(self._run(
+        async with contextlib.aclosing(commit_run(
             ctx, session, writer,
             lambda: commit_answers_to_calls(
                 ctx, session, writer, invocation_id, answers, calling, run_config, yield_answers
             ),
-            lambda: self._run_agent(ctx, session, True, call_event, writer, owed=owed),
+            lambda: run_agent(ctx, session, self.agent, writer, resuming=True,
+                              resumable=self._is_resumable, call_event=call_event, owed=owed),
         )) as events:
             async for event in events:
                 yield event
@@ -241,12 +238,12 @@ class Runner:
         """
         run_config = run_config or RunConfig()
         if session is None:
-            session = await self._load_session(user_id, session_id, run_config)
+            session = await load_session(self, user_id, session_id, run_config)
         if not has_invocation(session, invocation_id):
             raise InvocationNotFoundError(
                 f"Invocation {invocation_id!r} not found in session {session_id!r}."
             )
-        ctx = self._new_context(session, invocation_id, None, run_config, None)
+        ctx = new_context(self, session, invocation_id, None, run_config, None)
         ctx.user_content = original_user_content(session, invocation_id)
         ctx.start_recovery()
         runs = self._take_up_runs(ctx, session, recovering=True)
@@ -261,10 +258,11 @@ class Runner:
         # Resumable: an agent's end is committed before its after-callbacks run; those
         # the stopped run did not finish run first, as they would have (see ends_owed).
         owed = ends_owed(self.agent, session.events, invocation_id) if self._is_resumable else []
-        async with contextlib.aclosing(self._run(
+        async with contextlib.aclosing(commit_run(
             ctx, session, writer, no_events,
-            lambda: self._run_agent(ctx, session, True, None, writer, answered=answered,
-                                    owed=owed),
+            lambda: run_agent(ctx, session, self.agent, writer, resuming=True,
+                              resumable=self._is_resumable, call_event=None,
+                              answered=answered, owed=owed),
         )) as events:
             async for event in events:
                 yield event
@@ -284,113 +282,13 @@ class Runner:
         of a run do.
         """
         writer = session_writer or self.session_service
-        ctx = self._new_context(session, invocation_id, None, RunConfig(), None)
+        ctx = new_context(self, session, invocation_id, None, RunConfig(), None)
         committed = []
         for event in events:
             event = await process_event(ctx, event)
             await writer.append_event(session, event)
             committed.append(event)
         return committed
-
-    def _new_context(
-        self,
-        session: Session,
-        invocation_id: str | None,
-        new_message: types.Content | None,
-        run_config: RunConfig,
-        abort_signal: asyncio.Event | None,
-    ) -> InvocationContext:
-        return InvocationContext(
-            session_service=self.session_service,
-            artifact_service=self.artifact_service,
-            memory_service=self.memory_service,
-            credential_service=self.credential_service,
-            invocation_id=invocation_id or platform.new_invocation_id(),
-            agent=self.agent,
-            session=session,
-            user_content=new_message,
-            run_config=run_config,
-            resumability_config=self.resumability_config,
-            abort_signal=abort_signal,
-            transport=self.transport,
-            plugin_manager=self.plugin_manager,
-        )
-
-    def _run(
-        self,
-        ctx: InvocationContext,
-        session: Session,
-        writer: SessionWriter,
-        opening: EventSource,
-        body: EventSource,
-    ) -> AsyncGenerator[Event, None]:
-        async def commit(event: Event) -> Event:
-            event = await process_event(ctx, event)
-            if not event.partial:
-                await writer.append_event(session, event)
-            return event
-
-        return run_with_plugins(ctx, opening, body, commit)
-
-    async def _run_agent(
-        self,
-        ctx: InvocationContext,
-        session: Session,
-        resuming: bool,
-        call_event: Event | None,
-        writer: SessionWriter | None = None,
-        *,
-        answered: bool = False,
-        owed: Sequence[Event] = (),
-    ) -> AsyncGenerator[Event, None]:
-        """Pick the agent, run it, and commit each non-partial event before yielding it.
-
-        ``answered``: a recovered run whose agent's final answer is in the log re-enters no
-        agent; it only ends the runs it takes up (see ``orchestrator.agents.agent_runs``).
-        ``owed``: the ``end_of_agent`` events of a recovered run whose agents' after-callbacks
-        did not finish (``ends_owed``); they run first, before any agent is picked.
-        """
-        writer = writer or self.session_service
-        async with contextlib.aclosing(
-                run_owed_ends(ctx, session, writer, self.agent, owed)) as ends:
-            async for event in ends:
-                yield event
-        agent = None if answered else agent_to_run(
-            ctx, session, self.agent, resuming, self._is_resumable)
-        if agent is None and not answered:
-            return
-        if agent is not None:
-            ctx.branch = continued_branch(session, agent, self.agent, call_event)
-        # A root LlmAgent's transfers are hops (google-adk 2.13's node runtime): the agent
-        # that transferred ends its run, and the target runs next, here.
-        hops = isinstance(self.agent, LlmAgent)
-        while agent is not None:
-            ctx.agent = agent
-            ctx.schedule(agent, hops=hops)
-            async with contextlib.aclosing(agent.run_async(ctx)) as events:
-                steps = events if ctx.abort_signal is None else until_aborted(events, ctx)
-                async with contextlib.aclosing(steps):  # its agent task ends with it
-                    async for event in steps:
-                        apply_run_metadata(event, ctx.run_config)
-                        event = await process_event(ctx, event)
-                        if not event.partial:
-                            await writer.append_event(session, event)
-                        yield event
-            agent = None if ctx.is_aborted else ctx.take_hop()
-            if agent is not None:
-                failpoints.hit("runner.transfer_hop")  # the agent that transferred ended
-        if ctx.is_aborted:
-            for event in abort_events(session, ctx, self.agent.name):
-                event = await process_event(ctx, event)
-                await writer.append_event(session, event)
-                yield event
-            return
-        # Agents under way before the pause that this run did not re-enter (they
-        # transferred to the agent it continued) end with it, innermost first.
-        async with contextlib.aclosing(
-                end_unfinished_runs(ctx, session, writer, self.agent)) as ends:
-            async for event in ends:
-                yield event
 
     def _take_up_runs(
         self, ctx: InvocationContext, session: Session, *, recovering: bool = False
@@ -430,7 +328,7 @@ class Runner:
         """
         from orchestrator.runner_rewind import rewind_session
 
-        session = await self._load_session(user_id, session_id, RunConfig())
+        session = await load_session(self, user_id, session_id, RunConfig())
         await rewind_session(self.session_service, self.artifact_service, session,
                              rewind_before_invocation_id)
 
@@ -468,22 +366,6 @@ class Runner:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    async def _load_session(self, user_id: str, session_id: str, run_config: RunConfig) -> Session:
-        session = await self.session_service.get_session(
-            app_name=self.app_name, user_id=user_id, session_id=session_id,
-            config=run_config.get_session_config,
-        )
-        if session is not None:
-            return session
-        if not self.auto_create_session:
-            raise SessionNotFoundError(
-                f"Session not found: app {self.app_name!r}, user {user_id!r}, "
-                f"session {session_id!r}."
-            )
-        return await self.session_service.create_session(
-            app_name=self.app_name, user_id=user_id, session_id=session_id
-        )
 
 class InMemoryRunner(Runner):
     """A Runner wired to in-memory session, artifact and memory services."""

@@ -33,7 +33,7 @@ from orchestrator import (
     ToolContext,
 )
 from orchestrator.errors import LlmCallsLimitExceededError
-from orchestrator.flows.contents import CONTEXT_PREAMBLE
+from orchestrator.flows.quoted_turns import CONTEXT_PREAMBLE
 from orchestrator.models import LlmCapabilities
 from orchestrator.plugins import (
     BasePlugin,

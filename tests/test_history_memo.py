@@ -18,7 +18,7 @@ from orchestrator.agents.invocation_history import count_model_calls
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from orchestrator.events.log_scans import LogScan
-from orchestrator.flows import contents
+from orchestrator.flows import call_pairing, contents
 from orchestrator.flows.contents import build_contents
 from orchestrator.flows.history_memo import HistoryMemo
 
@@ -226,14 +226,14 @@ def test_repeated_answers_to_long_running_calls_are_built_incrementally_as_from_
 ) -> None:
     """The latest answer replaces earlier ones and stale replies go, with or without the memo."""
     dropped: list[int] = []
-    stale_replies = contents._stale_replies
+    stale_replies = call_pairing._stale_replies
 
     def counting(*args):  # noqa: ANN002, ANN202
         found = stale_replies(*args)
         dropped.append(len(found))
         return found
 
-    monkeypatch.setattr(contents, "_stale_replies", counting)
+    monkeypatch.setattr(call_pairing, "_stale_replies", counting)
     for seed in range(60):
         rng = random.Random(seed)
         log = long_running_log(rng, 12)

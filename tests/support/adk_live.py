@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.flows.contents import CONTEXT_PREAMBLE
+from orchestrator.flows.quoted_turns import CONTEXT_PREAMBLE
 from tests.golden import scenarios
 from tests.test_adk_golden import ADK_PREAMBLE_START, PREAMBLE_PLACEHOLDER
 
