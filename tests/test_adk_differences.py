@@ -918,6 +918,38 @@ def _requests_of(record: dict[str, Any]) -> list[list[Any]]:
     return [[r["model"], r["contents"]] for r in comparable(record)["requests"]]
 
 
+async def user_answer_to_another_agents_call_scenario(adk: Any) -> list[list[Any]]:
+    """A sequence's first agent asks a manager (long-running); the user's answer lets it
+    finish (that run ends there, on both); at the next message the second agent's request
+    shows that turn, the user's answer quoted as sent by the user."""
+    h = s.Harness(adk)
+
+    def ask_manager(item: str) -> None:
+        """Ask the manager to approve an item."""
+        return None
+
+    first = adk.LlmAgent(name="requester", tools=[adk.LongRunningFunctionTool(ask_manager)],
+                         model=h.model("m1", s.fc("ask_manager", item="laptop"), "Approved.",
+                                       "Nothing more to ask."))
+    second = adk.LlmAgent(name="buyer", model=h.model("m2", "Ordered."))
+    await h.start(adk.SequentialAgent(name="flow", sub_agents=[first, second]))
+    [call] = [c for e in await h.turn(s.user_text("buy a laptop")) for c in e.get_function_calls()]
+    await h.turn(types.Content(role="user", parts=[types.Part(
+        function_response=types.FunctionResponse(
+            id=call.id, name="ask_manager", response={"approved": True}))]))
+    await h.turn(s.user_text("go on"))
+    return _requests_of(await h.finish())
+
+
+def test_a_users_answer_to_another_agents_call_is_quoted_as_the_users() -> None:
+    requests = assert_same(user_answer_to_another_agents_call_scenario)
+    model, contents = requests[-1]
+    assert model == "m2"
+    shown = json.dumps(contents)
+    assert "[user] `ask_manager` tool returned result" in shown
+    assert "[requester] `ask_manager` tool returned result" not in shown
+
+
 async def turn_after_transfer_scenario(adk: Any) -> list[list[Any]]:
     """The root says hello, then transfers the next message to a sub-agent that shows no
     history; the third message goes to the sub-agent directly."""

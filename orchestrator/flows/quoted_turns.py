@@ -26,14 +26,18 @@ CONTEXT_PREAMBLE = (
 
 
 def foreign_author(event: Event, agent_name: str, call_authors: dict[str, str]) -> str | None:
-    """The other agent whose turn this event is, or None if it is ours or the user's."""
+    """Who this event is quoted as, if it is another agent's turn; None if it is ours.
+
+    Another agent's event is quoted as that agent's. An answer to another agent's call is
+    that agent's turn too, but quoted as whoever sent it (the user, for an answer from
+    outside), as google-adk does: the model reads who said what.
+    """
     if event.author not in ("user", agent_name):
         return event.author
-    # An answer to another agent's call is that agent's turn, whoever sent it (google-adk).
     for response in event.get_function_responses():
         owner = call_authors.get(response.id or "")
         if owner and owner not in (agent_name, "user"):
-            return owner
+            return event.author
     return None
 
 
