@@ -343,6 +343,10 @@ def test_load_memory_matches_google_adk():
 
 def test_preload_memory_matches_google_adk():
     adk, mine = run(_memory_scenario, "preload_memory")
+    for record in (adk, mine):  # the memories' tag is google-adk's: an instruction may name it
+        [memories] = record["requests"][1]["contents"][0]["parts"]
+        assert "\n<PAST_CONVERSATIONS>\nTime: " in memories[1]
+        assert memories[1].endswith("\n</PAST_CONVERSATIONS>\n")
     for record in (adk, mine):  # the preamble is each framework's own words; keep the lines
         for request in record["requests"]:
             for content in request["contents"]:

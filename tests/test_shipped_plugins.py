@@ -189,6 +189,25 @@ async def test_context_filter_keeps_calls_with_their_answers_and_applies_a_custo
     assert seen == [1, 1, 3]
 
 
+async def test_a_global_instruction_provider_answering_none_adds_nothing():
+    model = ScriptedLlm(responses=["hi"])
+    runner = _runner(LlmAgent(name="a", model=model, instruction="Be kind."),
+                     GlobalInstructionPlugin(lambda context: None))
+    await _turns(runner, "x")
+    instruction = model.requests[0].config.system_instruction
+    assert instruction.startswith("Be kind.") and "None" not in instruction
+
+
+async def test_a_custom_filter_returning_no_list_leaves_the_request_as_it_was(caplog):
+    model = ScriptedLlm(responses=["one", "two"])
+    runner = _runner(LlmAgent(name="a", model=model),
+                     ContextFilterPlugin(custom_filter=lambda contents: None))
+    with caplog.at_level("ERROR", logger="orchestrator.plugins.context_filter_plugin"):
+        await _turns(runner, "first", "second")
+    assert [c.parts[0].text for c in model.requests[-1].contents] == ["first", "one", "second"]
+    assert "custom_filter returned NoneType, not a list of contents" in caplog.text
+
+
 def test_context_filter_refuses_a_remove_amount_below_one():
     with pytest.raises(ValueError, match="remove_amount must be at least 1, got 0"):
         ContextFilterPlugin(remove_amount=0)

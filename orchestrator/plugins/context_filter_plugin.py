@@ -27,8 +27,8 @@ class ContextFilterPlugin(BasePlugin):
     message; tool results do not start one). Trimming happens once the history holds
     ``num_invocations_to_keep + remove_amount`` turns, so it is not trimmed on every call.
     The cut never separates a function response from its call. ``custom_filter`` then gets
-    the contents and returns the ones to send. A filter that fails leaves the request as it
-    was (logged).
+    the contents and returns the ones to send (a list). A filter that fails, or returns
+    something else than a list, leaves the request as it was (logged).
     """
 
     def __init__(
@@ -58,6 +58,9 @@ class ContextFilterPlugin(BasePlugin):
                     contents = contents[cut:]
             if self._custom_filter is not None:
                 contents = self._custom_filter(contents)
+                if not isinstance(contents, list):
+                    raise TypeError(f"custom_filter returned {type(contents).__name__}, "
+                                    "not a list of contents")
             llm_request.contents = contents
         except Exception:  # a broken filter must not break the model call
             logger.exception("ContextFilterPlugin %r could not filter the request", self.name)

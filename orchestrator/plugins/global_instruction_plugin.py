@@ -54,7 +54,7 @@ class GlobalInstructionPlugin(BasePlugin):
         value = self.global_instruction(context)
         if inspect.isawaitable(value):
             value = await value
-        return str(value)
+        return "" if value is None else str(value)  # None: no global instruction this time
 
 
 def _lead_with(text: str, current: Any) -> Any:

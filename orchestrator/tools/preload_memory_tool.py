@@ -58,7 +58,8 @@ class PreloadMemoryTool(BaseTool):
         if not lines:
             return
         block = "\n".join(lines)
-        text = f"{_PREAMBLE}\n<past_conversations>\n{block}\n</past_conversations>\n"
+        # The tag as google-adk writes it: an agent's instruction may name it.
+        text = f"{_PREAMBLE}\n<PAST_CONVERSATIONS>\n{block}\n</PAST_CONVERSATIONS>\n"
         llm_request._insert_transient_user_content(
             [types.Content(role="user", parts=[types.Part(text=text)])]
         )
