@@ -30,7 +30,6 @@ from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers import wire_json
 from workers.celery_app import TASK_CANCEL, create_celery_app
-from workers.client_enqueue import AppCheck, invoke_kwargs, no_session, record_and_queue, send_invoke
 from workers.client_follow import (
     check_statuses,
     check_timeout,
@@ -39,7 +38,15 @@ from workers.client_follow import (
     no_invocation,
     wait_for_status,
 )
-from workers.enqueue import check_same_invocation, prepare_invocation
+from workers.enqueue import (
+    AppCheck,
+    check_same_invocation,
+    invoke_kwargs,
+    no_session,
+    prepare_invocation,
+    record_and_queue,
+    send_invoke,
+)
 from workers.runtime import Runtime
 
 SETTLED = InvocationStatus.SETTLED
