@@ -6,49 +6,46 @@ can ``send_task`` the documented task names instead (see the README).
 
 from __future__ import annotations
 
-import contextlib
-import numbers
 from collections.abc import AsyncIterator, Collection, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import redis
 from google.genai import types
 
 from config import Settings, get_settings
-from orchestrator import platform
 from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.connection import connect, connect_sync
-from orchestrator.backends.redis.invocation_store import READ_RECORD, StatusWait
+from orchestrator.backends.redis.connection import connect_sync
 from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.distributed.intake import (
     check_identifier,
     check_json,
     check_optional_identifier,
     check_size,
-    preview,
 )
 from orchestrator.distributed.invocation_lists import DEFAULT_LIMIT, InvocationPage, invocation_query
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, PendingCall
-from orchestrator.distributed.registry import AppRegistry
-from orchestrator.distributed.streams import StreamItem, time_limit
-from orchestrator.errors import (
-    AppConfigError,
-    InvocationNotFoundError,
-    PayloadError,
-    RequestError,
-    SessionNotFoundError,
-)
+from orchestrator.distributed.streams import StreamItem
+from orchestrator.errors import PayloadError, RequestError, SessionNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers import wire_json
-from workers.celery_app import TASK_CANCEL, TASK_INVOKE, create_celery_app, kwargs_repr
+from workers.celery_app import TASK_CANCEL, create_celery_app
+from workers.client_follow import (
+    check_statuses,
+    check_timeout,
+    follow_stream,
+    iterate,
+    no_invocation,
+    wait_for_status,
+)
 from workers.enqueue import (
+    AppCheck,
     check_same_invocation,
-    enqueue_scripts,
+    invoke_kwargs,
+    no_session,
     prepare_invocation,
-    queue_invocation,
-    scripts_missing,
-    was_queued,
+    record_and_queue,
+    send_invoke,
 )
 from workers.runtime import Runtime
 
@@ -59,9 +56,6 @@ FINISHED = InvocationStatus.FINISHED
 
 SENT_REMEMBERED = 10_000
 """How many invocations sent with ``enqueue_via_celery`` a Client remembers (see ``wait``)."""
-
-_SHOWN_FIELDS = ("app_name", "user_id", "session_id", "invocation_id")
-"""The fields of an ``adk_celery.invoke`` task Flower and the logs show: identifiers only."""
 
 
 class InvocationFinishedError(RequestError):
@@ -75,11 +69,6 @@ class InvocationFinishedError(RequestError):
                                           "cancelled.")
         self.args = (f"invocation {invocation_id!r} is {status.value}; it cannot be cancelled.",)
         self.status = status
-
-
-def no_invocation(app_name: str, invocation_id: str) -> InvocationNotFoundError:
-    """The error for an invocation that has no record, in the words of the CLI and the API."""
-    return InvocationNotFoundError(f"no invocation {invocation_id!r} of app {app_name!r}.")
 
 
 class Client:
@@ -100,7 +89,8 @@ class Client:
         self._runtime = Runtime(self._settings, load_apps=False, celery_app=self._celery)
         self._built: Any = None
         self._redis: redis.Redis | None = None
-        self._apps: list[str] | None = None
+        self._check_app = AppCheck(self._settings)
+        """RequestError for an app the client's ``Settings.apps`` does not name, if any."""
         self._seen: dict[tuple[str, str], str] = {}
         """Per invocation answered here: its newest status entry when it was answered (the
         next ``wait`` returns a status that came after it, not the pause it answered)."""
@@ -164,91 +154,36 @@ class Client:
         SessionNotFoundError. Nothing is stored then. Enqueueing again with the same
         ``invocation_id`` is a no-op (RequestError if another user or session has that id).
         """
-        for field, value in (("session_id", session_id), ("invocation_id", invocation_id)):
-            if isinstance(value, str) and not value:
-                raise RequestError(field, "must not be empty (leave it out, None, for a new one).")
-        invocation_id = invocation_id or platform.new_invocation_id()
-        if isinstance(message, types.Content):
-            payload: Any = message.model_dump(mode="json", exclude_none=True)
-        else:
-            payload = message
-        kwargs: dict[str, Any] = {
-            "app_name": app_name, "user_id": user_id,
-            "session_id": session_id or platform.new_uuid(),
-            "create_session": session_id is None,
-            "new_message": payload, "state_delta": state_delta,
-            "invocation_id": invocation_id,
-        }
-        if streaming:
-            kwargs["streaming"] = True
-        if custom_metadata is not None:
-            kwargs["custom_metadata"] = custom_metadata
+        kwargs = invoke_kwargs(app_name, user_id, message, session_id=session_id,
+                               state_delta=state_delta, invocation_id=invocation_id,
+                               streaming=streaming, custom_metadata=custom_metadata)
+        invocation_id = kwargs["invocation_id"]
         # The checks of every door, before anything is stored or sent.
         record, new_session = prepare_invocation(kwargs, self._runtime.limits)
         self._check_app(app_name)
         if record.status is InvocationStatus.FAILED or self._via_celery:
             if session_id is not None and not self._sync_redis().exists(
                     keys.session(app_name, user_id, session_id)):
-                raise _no_session(record)
+                raise no_session(record)
         if record.status is InvocationStatus.FAILED:  # refused payload: recorded, never sent
             self._runtime.run(self._services().store.create(record))
         elif self._via_celery:
-            shown = {field: kwargs[field] for field in _SHOWN_FIELDS}  # never the message or state
-            self._celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=self._settings.invocations_queue,
-                                   argsrepr="()", kwargsrepr=kwargs_repr(shown),
-                                   serializer=wire_json.NAME)
+            send_invoke(self._celery, self._settings.invocations_queue, kwargs)
             self._sent[(app_name, invocation_id)] = None
             while len(self._sent) > SENT_REMEMBERED:
                 del self._sent[next(iter(self._sent))]
         else:
             services = self._services()
             try:
-                queued = self._record_and_queue(services, record, new_session,
-                                                session_must_exist=session_id is not None)
+                queued = record_and_queue(self._sync_redis(), services, record, new_session,
+                                          session_must_exist=session_id is not None)
             except SessionNotFoundError:
-                raise _no_session(record) from None
+                raise no_session(record) from None
             if not queued:
                 existing = self._runtime.run(services.store.get(app_name, invocation_id))
                 if existing is not None:
                     check_same_invocation(existing, record, session_id is not None)
         return invocation_id
-
-    def _wait_here(
-        self, app_name: str, invocation_id: str, statuses: set[InvocationStatus],
-        timeout: float | None,
-    ) -> InvocationRecord | None:
-        """Follow the invocation's status entries on a synchronous connection, in this thread.
-
-        Never returns a pause that is over (its calls all answered); raises
-        InvocationNotFoundError at once for an invocation without a record.
-        """
-        redis_client = self._sync_redis()
-        wait = StatusWait(app_name, invocation_id, statuses, timeout,
-                          after=self._seen.pop((app_name, invocation_id), None))
-        with redis_client.pipeline(transaction=True) as pipe:
-            wait.queue_start(pipe)
-            found = wait.started(pipe.execute())
-        if wait.missing and (app_name, invocation_id) not in self._sent:
-            raise no_invocation(app_name, invocation_id)
-        while True:
-            while found is None and (block_ms := wait.block_ms()) is not None:
-                found = wait.feed(redis_client.xread({wait.stream: wait.last_id}, block=block_ms))
-            if found is READ_RECORD:  # an entry without its record: the record as it is now
-                raw = redis_client.hget(wait.record_key, "record")
-                record = InvocationRecord.model_validate_json(raw) if raw else None
-                found = record if record is not None and record.status in statuses else None
-                if record is None:
-                    return None
-                continue
-            if not isinstance(found, InvocationRecord):
-                return None  # timed out
-            if not wait.is_pause(found):
-                return found
-            with redis_client.pipeline(transaction=False) as pipe:
-                wait.queue_answers(pipe, found)
-                if wait.pause_still_on(pipe.execute()):
-                    return found
-            found = None  # answered, its resume queued: what comes next
 
     def _sync_redis(self) -> redis.Redis:
         """A synchronous connection for calls made in the caller's thread (no loop hop)."""
@@ -257,25 +192,6 @@ class Client:
             # is ridden out rather than failing enqueue, wait or status at once.
             self._redis = connect_sync(self._settings.redis_url or "")
         return self._redis
-
-    def _record_and_queue(self, services: Any, record: InvocationRecord, new_session: bool, *,
-                          session_must_exist: bool = False) -> bool:
-        """The enqueue transaction, on a synchronous connection in the caller's thread.
-
-        False for a repeated invocation id (nothing changed). Raises what a script refused,
-        and SessionNotFoundError (nothing written) for a session that must exist and does not.
-        """
-        redis_client = self._sync_redis()
-        for _ in range(2):
-            with redis_client.pipeline(transaction=True) as pipe:
-                queue_invocation(pipe, services.sessions, services.queue, record, new_session,
-                                 session_must_exist=session_must_exist)
-                replies = pipe.execute(raise_on_error=False)
-            if not scripts_missing(replies):
-                break
-            for source in enqueue_scripts(services.sessions, services.queue):
-                redis_client.script_load(source)
-        return was_queued(replies, new_session)
 
     def status(self, app_name: str, invocation_id: str) -> InvocationRecord | None:
         """The invocation's record (status, pending calls, error), or None if unknown."""
@@ -319,9 +235,11 @@ class Client:
         limit).
         """
         self._check_ids(app_name, invocation_id)
-        limit = _timeout(timeout)
-        statuses = set(_statuses(until) | InvocationStatus.FINISHED)
-        record = self._wait_here(app_name, invocation_id, statuses, limit)
+        limit = check_timeout(timeout)
+        statuses = set(check_statuses(until) | InvocationStatus.FINISHED)
+        record = wait_for_status(self._sync_redis(), app_name, invocation_id, statuses, limit,
+                                 after=self._seen.pop((app_name, invocation_id), None),
+                                 sent=self._sent)
         if record is None:
             raise TimeoutError(
                 f"Invocation {invocation_id!r} did not reach {sorted(s.value for s in statuses)} "
@@ -343,25 +261,8 @@ class Client:
         Malformed arguments raise at the call; an unknown invocation at the first item.
         """
         self._check_ids(app_name, invocation_id)
-        return self._afollow(app_name, invocation_id, _timeout(timeout), _statuses(until),
-                             from_start)
-
-    async def _afollow(
-        self, app_name: str, invocation_id: str, timeout: float | None,
-        until: frozenset[InvocationStatus], from_start: bool,
-    ) -> AsyncIterator[StreamItem]:
-        redis_client = connect(self._settings.redis_url or "")
-        stream = RedisEventStream(redis_client, ttl_seconds=self._settings.record_ttl_seconds)
-        try:
-            if (not await redis_client.exists(keys.invocation(app_name, invocation_id))
-                    and (app_name, invocation_id) not in self._sent):
-                raise no_invocation(app_name, invocation_id)
-            async for item in stream.follow(
-                app_name, invocation_id, from_start=from_start, until=until, timeout=timeout,
-            ):
-                yield item
-        finally:
-            await redis_client.aclose()
+        return follow_stream(self._settings, app_name, invocation_id, check_timeout(timeout),
+                             check_statuses(until), from_start, self._sent)
 
     def follow(
         self,
@@ -384,14 +285,14 @@ class Client:
         an unknown invocation, RequestError for a malformed id, ``until`` or ``timeout``.
         """
         self._check_ids(app_name, invocation_id)
-        limit, statuses = _timeout(timeout), _statuses(until)
+        limit, statuses = check_timeout(timeout), check_statuses(until)
         if (not self._sync_redis().exists(keys.invocation(app_name, invocation_id))
                 and (app_name, invocation_id) not in self._sent):
             raise no_invocation(app_name, invocation_id)
         services = self._services()
         stream = services.events or RedisEventStream(
             services.redis, ttl_seconds=self._settings.record_ttl_seconds)
-        return _iterate(self._runtime, stream.follow(
+        return iterate(self._runtime, stream.follow(
             app_name, invocation_id, from_start=from_start, until=statuses, timeout=limit))
 
     def invocations(
@@ -484,27 +385,6 @@ class Client:
         check_identifier("app_name", app_name, self._runtime.limits)
         check_identifier("invocation_id", invocation_id, self._runtime.limits)
 
-    def _check_app(self, app_name: str) -> None:
-        """RequestError if the client knows its apps (``Settings.apps``) and not this one.
-
-        The apps are loaded once, at the first need: AppConfigError if they cannot be. A
-        client configured without apps checks nothing (an orchestrator fails the invocation
-        of an app it does not serve).
-        """
-        specs = self._settings.app_specs()
-        if not specs:
-            return
-        if self._apps is None:
-            try:
-                self._apps = AppRegistry.from_specs(specs).names
-            except (ValueError, TypeError) as error:
-                raise AppConfigError(
-                    f"ADK_CELERY_APPS (Settings.apps): {error} A client that names apps loads "
-                    "them to check the app of each request; leave it empty not to.") from None
-        if app_name not in self._apps:
-            raise RequestError("app_name", f"{preview(app_name)} is not an app of this client "
-                                           f"(ADK_CELERY_APPS: {', '.join(self._apps)}).")
-
     def close(self) -> None:
         """Close the client's Redis and broker connections and stop its background loop."""
         self._built = None
@@ -514,83 +394,3 @@ class Client:
         self._runtime.close()
         self._celery.close()
 
-
-def _no_session(record: InvocationRecord) -> SessionNotFoundError:
-    """The error for an enqueue naming a session its user does not have."""
-    return SessionNotFoundError(
-        f"session_id: no session {record.session_id!r} of app {record.app_name!r}, user "
-        f"{record.user_id!r} (leave it out for a new session).")
-
-
-def _timeout(timeout: Any) -> float | None:
-    """A wait's or follow's ``timeout`` checked: seconds, 0 or more; None for no limit."""
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)):
-        raise RequestError("timeout", f"must be a number of seconds (None or math.inf: no limit), "
-                                      f"not {type(timeout).__name__}.")
-    limit = time_limit(None if timeout is None else float(timeout))  # NaN: ValueError
-    if limit is not None and limit < 0:
-        raise RequestError("timeout", f"must be 0 or more seconds (None or math.inf: no limit), "
-                                      f"not {timeout!r}.")
-    return limit
-
-
-def _statuses(until: Any) -> frozenset[InvocationStatus]:
-    """``until`` as a set of statuses: members of InvocationStatus or their values."""
-    if isinstance(until, str):  # one status (an InvocationStatus is a str too)
-        until = (until,)
-    try:
-        given = list(until)
-    except TypeError:
-        raise RequestError("until", f"must be a collection of statuses, not "
-                                    f"{type(until).__name__}.") from None
-    known = {status.value for status in InvocationStatus}
-    found = set()
-    for status in given:
-        if isinstance(status, InvocationStatus):
-            found.add(status)
-        elif isinstance(status, str) and status in known:
-            found.add(InvocationStatus(status))
-        else:
-            raise RequestError("until", f"{preview(status)} is not a status (one of: "
-                                        f"{', '.join(s.value for s in InvocationStatus)}).")
-    return frozenset(found)
-
-
-T = TypeVar("T")
-_DONE = object()
-
-
-def _iterate(runtime: Runtime, source: AsyncIterator[T]) -> Iterator[T]:
-    """A synchronous iterator over ``source``, which runs on ``runtime``'s loop thread.
-
-    Each item is fetched on demand (no read-ahead). Closing the iterator (``break``, an
-    exception, garbage collection) closes ``source`` on the loop; an item still being waited
-    for when the caller is interrupted (Ctrl-C) is cancelled first.
-    """
-
-    async def step() -> Any:
-        try:
-            return await anext(source)
-        except StopAsyncIteration:
-            return _DONE
-
-    async def close() -> None:
-        aclose = getattr(source, "aclose", None)
-        if aclose is not None:
-            with contextlib.suppress(RuntimeError):  # still unwinding from a cancelled step
-                await aclose()
-
-    try:
-        while True:
-            future = runtime.submit(step())
-            try:
-                item = future.result()
-            except BaseException:
-                future.cancel()
-                raise
-            if item is _DONE:
-                return
-            yield item
-    finally:
-        with contextlib.suppress(Exception):
-            runtime.submit(close()).result(timeout=10)
