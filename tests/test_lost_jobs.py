@@ -27,8 +27,7 @@ import redis
 from config import Settings
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.jobs import dispatched_job, job_digest, watch_member
-from orchestrator.distributed.executor import execute_agent_job
-from orchestrator.distributed.hand_back import deliver_result
+from orchestrator.distributed.executor import deliver_result, execute_agent_job
 from orchestrator.distributed.models import AgentJob, InvocationStatus, ToolResult
 from orchestrator.flows.contents import RUN_BRANCH
 from tests.apps import APP_SPECS, PARKED_QUEUE

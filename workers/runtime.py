@@ -68,7 +68,7 @@ class Services:
 
     The :class:`InvocationService` (a Runner per app) is built on first use of
     :attr:`service`: orchestrators and clients use it; a worker running jobs never does (it
-    hands results back with :func:`~orchestrator.distributed.hand_back.deliver_result`).
+    hands results back with :func:`~orchestrator.distributed.executor.deliver_result`).
     """
 
     redis: aioredis.Redis

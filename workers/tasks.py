@@ -16,11 +16,11 @@ from pydantic import ValidationError
 from orchestrator import failpoints
 from orchestrator.backends.redis.jobs import job_digest
 from orchestrator.distributed.executor import (
+    deliver_result,
     execute_agent_job,
     execute_tool_job,
     worker_id,
 )
-from orchestrator.distributed.hand_back import deliver_result
 from orchestrator.distributed.intake import check_identifier
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.stores import SessionKey

@@ -58,7 +58,7 @@ from orchestrator.backends.redis.jobs import (
     silence_limit,
 )
 from orchestrator.backends.redis.stats import queue_lists
-from orchestrator.distributed.hand_back import deliver_result
+from orchestrator.distributed.executor import deliver_result
 from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
 from orchestrator.distributed.transport import timeout_error
 from orchestrator.errors import is_infrastructure_error

@@ -1,8 +1,16 @@
-"""Running one ToolJob: the body every transport executes, on a worker or in process."""
+"""A remote call's job: running it, and handing its result back.
+
+Running it is the body every transport executes, on a worker or in process.
+
+Handing a result back (:func:`deliver_result`) needs only the invocation store and the
+session queue, never the orchestrator's Runner loop: a worker, the orchestrators' job
+watchdog (a call answered at its deadline) and :meth:`InvocationService.deliver` share it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
@@ -17,8 +25,9 @@ from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.distributed.intake import Limits, check_json, not_json_answer
 from orchestrator.distributed.ledger import CallLedger
-from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult
+from orchestrator.distributed.models import AgentJob, ToolJob, ToolResult, WorkItem
 from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.stores import InvocationStore, SessionKey, SessionQueue, session_key
 from orchestrator.errors import PayloadError, error_text, raised_by_service
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
@@ -29,6 +38,8 @@ from orchestrator.plugins.plugin_manager import PluginManager
 from orchestrator.sessions.in_memory_session_service import InMemorySessionService
 from orchestrator.sessions.session import Session
 from orchestrator.tools.tool_confirmation import ToolConfirmation
+
+logger = logging.getLogger(__name__)
 
 
 def worker_id() -> str:
@@ -322,3 +333,31 @@ def _agent_error(
         function_call_id=job.function_call_id, tool_name=RUN_BRANCH,
         response={"error": message}, error=message, events=events, worker=worker_id(),
     )
+
+
+async def deliver_result(
+    store: InvocationStore,
+    queue: SessionQueue,
+    app_name: str,
+    invocation_id: str,
+    result: ToolResult,
+    key: SessionKey | None = None,
+) -> SessionKey | None:
+    """Store a call's result and queue a resume; None if there is nothing to resume.
+
+    ``key`` (app, user, session) saves looking the invocation up when the job carries it.
+    A second copy of a result is ignored (no second resume is queued): the first stored
+    result wins.
+    """
+    if key is None:
+        record = await store.get(app_name, invocation_id)
+        if record is None:
+            logger.warning("Result for unknown invocation %r/%r dropped", app_name, invocation_id)
+            return None
+        key = session_key(record)
+    if not result.answered:
+        # Still waiting for an answer from outside: store the placeholder, resume nothing.
+        await store.put_result(app_name, invocation_id, result)
+        return None
+    resume = WorkItem(kind="resume", invocation_id=invocation_id)
+    return key if await queue.push(key, resume, result=result) else None

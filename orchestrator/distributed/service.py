@@ -22,7 +22,7 @@ from orchestrator import failpoints, observe, platform
 from orchestrator.artifacts.base_artifact_service import BaseArtifactService
 from orchestrator.distributed.app_checks import check_remote_tools
 from orchestrator.distributed.cancel_seals import seal
-from orchestrator.distributed.hand_back import deliver_result
+from orchestrator.distributed.executor import deliver_result
 from orchestrator.distributed.intake import (
     Limits,
     check_identifier,
