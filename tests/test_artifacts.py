@@ -310,25 +310,51 @@ async def test_plain_file_data_round_trip(artifact_service: BaseArtifactService)
 
 
 async def test_artifact_reference_is_resolved_on_load(artifact_service: BaseArtifactService):
-    await save(artifact_service, "orig.txt", text("first"), session_id="s-src")
-    await save(artifact_service, "orig.txt", text("second"), session_id="s-src")
+    await save(artifact_service, "orig.txt", text("first"))
+    await save(artifact_service, "orig.txt", text("second"))
     await save(artifact_service, "user:shared.txt", text("shared"))
-    src = f"artifact://apps/{APP}/users/{USER}/sessions/s-src/artifacts/orig.txt/versions/0"
+    orig = f"artifact://apps/{APP}/users/{USER}/sessions/{SID}/artifacts/orig.txt/versions/0"
     shared = f"artifact://apps/{APP}/users/{USER}/artifacts/user:shared.txt/versions/0"
 
-    await save(artifact_service, "link.txt", types.Part.from_uri(file_uri=src, mime_type="t/p"))
+    await save(artifact_service, "link.txt", types.Part.from_uri(file_uri=orig, mime_type="t/p"))
     await save(artifact_service, "link2.txt", {"fileData": {"fileUri": shared}})
     assert await load(artifact_service, "link.txt") == text("first")
     assert await load(artifact_service, "link2.txt") == text("shared")
-    # A reference to a reference is followed too.
+    # A reference to a reference is followed too; a user's file that names a session's
+    # file is read in that session only.
     link = f"artifact://apps/{APP}/users/{USER}/sessions/{SID}/artifacts/link.txt/versions/0"
     await save(artifact_service, "user:link3", types.Part.from_uri(file_uri=link, mime_type="x"))
-    assert await load(artifact_service, "user:link3", session_id=None) == text("first")
-    # Metadata describes the reference itself.
+    assert await load(artifact_service, "user:link3") == text("first")
+    for elsewhere in (None, "s-other"):
+        with pytest.raises(InputValidationError, match="outside session"):
+            await load(artifact_service, "user:link3", session_id=elsewhere)
+    # A reference's type is its target's, not known until it is read (as google-adk).
     info = await artifact_service.get_artifact_version(
         app_name=APP, user_id=USER, session_id=SID, filename="link.txt"
     )
-    assert info is not None and info.mime_type == "t/p"
+    assert info is not None and info.mime_type is None
+
+
+async def test_a_reference_to_another_sessions_artifact_is_refused(
+    artifact_service: BaseArtifactService,
+):
+    """A session's reference reads nothing of another session (google-adk refuses it too)."""
+    await save(artifact_service, "secret", text("of another session"), session_id="s-other")
+    uri = f"artifact://apps/{APP}/users/{USER}/sessions/s-other/artifacts/secret/versions/0"
+    for filename in ("steal", "user:steal"):
+        with pytest.raises(InputValidationError, match="outside session"):
+            await save(artifact_service, filename, {"fileData": {"fileUri": uri}})
+        assert await load(artifact_service, filename) is None
+
+
+async def test_a_load_follows_at_most_five_references(artifact_service: BaseArtifactService):
+    await save(artifact_service, "c0", text("end"))
+    for n in range(1, 7):
+        uri = f"artifact://apps/{APP}/users/{USER}/sessions/{SID}/artifacts/c{n - 1}/versions/0"
+        await save(artifact_service, f"c{n}", {"fileData": {"fileUri": uri}})
+    assert await load(artifact_service, "c5") == text("end")  # five references
+    with pytest.raises(InputValidationError, match="more than 5 artifact references"):
+        await load(artifact_service, "c6")
 
 
 async def test_reference_to_missing_artifact_loads_none(artifact_service: BaseArtifactService):

@@ -110,12 +110,22 @@ def artifact_ref_of(part: types.Part) -> str | None:
     return None
 
 
-def referenced(part: types.Part, owner: ArtifactLocation) -> tuple[ArtifactLocation, int] | None:
+MAX_REFERENCE_HOPS = 5
+"""How many ``artifact://`` references one load follows (as google-adk): a longer chain is
+refused, so a load always ends."""
+
+
+def referenced(
+    part: types.Part, owner: ArtifactLocation, session_id: str | None
+) -> tuple[ArtifactLocation, int] | None:
     """Where ``part`` points (location, version) if it is an ``artifact://`` reference.
 
-    ``owner`` is the artifact that holds it: a reference must be well formed and name an
-    artifact of the same app and user (a reference never reads what its saver may not), else
-    ``InputValidationError``. Checked when saved; stores check again when they follow one.
+    ``owner`` is the artifact that holds it, ``session_id`` the session the reference is
+    read in (the caller's session; past a first reference, the session of the artifact
+    that held it). A reference must be well formed and name an artifact of the same app
+    and user, and a session's artifact only of that session (a reference never reads what
+    its reader may not: another session's files), else ``InputValidationError``. Checked
+    when saved; stores check again each time they follow one.
     """
     ref = artifact_ref_of(part)
     if ref is None:
@@ -129,15 +139,37 @@ def referenced(part: types.Part, owner: ArtifactLocation) -> tuple[ArtifactLocat
             f"Artifact reference {ref!r} points outside app {owner.app_name!r} and user "
             f"{owner.user_id!r}: a reference may only name an artifact of the same app and "
             "user.")
+    if target.session_id is not None and target.session_id != session_id:
+        raise InputValidationError(
+            f"Artifact reference {ref!r} points outside session {session_id!r}: a reference "
+            "may only name an artifact of the same session, or one of the user's (user:).")
     return parsed
 
 
-def coerce_part(artifact: types.Part | Mapping[str, Any], location: ArtifactLocation) -> types.Part:
+def follow_reference(
+    part: types.Part, owner: ArtifactLocation, session_id: str | None, hops: int
+) -> tuple[ArtifactLocation, int] | None:
+    """:func:`referenced` for a load that has followed ``hops`` references already.
+
+    Past :data:`MAX_REFERENCE_HOPS`, ``InputValidationError``.
+    """
+    target = referenced(part, owner, session_id)
+    if target is not None and hops >= MAX_REFERENCE_HOPS:
+        raise InputValidationError(
+            f"Artifact {owner.filename!r} is reached through more than {MAX_REFERENCE_HOPS} "
+            "artifact references; a load follows at most that many.")
+    return target
+
+
+def coerce_part(
+    artifact: types.Part | Mapping[str, Any], location: ArtifactLocation, session_id: str | None
+) -> types.Part:
     """Validate an artifact payload for ``location`` and return a private deep copy of it.
 
     Accepted payloads: ``inline_data``, ``text`` and ``file_data`` (an ``artifact://``
-    reference: see :func:`referenced`). Raises ``InputValidationError`` when the payload is
-    not a Part (or a dict valid as one), or carries none of those fields.
+    reference, saved in session ``session_id``: see :func:`referenced`). Raises
+    ``InputValidationError`` when the payload is not a Part (or a dict valid as one), or
+    carries none of those fields.
     """
     if isinstance(artifact, types.Part):
         part = artifact.model_copy(deep=True)
@@ -155,7 +187,7 @@ def coerce_part(artifact: types.Part | Mapping[str, Any], location: ArtifactLoca
             # google-adk's sentence first (its api_server shows it), then what is accepted.
             "Not supported artifact type. The part must carry inline_data, text or file_data."
         )
-    referenced(part, location)
+    referenced(part, location, session_id)
     return part
 
 
@@ -166,7 +198,8 @@ def detect_mime_type(part: types.Part) -> str | None:
     if part.text is not None:
         return TEXT_MIME_TYPE
     if part.file_data is not None:
-        return part.file_data.mime_type
+        # A reference's type is its target's, known only when it is read (google-adk: None).
+        return None if artifact_ref_of(part) else part.file_data.mime_type
     return None
 
 

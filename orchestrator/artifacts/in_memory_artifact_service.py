@@ -90,7 +90,7 @@ class InMemoryArtifactService(BaseArtifactService):
         location = _scoping.locate(
             app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
         )
-        part = _scoping.coerce_part(artifact, location)
+        part = _scoping.coerce_part(artifact, location, session_id)
         version = self._store.next_version(location)
         info = ArtifactVersion(
             version=version,
@@ -115,12 +115,13 @@ class InMemoryArtifactService(BaseArtifactService):
         location = _scoping.locate(
             app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
         )
-        return self._load(location, version, seen=set())
+        return self._load(location, version, session_id, seen=set())
 
     def _load(
         self,
         location: ArtifactLocation,
         version: int | None,
+        session_id: str | None,
         seen: set[tuple[ArtifactLocation, int]],
     ) -> types.Part | None:
         stored = self._select(location, version)
@@ -132,10 +133,11 @@ class InMemoryArtifactService(BaseArtifactService):
                 f"Circular artifact reference through {location.artifact_ref_uri(key[1])!r}."
             )
         seen.add(key)
-        target = _scoping.referenced(stored.part, location)
+        target = _scoping.follow_reference(stored.part, location, session_id, len(seen) - 1)
         if target is None:
             return None if is_rewind_tombstone(stored.part) else stored.part.model_copy(deep=True)
-        return self._load(*target, seen)
+        # Past a reference, the session is the one of the artifact it names.
+        return self._load(*target, target[0].session_id, seen)
 
     def _select(self, location: ArtifactLocation, version: int | None) -> _StoredVersion | None:
         versions = self._store.versions(location)

@@ -178,7 +178,7 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
         location = _scoping.locate(
             app_name=app_name, user_id=user_id, filename=filename, session_id=session_id
         )
-        part = _scoping.coerce_part(artifact, location)
+        part = _scoping.coerce_part(artifact, location, session_id)
         # A tool's save carries its call's id: a second run of the call finds it (save_ids).
         save_id = CALL_SAVE_ID.get() or uuid.uuid4().hex
         meta = {
@@ -223,10 +223,11 @@ class RedisArtifactService(RedisClientOwner, BaseArtifactService):
                 )
             seen.add((location, number))
             part = types.Part.model_validate_json(raw)
-            target = _scoping.referenced(part, location)
+            target = _scoping.follow_reference(part, location, session_id, len(seen) - 1)
             if target is None:
                 return None if is_rewind_tombstone(part) else part
             location, version = target
+            session_id = location.session_id  # past a reference: the named artifact's session
 
     async def _read(self, list_key: str, version: int | None) -> tuple[int, Any] | None:
         """Return ``(version, stored item)`` from a per-version list, or None if missing."""
