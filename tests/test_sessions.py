@@ -18,6 +18,26 @@ def service(request):
     return InMemorySessionService()
 
 
+async def test_a_session_id_is_read_and_deleted_as_it_was_created_stripped(service):
+    await service.create_session(app_name="app", user_id="u1", session_id=" s2 ")
+    found = await service.get_session(app_name="app", user_id="u1", session_id=" s2 ")
+    assert found is not None and found.id == "s2"
+    assert await service.get_session(app_name="app", user_id="u1", session_id=None) is None
+    await service.delete_session(app_name="app", user_id="u1", session_id="s2  ")
+    assert await service.get_session(app_name="app", user_id="u1", session_id="s2") is None
+
+
+async def test_sessions_updated_at_the_same_time_are_listed_by_user_then_id(service, monkeypatch):
+    from orchestrator import platform
+
+    monkeypatch.setattr(platform, "get_time", lambda: 1_700_000_000.0)
+    for user, sid in (("u2", "b"), ("u1", "z"), ("u2", "a"), ("u1", "c")):
+        await service.create_session(app_name="app", user_id=user, session_id=sid)
+    listed = await service.list_sessions(app_name="app")
+    assert [(s.user_id, s.id) for s in listed.sessions] == [
+        ("u1", "c"), ("u1", "z"), ("u2", "a"), ("u2", "b")]
+
+
 def delta_event(delta: dict, **kwargs) -> Event:
     return Event(author="agent", invocation_id="e-1", actions=EventActions(state_delta=delta), **kwargs)
 

@@ -4,7 +4,8 @@ A whole read (:func:`queue_session_reads`, :func:`session_from_replies`), or a r
 came after a copy the caller holds (:func:`first_unread`, :func:`session_after`): events are
 only ever appended, so a reader that holds a session as stored reads its newer events only.
 The session service reads this way, and so does taking a session's lease with its first work
-item (``session_queue``), in the same round trip. Each session read notes the byte length of
+item (``session_queue``), in the same round trip. Listing an app's or a user's sessions
+(:func:`list_sessions`) reads their state without events. Each session read notes the byte length of
 what it was built from (:func:`~orchestrator.distributed.session_cache.note_stored_size`),
 the size an orchestrator's session cache counts it as.
 """
@@ -15,10 +16,10 @@ import json
 from typing import Any
 
 from orchestrator.backends.redis import keys
-from orchestrator.backends.redis.codec import decode_hash, text
+from orchestrator.backends.redis.codec import decode_hash, loads, text
 from orchestrator.distributed.session_cache import note_stored_size, stored_size
 from orchestrator.events.event import Event
-from orchestrator.sessions.base_session_service import merge_state
+from orchestrator.sessions.base_session_service import ListSessionsResponse, merge_state
 from orchestrator.sessions.session import Session
 
 
@@ -146,3 +147,55 @@ def _parse_events(raw: list[Any], after_timestamp: float | None) -> tuple[list[E
         kept_bytes += len(item)
     kept.reverse()
     return kept, kept_bytes
+
+
+async def list_sessions(client: Any, app_name: str, user_id: str | None) -> ListSessionsResponse:
+    """The app's sessions (of ``user_id`` when given), without events; two round trips.
+
+    Each with its merged state; oldest update first, then by user and id (as the in-memory
+    service).
+    """
+    async with client.pipeline(transaction=True) as pipe:
+        if user_id is not None:
+            pipe.zrange(keys.user_sessions(app_name, user_id), 0, -1)
+        else:
+            pipe.zrange(keys.app_sessions(app_name), 0, -1)
+        pipe.hgetall(keys.app_state(app_name))
+        members, app_raw = await pipe.execute()
+    refs: list[tuple[str, str]] = []
+    for member in members:
+        if user_id is not None:
+            refs.append((user_id, text(member)))
+        else:
+            user, sid = loads(member)
+            refs.append((user, sid))
+    if not refs:
+        return ListSessionsResponse(sessions=[])
+    users = sorted({user for user, _ in refs})
+    async with client.pipeline(transaction=True) as pipe:
+        for user in users:
+            pipe.hgetall(keys.user_state(app_name, user))
+        for user, sid in refs:
+            pipe.hgetall(keys.session(app_name, user, sid))
+            pipe.hgetall(keys.session_state(app_name, user, sid))
+        replies = await pipe.execute()
+    app_state = decode_hash(app_raw)
+    user_states = {user: decode_hash(raw) for user, raw in zip(users, replies, strict=False)}
+    found: list[tuple[float, Session]] = []
+    session_replies = replies[len(users):]
+    for (user, sid), meta_raw, state_raw in zip(
+        refs, session_replies[0::2], session_replies[1::2], strict=True
+    ):
+        if not meta_raw:  # deleted between the two round trips
+            continue
+        meta = {text(k): text(v) for k, v in meta_raw.items()}
+        updated = float(meta["last_update_time"])
+        session = Session.model_construct(
+            id=sid, app_name=app_name, user_id=user,
+            state=merge_state(decode_hash(state_raw), app_state, user_states[user]),
+            events=[], last_update_time=updated,
+        )
+        found.append((updated, session))
+    # As the in-memory service (and google-adk): by update time, then user and id.
+    found.sort(key=lambda item: (item[0], item[1].user_id, item[1].id))
+    return ListSessionsResponse(sessions=[session for _, session in found])

@@ -37,6 +37,7 @@ from orchestrator.backends.redis.codec import decode_hash, loads, pairs_to_dict,
 from orchestrator.backends.redis.connection import RedisClientOwner
 from orchestrator.backends.redis.session_reads import (
     first_unread,
+    list_sessions,
     queue_session_reads,
     session_after,
     session_from_replies,
@@ -169,6 +170,9 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         """Return the session (state and events read in one round trip), or None."""
+        session_id = _stripped(session_id)
+        if not session_id:
+            return None
         recent = config.num_recent_events if config is not None else None
         async with self._client.pipeline(transaction=True) as pipe:
             queue_session_reads(pipe, app_name, user_id, session_id, recent)
@@ -202,49 +206,7 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
         """List sessions (no events, merged state), oldest update first; two round trips."""
-        async with self._client.pipeline(transaction=True) as pipe:
-            if user_id is not None:
-                pipe.zrange(keys.user_sessions(app_name, user_id), 0, -1)
-            else:
-                pipe.zrange(keys.app_sessions(app_name), 0, -1)
-            pipe.hgetall(keys.app_state(app_name))
-            members, app_raw = await pipe.execute()
-        refs: list[tuple[str, str]] = []
-        for member in members:
-            if user_id is not None:
-                refs.append((user_id, text(member)))
-            else:
-                user, sid = loads(member)
-                refs.append((user, sid))
-        if not refs:
-            return ListSessionsResponse(sessions=[])
-        users = sorted({user for user, _ in refs})
-        async with self._client.pipeline(transaction=True) as pipe:
-            for user in users:
-                pipe.hgetall(keys.user_state(app_name, user))
-            for user, sid in refs:
-                pipe.hgetall(keys.session(app_name, user, sid))
-                pipe.hgetall(keys.session_state(app_name, user, sid))
-            replies = await pipe.execute()
-        app_state = decode_hash(app_raw)
-        user_states = {user: decode_hash(raw) for user, raw in zip(users, replies, strict=False)}
-        found: list[tuple[float, int, Session]] = []
-        session_replies = replies[len(users):]
-        for (user, sid), meta_raw, state_raw in zip(
-            refs, session_replies[0::2], session_replies[1::2], strict=True
-        ):
-            if not meta_raw:  # deleted between the two round trips
-                continue
-            meta = {text(k): text(v) for k, v in meta_raw.items()}
-            updated = float(meta["last_update_time"])
-            session = Session.model_construct(
-                id=sid, app_name=app_name, user_id=user,
-                state=merge_state(decode_hash(state_raw), app_state, user_states[user]),
-                events=[], last_update_time=updated,
-            )
-            found.append((updated, int(meta.get("seq", 0)), session))
-        found.sort(key=lambda item: (item[0], item[1]))
-        return ListSessionsResponse(sessions=[session for _, _, session in found])
+        return await list_sessions(self._client, app_name, user_id)
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session's keys and index entries atomically (missing: no-op).
@@ -254,6 +216,9 @@ class RedisSessionService(RedisClientOwner, BaseSessionService):
         ``session_deleted`` item for each invocation that ran, for an orchestrator to fail
         them (woken on :attr:`wake_stream`).
         """
+        session_id = _stripped(session_id)
+        if not session_id:
+            return
         ids = [text(member) for member in
                await self._client.zrange(keys.session_invocations(app_name, user_id, session_id), 0, -1)]
         meta, state, events, event_ids = keys.session_storage_keys(app_name, user_id, session_id)
@@ -400,3 +365,7 @@ def _holds(session: Session, event_id: str) -> bool:
     """Whether ``session`` (the caller's object) holds the event ``event_id``."""
     return any(stored.id == event_id for stored in reversed(session.events))
 
+
+def _stripped(session_id: str | None) -> str | None:
+    """A session id as the session was created under it (as the in-memory service reads it)."""
+    return session_id.strip() if isinstance(session_id, str) else session_id
