@@ -704,6 +704,26 @@ def test_a_message_answering_two_turns_calls_shows_each_turn_only_its_answers() 
 # State
 
 
+async def stored_sessions_scenario(adk: Any) -> dict[str, Any]:
+    """What a test written for google-adk reads of its InMemorySessionService's dictionaries."""
+    service = adk.InMemorySessionService()
+    session = await service.create_session(app_name="app", user_id="u", session_id="s1",
+                                           state={"a": 1, "user:name": "Ada", "app:v": 2})
+    await service.append_event(session, adk.Event(
+        author="user", invocation_id="e-1",
+        actions=adk.EventActions(state_delta={"b": 2, "user:seen": True})))
+    stored = service.sessions["app"]["u"]["s1"]
+    return {"apps": list(service.sessions), "state": stored.state,
+            "events": [e.author for e in stored.events],
+            "user_state": service.user_state, "app_state": service.app_state}
+
+
+def test_an_in_memory_session_services_stores_read_as_google_adks() -> None:
+    result = assert_same(stored_sessions_scenario)
+    assert result["state"] == {"a": 1, "b": 2}
+    assert result["user_state"] == {"app": {"u": {"name": "Ada", "seen": True}}}
+
+
 async def nested_state_writes_scenario(adk: Any) -> dict[str, Any]:
     h = s.Harness(adk)
 

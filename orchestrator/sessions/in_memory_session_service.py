@@ -60,6 +60,30 @@ class InMemorySessionService(BaseSessionService):
         self._user_state: dict[str, dict[str, dict[str, Any]]] = {}
         self._app_state: dict[str, dict[str, Any]] = {}
 
+    # google-adk's service keeps these as public dictionaries, which tests written for it
+    # read; here they are views in the same shape.
+
+    @property
+    def sessions(self) -> dict[str, dict[str, dict[str, Session]]]:
+        """The stored sessions, app -> user -> id -> Session, as google-adk's service has them.
+
+        Each with its own state (no ``app:``/``user:`` keys) and its events. A snapshot
+        taken at each read: changing it changes nothing stored.
+        """
+        return {app: {user: {sid: _snapshot(stored) for sid, stored in by_id.items()}
+                      for user, by_id in by_user.items()}
+                for app, by_user in self._sessions.items()}
+
+    @property
+    def user_state(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """The users' state, app -> user -> key (without ``user:``) -> value, stored (live)."""
+        return self._user_state
+
+    @property
+    def app_state(self) -> dict[str, dict[str, Any]]:
+        """The apps' state, app -> key (without ``app:``) -> value, stored (live)."""
+        return self._app_state
+
     async def create_session(
         self,
         *,
@@ -235,6 +259,15 @@ class InMemorySessionService(BaseSessionService):
             events=list(stored.events) if with_events else [],
             last_update_time=stored.last_update_time,
         )
+
+
+def _snapshot(stored: _StoredSession) -> Session:
+    """A stored session as google-adk's service holds it: its own state, and its events."""
+    return Session.model_construct(
+        id=stored.id, app_name=stored.app_name, user_id=stored.user_id,
+        state=copy.deepcopy(stored.state), events=list(stored.events),
+        last_update_time=stored.last_update_time,
+    )
 
 
 def _warn_deprecated(method: str) -> None:
