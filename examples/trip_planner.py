@@ -60,9 +60,11 @@ def offline_planner(request: LlmRequest) -> Any:
     weather = answered["get_weather"] or {}
     approval = answered["request_booking_approval"] or {}
     verdict = "approved" if approval.get("approved") else "not approved"
+    high = weather.get("high_c")
     return (
-        f"{nights} nights in {city}: the forecast is {weather.get('forecast')} "
-        f"({weather.get('high_c')} °C) and the booking was {verdict}"
+        f"{nights} nights in {city}: the forecast is {weather.get('forecast')}"
+        + (f" ({high} °C)" if high is not None else "")
+        + f" and the booking was {verdict}"
         + (f" (ticket {approval['ticket']})." if approval.get("ticket") else ".")
     )
 

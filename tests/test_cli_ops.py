@@ -119,7 +119,7 @@ def test_bad_input_and_setup_errors_are_one_line(env):
     with ThreadPoolExecutor(len(asked)) as pool:  # one process each, side by side
         unknown, bad_json, bad_id, missing, down = pool.map(lambda a: cli(a[0], *a[1]), asked)
     assert unknown.returncode == 2 and "unrecognized arguments: --verbose" in unknown.stderr
-    assert unknown.stderr.startswith("usage: adk-celery")
+    assert unknown.stderr.startswith("usage: adk-celery status ")  # the command's own usage
     assert bad_json.returncode == 2 and bad_json.stderr.startswith("adk-celery: error: response: not JSON")
     assert bad_id.returncode == 2 and "invocation_id: 'e 1' has characters outside" in bad_id.stderr
     assert missing.returncode == 2
@@ -192,7 +192,7 @@ def test_a_follow_that_times_out_on_a_pause_says_how_to_answer(celery_stack, env
     assert done.stderr == (
         f"adk-celery: error: Invocation {invocation_id!r} did not reach the end of its follow "
         f"within 0.5 s. Last seen paused, waiting for an answer to {call_id}: answer with "
-        f"`adk-celery answer approval {invocation_id} CALL_ID RESPONSE`, or use --until-paused "
+        f"`adk-celery answer approval {invocation_id} {call_id} RESPONSE`, or use --until-paused "
         "to stop at a pause.\n")
 
 

@@ -118,7 +118,7 @@ def test_without_google_adk_the_dev_ui_is_refused(monkeypatch):
 
     monkeypatch.setattr(dev_ui.metadata, "distribution", missing)
     assert dev_ui.find_files() is None
-    assert "pip install 'adk-celery[devui]'" in dev_ui.MISSING
+    assert "pip install -e '.[devui]'" in dev_ui.MISSING  # a checkout's install, not an index's
 
 
 # ---- a real browser ------------------------------------------------------------------------

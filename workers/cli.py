@@ -1,4 +1,7 @@
-"""``adk-celery``: run orchestrators, workers and Flower; enqueue and follow invocations."""
+"""adk-celery: run orchestrators, workers, Flower and the HTTP API; queue and follow invocations.
+
+Also answer and cancel them, and list sessions and invocations (the operator commands).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import functools
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -21,10 +25,10 @@ if TYPE_CHECKING:
 
 __all__ = ["EventPrinter", "describe_event", "main", "worker_queues"]
 
-PROCESS_ENVIRONMENT = """environment:
+_APPS_LINE = "  ADK_CELERY_APPS        module:attribute of the apps to serve, comma-separated\n"
+PROCESS_ENVIRONMENT = f"""environment:
   ADK_CELERY_REDIS_URL   Redis for broker, results and state (required)
-  ADK_CELERY_APPS        module:attribute of the apps to serve, comma-separated
-  see the README's Settings table for the rest (all ADK_CELERY_*)"""
+{_APPS_LINE}  see the README's Settings table for the rest (all ADK_CELERY_*)"""
 
 PASS_THROUGH = frozenset({"orchestrator", "worker", "flower"})
 """Commands whose unknown options go on to Celery or Flower; the others refuse them."""
@@ -154,7 +158,8 @@ def _main(argv: Sequence[str] | None) -> None:
                             "ADK_CELERY_METRICS_PORT; 0, the default, serves none)")
 
     def process_command(name: str, help_text: str, description: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help_text, description=description,
+        # Raw, so the environment block keeps its lines; the description is wrapped here.
+        return sub.add_parser(name, help=help_text, description=textwrap.fill(description, 79),
                               epilog=PROCESS_ENVIRONMENT,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
@@ -176,7 +181,13 @@ def _main(argv: Sequence[str] | None) -> None:
                       help="comma-separated queues (default: ADK_CELERY_TOOLS_QUEUE, "
                            "ADK_CELERY_AGENTS_QUEUE and the queues of ADK_CELERY_TOOL_QUEUES "
                            f"and ADK_CELERY_AGENT_QUEUES: {worker_queues(current)})")
-    flower = sub.add_parser("flower", help="run Flower on the same broker")
+    flower = process_command(
+        "flower", "run Flower on the same broker",
+        "Run Flower on the orchestrators' and workers' broker, locked down: a login from "
+        "ADK_CELERY_FLOWER_BASIC_AUTH (none: loopback only), control routes off unless "
+        "ADK_CELERY_FLOWER_ALLOW_CONTROL, task arguments redacted unless "
+        "ADK_CELERY_FLOWER_TASK_ARGUMENTS. Other Flower options pass through as --name=value.")
+    flower.epilog = PROCESS_ENVIRONMENT.replace(_APPS_LINE, "")
     flower.add_argument("--port", type=port, default=None,
                         help=f"default ADK_CELERY_FLOWER_PORT: {current.flower_port}")
     flower.add_argument("--address", default="127.0.0.1", help="default 127.0.0.1")
@@ -194,8 +205,8 @@ def _main(argv: Sequence[str] | None) -> None:
                      help="no line per request (default ADK_CELERY_API_ACCESS_LOG: "
                           f"{str(current.api_access_log).lower()})")
     api.add_argument("--dev-ui", action="store_true",
-                     help="also serve google-adk's web UI at /dev-ui/ (needs the installed "
-                          "google-adk: pip install 'adk-celery[devui]')")
+                     help="also serve google-adk's web UI at /dev-ui/ (needs google-adk "
+                          "installed: from a checkout, pip install -e '.[devui]')")
     enqueue = sub.add_parser(
         "enqueue", help="queue a message and print the invocation id",
         description="Queue a message for a new session of USER (or an existing one, "
@@ -220,17 +231,26 @@ def _main(argv: Sequence[str] | None) -> None:
                               "(not with --wait)")
     enqueue.add_argument("--stream", action="store_true",
                          help="run the model with streaming (partial chunks show with --follow)")
-    follow = sub.add_parser("follow", help="print an invocation's events live (replayed from "
-                                           "its start) and its final status")
+    follow = sub.add_parser(
+        "follow", help="print an invocation's events live (replayed from its start) and its "
+                       "final status",
+        description="Print the invocation's events as JSON lines, from its start and then as "
+                    "they are committed, until it ends (or pauses, with --until-paused), then "
+                    "its final record. Exit status 0: completed (or paused, with "
+                    "--until-paused); 1: failed or cancelled; 2: unknown invocation or timed "
+                    "out.")
     cli_ops.invocation_args(follow)
     cli_follow.add_follow_args(follow, "no limit")
     cli_follow.add_follow_args(enqueue, "no limit with --follow, 60 s with --wait",
-                               needs="--wait or --follow")
+                               needs="--wait or --follow",
+                               until_default="--follow follows until it ends; --wait always "
+                                             "returns at a pause")
     cli_ops.add_commands(sub)
 
     args, extra = parser.parse_known_args(argv)
-    if extra and args.command not in PASS_THROUGH:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra and args.command not in PASS_THROUGH:  # the command's own usage, not the top's
+        (sub.choices.get(args.command) or parser).error(
+            f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "enqueue":
         if args.wait and args.follow:
             enqueue.error("--wait and --follow: choose one (--follow prints the events as they "

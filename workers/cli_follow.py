@@ -22,18 +22,19 @@ QUEUED_HINT_SECONDS = 5.0
 
 
 def add_follow_args(parser: argparse.ArgumentParser, timeout_default: str,
-                    needs: str | None = None) -> None:
+                    needs: str | None = None,
+                    until_default: str = "follow until it ends") -> None:
     """Add ``--timeout`` (its default described by ``timeout_default``) and ``--until-paused``.
 
-    ``needs``: the options without which they are refused (said in their help).
+    ``needs``: the options without which they are refused (said in their help);
+    ``until_default``: what happens without ``--until-paused``.
     """
     only = f"; only with {needs}" if needs else ""
     parser.add_argument("--timeout", type=seconds, default=None,
                         help=f"give up after this many seconds (exit status 2; default: "
                              f"{timeout_default}{only})")
     parser.add_argument("--until-paused", action="store_true",
-                        help=f"stop when the invocation pauses (default: follow until it "
-                             f"ends{only})")
+                        help=f"stop when the invocation pauses (default: {until_default}{only})")
 
 
 class _QueuedHint:
@@ -120,10 +121,12 @@ def timed_out(client: Client, app_name: str, invocation_id: str, error: TimeoutE
             hint = (" Last seen paused with its calls answered: its resume is queued; is "
                     "`adk-celery orchestrator` running with this app?")
         else:
-            hint = (f" Last seen paused, waiting for an answer to "
-                    f"{', '.join(waiting or record.pending_calls)}: answer with "
-                    f"`adk-celery answer {app_name} {invocation_id} CALL_ID RESPONSE`, or use "
-                    "--until-paused to stop at a pause.")
+            open_calls = waiting or record.pending_calls
+            # One call: its id in the command to run; several: a placeholder for one of them.
+            call = open_calls[0] if len(open_calls) == 1 else "CALL_ID"
+            hint = (f" Last seen paused, waiting for an answer to {', '.join(open_calls)}: "
+                    f"answer with `adk-celery answer {app_name} {invocation_id} {call} "
+                    "RESPONSE`, or use --until-paused to stop at a pause.")
     elif record is not None:
         hint = f" Last seen {record.status.value}."
     print(one_line(f"adk-celery: error: {error}{hint}"), file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -26,7 +27,9 @@ def add_commands(sub: Any) -> None:
     """Add the operator commands to the ``adk-celery`` subparsers."""
 
     def command(name: str, help_text: str, description: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help_text, description=description, epilog=ENVIRONMENT,
+        # Raw, so the environment block keeps its lines; the description is wrapped here.
+        return sub.add_parser(name, help=help_text, description=textwrap.fill(description, 79),
+                              epilog=ENVIRONMENT,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
     status = command("status", "print an invocation's record and its pending calls as JSON",

@@ -303,7 +303,7 @@ def run_flower(capp: Celery, settings: Settings, port: int, address: str, extra:
         task_arguments=settings.flower_task_arguments,
         events=_events(capp), **flower_settings,
     )
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, _stop_once)
     try:
         bound = app.start_http_server()
     except OSError as error:  # the port is taken, or the address is not this host's
@@ -331,3 +331,13 @@ def _events(capp: Celery) -> RedactingEvents:
         max_workers_in_memory=flower_options.max_workers,
         max_tasks_in_memory=flower_options.max_tasks,
     )
+
+
+def _stop_once(*_: Any) -> None:
+    """Exit on SIGTERM, once.
+
+    A second SIGTERM while exiting (``timeout`` sends one to the process, then one to its
+    group) is ignored rather than raised in the middle of the shutdown.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(0)

@@ -23,7 +23,8 @@ DISTRIBUTION = "google-adk"
 FILES = "google/adk/cli/browser"
 """Where the UI's files lie inside google-adk's installed distribution."""
 MISSING = ("--dev-ui needs google-adk's web UI, which ships in the google-adk package: "
-           "pip install 'adk-celery[devui]'")
+           "from a checkout, .venv/bin/pip install -e '.[devui]' (or pip install "
+           "google-adk==2.13.0)")
 
 router = APIRouter(tags=["dev-ui"])
 PUBLIC_PATHS = frozenset({"/", "/dev-ui", "/config/telemetry"})
