@@ -135,8 +135,8 @@ def test_an_adk_client_answers_a_long_running_call_and_follows_by_sse(api):
     invocation_id = events[-1]["invocationId"]
     status = httpx.get(f"{api}/apps/approval/invocations/{invocation_id}").json()
     assert status["status"] == "paused"
-    assert status["calls"] == [{"function_call_id": call["id"], "name": "request_approval",
-                                "where": "waiting for an answer"}]
+    assert status["calls"] == [{"functionCallId": call["id"], "name": "request_approval",
+                                "where": "waiting for an answer"}]  # camelCase, as the record
 
     answered = httpx.post(f"{api}/apps/approval/invocations/{invocation_id}/answer",
                           json={"functionCallId": call["id"], "response": {"approved": True}})

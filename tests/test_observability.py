@@ -290,9 +290,9 @@ def test_a_tools_progress_shows_in_status_and_on_the_live_stream(stack):
         assert stack["client"].wait("gated", inv, timeout=10).status is InvocationStatus.PAUSED
         status = httpx.get(f"{api}/apps/gated/invocations/{inv}", headers=ALL).json()
         [pending] = status["calls"]
-        assert (pending["function_call_id"], pending["where"], pending["progress"]) == (
+        assert (pending["functionCallId"], pending["where"], pending["progress"]) == (
             call["id"], "running", {"step": "waiting for release", "label": "alpha"})
-        assert pending["progress_at"] == progress["data"]["at"]
+        assert pending["progressAt"] == progress["data"]["at"]
 
         shown = forked.run([sys.executable, "-m", "workers.cli", "status", "gated", inv],
                            env=stack["env"], timeout=60)
