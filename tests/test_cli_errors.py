@@ -144,3 +144,17 @@ def test_a_malformed_setting_read_by_a_library_user_never_shows_its_value(env):
     assert result.returncode != 0
     assert "ADK_CELERY_REDIS_URL" in result.stderr or "redis_url" in result.stderr
     assert SECRET not in result.stdout + result.stderr
+
+
+def test_the_api_on_a_port_in_use_says_so_in_one_line(env):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = cli(env, "api", "--port", str(port), timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        f"adk-celery api: error: cannot listen on 127.0.0.1:{port}: Address already in use")
+    assert "Traceback" not in done.stderr and "Uvicorn" not in done.stderr

@@ -140,6 +140,7 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
     if files is not None:
         print(f"adk-celery api: google-adk's dev UI at http://{host}:{port or settings.api_port}"
               f"/dev-ui/ (files from {files})", file=sys.stderr, flush=True)
+    _check_listen(host, port or settings.api_port)
     _freeze_start_up_objects()
     defer_access_records()
     uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info",
@@ -155,6 +156,24 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
                 # open, this one included: + 1 serves up to api_max_connections at once
                 limit_concurrency=settings.api_max_connections + 1 if settings.api_max_connections
                 else None)
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Exit with one line if ``host:port`` cannot be listened on (taken, or not this host's).
+
+    uvicorn would say it among its start-up and shutdown lines, and exit 3.
+    """
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        with socket.socket(infos[0][0], socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(infos[0][4])
+    except OSError as error:
+        print(f"adk-celery api: error: cannot listen on {host}:{port}: "
+              f"{error.strerror or error}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _freeze_start_up_objects() -> None:
