@@ -58,6 +58,8 @@ NAMES = {
     "LlmResponse": ("google.adk.models", "orchestrator"),
     "LongRunningFunctionTool": ("google.adk.tools", "orchestrator"),
     "LoopAgent": ("google.adk.agents", "orchestrator"),
+    "ReflectAndRetryToolPlugin": ("google.adk.plugins.reflect_retry_tool_plugin",
+                                  "orchestrator.plugins.reflect_retry_tool_plugin"),
     "ResumabilityConfig": ("google.adk.apps", "orchestrator"),
     "RunConfig": ("google.adk.agents", "orchestrator"),
     "SequentialAgent": ("google.adk.agents", "orchestrator"),
@@ -698,6 +700,45 @@ def test_a_message_answering_two_turns_calls_shows_each_turn_only_its_answers() 
     assert answers == [[job], [manager]]
     adk_answers = [c["parts"] for c in theirs["last_request"] if c["parts"][0][0] == "response"]
     assert adk_answers == [[job, manager], [job, manager]]
+
+
+def reflect_and_retry_subclass_scenario(max_retries: int) -> Any:
+    """A subclass of the retry plugin that words its own answers, as google-adk's allows."""
+
+    async def scenario(adk: Any) -> dict[str, Any]:
+        h = s.Harness(adk)
+
+        class TerseRetries(adk.ReflectAndRetryToolPlugin):
+            def _create_tool_reflection_response(self, tool, tool_args, error, retry_count):
+                return {"retry": retry_count, "why": self._format_error_details(error)}
+
+            def _get_tool_retry_exceed_msg(self, tool, tool_args, error):
+                return {"gave_up_on": tool.name}
+
+        def flaky(n: int) -> dict[str, int]:
+            """Fail every time."""
+            raise ValueError(f"no {n}")
+
+        agent = adk.LlmAgent(name="root", tools=[flaky], model=h.model(
+            "m", s.fc("flaky", n=1), s.fc("flaky", n=2), "I give up."))
+        await h.start(agent, plugins=[TerseRetries(
+            max_retries=max_retries, throw_exception_if_retry_exceeded=False)])
+        await h.turn(s.user_text("go"))
+        record = await h.finish()
+        return {"answers": [e["payload"][0][2] for e in record["session_events"]
+                            if e["payload"] and e["payload"][0][0] == "response"]}
+
+    return scenario
+
+
+@pytest.mark.parametrize(("max_retries", "answers"), [
+    # An answer of the subclass's own shape is not the plugin's: after_tool takes it for a
+    # success and resets the count (google-adk does the same), so each failure is the first.
+    (1, [{"retry": 1, "why": "ValueError: no 1"}, {"retry": 1, "why": "ValueError: no 2"}]),
+    (0, [{"gave_up_on": "flaky"}, {"gave_up_on": "flaky"}]),
+])
+def test_a_retry_plugin_subclass_words_its_answers_as_in_google_adk(max_retries, answers) -> None:
+    assert assert_same(reflect_and_retry_subclass_scenario(max_retries))["answers"] == answers
 
 
 # --------------------------------------------------------------------------------------------

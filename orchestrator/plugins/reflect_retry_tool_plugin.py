@@ -92,9 +92,8 @@ class ReflectAndRetryToolPlugin(BasePlugin):
             tool=tool, tool_args=tool_args, tool_context=tool_context, result=result
         )
         if error:
-            return self._handle_tool_error(tool, tool_args, tool_context, error)
-        with self._lock:
-            self._failures.get(self._get_scope_key(tool_context), {}).pop(tool.name, None)
+            return await self._handle_tool_error(tool, tool_args, tool_context, error)
+        await self._reset_failures_for_tool(tool_context, tool.name)
         return None
 
     async def extract_error_from_result(
@@ -119,7 +118,7 @@ class ReflectAndRetryToolPlugin(BasePlugin):
         """Answer a tool's exception with guidance (a cancellation is left alone)."""
         if isinstance(error, asyncio.CancelledError):
             return None
-        return self._handle_tool_error(tool, tool_args, tool_context, error)
+        return await self._handle_tool_error(tool, tool_args, tool_context, error)
 
     def _get_scope_key(self, tool_context: ToolContext) -> str:
         """The counting scope of a call; override to count per user or per session."""
@@ -129,9 +128,13 @@ class ReflectAndRetryToolPlugin(BasePlugin):
             raise ValueError("The INVOCATION tracking scope needs the call's invocation id.")
         return tool_context.invocation_id
 
-    def _handle_tool_error(
+    # The steps below have google-adk's names and signatures, so that a subclass written
+    # for its plugin (overriding how an answer reads, say) works here the same way.
+
+    async def _handle_tool_error(
         self, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, error: Any
     ) -> dict[str, Any]:
+        """Count a failure of ``tool`` and answer it: guidance, or give up past the limit."""
         if self.max_retries == 0:
             return self._give_up(tool, tool_args, error)
         scope = self._get_scope_key(tool_context)
@@ -140,20 +143,41 @@ class ReflectAndRetryToolPlugin(BasePlugin):
             counts[tool.name] = failures = counts.get(tool.name, 0) + 1
         if failures > self.max_retries:
             return self._give_up(tool, tool_args, error)
-        return _response(error, failures, _retry_guidance(tool, tool_args, error, failures,
-                                                          self.max_retries))
+        return self._create_tool_reflection_response(tool, tool_args, error, failures)
+
+    async def _reset_failures_for_tool(self, tool_context: ToolContext, tool_name: str) -> None:
+        """Forget the consecutive failures of ``tool_name`` in the call's scope (a success)."""
+        with self._lock:
+            self._failures.get(self._get_scope_key(tool_context), {}).pop(tool_name, None)
 
     def _give_up(self, tool: BaseTool, tool_args: dict[str, Any], error: Any) -> dict[str, Any]:
         if self.throw_exception_if_retry_exceeded:
-            raise error if isinstance(error, Exception) else Exception(str(error))
-        return _response(error, self.max_retries,
-                         _stop_guidance(tool, tool_args, error, self.max_retries))
+            raise self._ensure_exception(error)
+        return self._get_tool_retry_exceed_msg(tool, tool_args, error)
 
+    def _ensure_exception(self, error: Any) -> Exception:
+        """``error`` as an exception to raise (a reported error is wrapped in ``Exception``)."""
+        return error if isinstance(error, Exception) else Exception(str(error))
 
-def _details(error: Any) -> str:
-    if isinstance(error, Exception):
-        return f"{type(error).__name__}: {error}"
-    return str(error)
+    def _format_error_details(self, error: Any) -> str:
+        """How an error reads in the guidance: ``Type: message`` for an exception."""
+        if isinstance(error, Exception):
+            return f"{type(error).__name__}: {error}"
+        return str(error)
+
+    def _create_tool_reflection_response(
+        self, tool: BaseTool, tool_args: dict[str, Any], error: Any, retry_count: int
+    ) -> dict[str, Any]:
+        """The answer to failure ``retry_count`` (1-based) of ``tool``: guidance to retry."""
+        return _response(error, retry_count, _retry_guidance(
+            tool, tool_args, self._format_error_details(error), retry_count, self.max_retries))
+
+    def _get_tool_retry_exceed_msg(
+        self, tool: BaseTool, tool_args: dict[str, Any], error: Any
+    ) -> dict[str, Any]:
+        """The answer once ``tool`` failed past the limit: stop using it."""
+        return _response(error, self.max_retries, _stop_guidance(
+            tool, tool_args, self._format_error_details(error), self.max_retries))
 
 
 def _response(error: Any, retry_count: int, guidance: str) -> dict[str, Any]:
@@ -166,12 +190,12 @@ def _response(error: Any, retry_count: int, guidance: str) -> dict[str, Any]:
 
 
 def _retry_guidance(
-    tool: BaseTool, tool_args: dict[str, Any], error: Any, attempt: int, max_retries: int
+    tool: BaseTool, tool_args: dict[str, Any], details: str, attempt: int, max_retries: int
 ) -> str:
     arguments = json.dumps(tool_args, indent=2, default=str)
     return (
         f"Calling the tool `{tool.name}` failed (attempt {attempt} of {max_retries}).\n\n"
-        f"Error:\n```\n{_details(error)}\n```\n\n"
+        f"Error:\n```\n{details}\n```\n\n"
         f"Arguments sent:\n```json\n{arguments}\n```\n\n"
         "Before you try again, work out why it failed rather than repeating the same call:\n"
         "1. Are the arguments right: present, well formed, as the tool's schema asks?\n"
@@ -183,11 +207,13 @@ def _retry_guidance(
     )
 
 
-def _stop_guidance(tool: BaseTool, tool_args: dict[str, Any], error: Any, max_retries: int) -> str:
+def _stop_guidance(
+    tool: BaseTool, tool_args: dict[str, Any], details: str, max_retries: int
+) -> str:
     arguments = json.dumps(tool_args, indent=2, default=str)
     return (
         f"The tool `{tool.name}` failed {max_retries} times in a row: no more retries.\n\n"
-        f"Last error:\n```\n{_details(error)}\n```\n\n"
+        f"Last error:\n```\n{details}\n```\n\n"
         f"Last arguments:\n```json\n{arguments}\n```\n\n"
         f"Do not call `{tool.name}` again for this task. Take another approach with the "
         "other tools, or tell the user that the task cannot be completed."
