@@ -103,8 +103,10 @@ async def status(request: Request, app_name: str, invocation_id: str) -> dict[st
     record = await backend.record(app_name, invocation_id)
     services = await backend.services()
     calls = await services.store.pending_details(record)
-    return {**record_json(record), "calls": [_call_json(c.model_dump(mode="json", exclude_none=True))
-                                             for c in calls]}
+    # Each call's fields in camelCase, as the record's around it (``functionCallId``).
+    return {**record_json(record), "calls": [
+        {to_camel(key): value for key, value in c.model_dump(mode="json", exclude_none=True).items()}
+        for c in calls]}
 
 
 @router.get("/apps/{app_name}/invocations/{invocation_id}/events")
@@ -215,13 +217,3 @@ async def cancel(request: Request, app_name: str, invocation_id: str) -> dict[st
     # request (or completes if it was done by then); follow or poll it to see which.
     return {"invocationId": invocation_id, "status": record.status.value,
             "cancelRequested": True}
-
-
-def _call_json(call: dict[str, Any]) -> dict[str, Any]:
-    """A pending call's fields in camelCase, as the record's around it (``functionCallId``)."""
-    return {_camel(key): value for key, value in call.items()}
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
