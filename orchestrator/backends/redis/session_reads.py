@@ -181,7 +181,7 @@ async def list_sessions(client: Any, app_name: str, user_id: str | None) -> List
         replies = await pipe.execute()
     app_state = decode_hash(app_raw)
     user_states = {user: decode_hash(raw) for user, raw in zip(users, replies, strict=False)}
-    found: list[tuple[float, Session]] = []
+    found: list[Session] = []
     session_replies = replies[len(users):]
     for (user, sid), meta_raw, state_raw in zip(
         refs, session_replies[0::2], session_replies[1::2], strict=True
@@ -190,12 +190,11 @@ async def list_sessions(client: Any, app_name: str, user_id: str | None) -> List
             continue
         meta = {text(k): text(v) for k, v in meta_raw.items()}
         updated = float(meta["last_update_time"])
-        session = Session.model_construct(
+        found.append(Session.model_construct(
             id=sid, app_name=app_name, user_id=user,
             state=merge_state(decode_hash(state_raw), app_state, user_states[user]),
             events=[], last_update_time=updated,
-        )
-        found.append((updated, session))
+        ))
     # As the in-memory service (and google-adk): by update time, then user and id.
-    found.sort(key=lambda item: (item[0], item[1].user_id, item[1].id))
-    return ListSessionsResponse(sessions=[session for _, session in found])
+    found.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+    return ListSessionsResponse(sessions=found)
