@@ -70,7 +70,8 @@ class InMemorySessionService(BaseSessionService):
         Each with its own state (no ``app:``/``user:`` keys) and its events. A snapshot
         taken at each read: changing it changes nothing stored.
         """
-        return {app: {user: {sid: _snapshot(stored) for sid, stored in by_id.items()}
+        return {app: {user: {sid: _as_session(stored, stored.state, with_events=True)
+                             for sid, stored in by_id.items()}
                       for user, by_id in by_user.items()}
                 for app, by_user in self._sessions.items()}
 
@@ -251,21 +252,17 @@ class InMemorySessionService(BaseSessionService):
             self._app_state.get(stored.app_name, {}),
             self._user_state.get(stored.app_name, {}).get(stored.user_id, {}),
         )
-        return Session.model_construct(
-            id=stored.id,
-            app_name=stored.app_name,
-            user_id=stored.user_id,
-            state=copy.deepcopy(state),
-            events=list(stored.events) if with_events else [],
-            last_update_time=stored.last_update_time,
-        )
+        return _as_session(stored, state, with_events=with_events)
 
 
-def _snapshot(stored: _StoredSession) -> Session:
-    """A stored session as google-adk's service holds it: its own state, and its events."""
+def _as_session(stored: _StoredSession, state: dict[str, Any], *, with_events: bool) -> Session:
+    """A Session of ``stored`` with a copy of ``state`` (and a new list of its events)."""
     return Session.model_construct(
-        id=stored.id, app_name=stored.app_name, user_id=stored.user_id,
-        state=copy.deepcopy(stored.state), events=list(stored.events),
+        id=stored.id,
+        app_name=stored.app_name,
+        user_id=stored.user_id,
+        state=copy.deepcopy(state),
+        events=list(stored.events) if with_events else [],
         last_update_time=stored.last_update_time,
     )
 
