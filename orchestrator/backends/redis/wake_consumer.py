@@ -89,7 +89,7 @@ class WakeConsumer:
         name: str,
     ) -> None:
         self._wakeups = wakeups
-        self._redis = wakeups._redis
+        self._redis = wakeups.client
         self._drain = drain
         self._limit = max(1, concurrency)
         self._retry = max(0.01, retry_seconds)
@@ -179,7 +179,7 @@ class WakeConsumer:
                 continue  # what it took in may have used the room up
             try:
                 reply = await self._redis.xreadgroup(
-                    self._wakeups._group, self.name, {stream: ">"},
+                    self._wakeups.group, self.name, {stream: ">"},
                     count=max(1, self._room_left()), block=_BLOCK_MS,
                 )
             except ResponseError as error:
@@ -198,7 +198,7 @@ class WakeConsumer:
         """Take in the entries pending on this consumer that no drain of it follows."""
         try:
             found = await claim_unfollowed(
-                self._redis, self._wakeups.stream_key, self._wakeups._group, self.name,
+                self._redis, self._wakeups.stream_key, self._wakeups.group, self.name,
                 self._followed_entries, self._given_up)
         except ResponseError as error:
             if "NOGROUP" in str(error):
@@ -229,7 +229,7 @@ class WakeConsumer:
             await asyncio.sleep(interval)
             try:
                 reply = await self._redis.xautoclaim(
-                    self._wakeups.stream_key, self._wakeups._group, self.name,
+                    self._wakeups.stream_key, self._wakeups.group, self.name,
                     min_idle_time=self._reclaim_idle_ms, start_id="0-0", count=100,
                 )
             except ResponseError as error:
@@ -340,7 +340,7 @@ class WakeConsumer:
     async def _ack_once(self, entry_ids: list[str]) -> None:
         """Acknowledge and delete entries in one round trip (Redis errors are raised)."""
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.xack(self._wakeups.stream_key, self._wakeups._group, *entry_ids)
+            pipe.xack(self._wakeups.stream_key, self._wakeups.group, *entry_ids)
             pipe.xdel(self._wakeups.stream_key, *entry_ids)
             await pipe.execute()
 

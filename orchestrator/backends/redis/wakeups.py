@@ -35,9 +35,11 @@ class RedisWakeups:
     """The wake stream of one invocations queue: post entries, or consume them."""
 
     def __init__(self, client: aioredis.Redis, stream_key: str, *, group: str = GROUP) -> None:
-        self._redis = client
+        self.client = client
+        """The Redis client the stream is read and written through."""
         self.stream_key = stream_key
-        self._group = group
+        self.group = group
+        """The consumer group the orchestrators read the stream through."""
 
     async def post(self, key: SessionKey, invocation_id: str = "") -> None:
         """Ask an orchestrator to drain ``key``, with no item pushed along.
@@ -49,12 +51,12 @@ class RedisWakeups:
         fields = {"app": key[0], "user": key[1], "session": key[2]}
         if invocation_id:
             fields["inv"] = invocation_id
-        await self._redis.xadd(self.stream_key, fields)  # type: ignore[arg-type]
+        await self.client.xadd(self.stream_key, fields)  # type: ignore[arg-type]
 
     async def pending(self) -> int:
         """Entries delivered to an orchestrator and not yet acknowledged."""
         try:
-            info = await self._redis.xpending(self.stream_key, self._group)
+            info = await self.client.xpending(self.stream_key, self.group)
         except ResponseError:  # no stream or no group yet
             return 0
         return int(info["pending"])
@@ -62,7 +64,7 @@ class RedisWakeups:
     async def ensure_group(self) -> None:
         """Create the consumer group (from the stream's start: earlier entries count too)."""
         try:
-            await self._redis.xgroup_create(self.stream_key, self._group, id="0", mkstream=True)
+            await self.client.xgroup_create(self.stream_key, self.group, id="0", mkstream=True)
         except ResponseError as error:
             if "BUSYGROUP" not in str(error):
                 raise
