@@ -482,7 +482,7 @@ def test_a_second_run_that_ends_a_branch_its_first_run_paused_is_not_committed(r
         sent = {cid: dispatched_job(json.loads(s.check.hget(jobs, f"c:{cid}")))
                 for cid in record.pending_calls}
         [(x_id, x_sent)] = [(cid, job) for cid, job in sent.items() if job["agent_name"] == "x"]
-        [y_sent] = [job for job in sent.values() if job["agent_name"] == "y"]
+        [(y_id, y_sent)] = [(cid, job) for cid, job in sent.items() if job["agent_name"] == "y"]
         runtime = Runtime(Settings(redis_url=s.url, apps=SPECS))
         s.stack.callback(runtime.close)
         key = (app, "u", record.session_id)
@@ -511,7 +511,11 @@ def test_a_second_run_that_ends_a_branch_its_first_run_paused_is_not_committed(r
         assert second.response == {"status": "completed"} and stored is None  # refused
         runtime.run(run(y_sent))
         _wait_for(lambda: any(e.author == "y" for e in s.client.events(app, inv)), what="y")
-        record = s.client.wait(app, inv, timeout=20)
+        # y's events are committed before the record that no longer waits for its branch is
+        # saved: a wait between the two returns the pause before it.
+        record = _wait_for(lambda: (r := s.client.status(app, inv)) is not None
+                           and y_id not in r.pending_calls and r,
+                           what="the record without y's branch call")
         turns = x_turns()
         assert len(turns) == 1, f"x's turn committed {len(turns)} times"
         [export_id] = [c.id for c in turns[0].get_function_calls()]
