@@ -456,9 +456,11 @@ def test_two_runs_of_one_branch_job_commit_one_turn(redis_url):
 
         stored = runtime.run(run_twice())
         assert [key is not None for key in stored] == [True, False]  # the second is refused
-        _wait_for(lambda: any(e.author == "x" and e.get_function_calls()
-                              for e in s.client.events("branch_pause", inv)), what="x's turn")
-        record = s.client.wait("branch_pause", inv, timeout=20)
+        # x's turn is committed before the record that waits on its ask_human call is saved:
+        # a wait between the two returns the pause before it.
+        record = _wait_for(lambda: (r := s.client.status("branch_pause", inv)) is not None
+                           and "ask_human" in r.pending_tools.values() and r,
+                           what="the record waiting on x's ask_human call")
         turns = [e for e in s.client.events("branch_pause", inv)
                  if e.author == "x" and e.get_function_calls()]
         assert len(turns) == 1
