@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import redis
+from celery.exceptions import NotRegistered
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 from google.genai import types
 from kombu import Connection, Exchange, Producer
@@ -331,6 +332,20 @@ def test_undecodable_messages_are_answered_and_their_body_is_not_logged(celery_s
     with pytest.raises(CeleryTimeoutError):
         sender.AsyncResult(f"never-{task_id}").get(timeout=0.1)
     assert "invocation_id" in send(sender, TASK_INVOKE, **_request())
+
+
+@pytest.mark.parametrize("queue", ["adk.invocations", "adk.tools"])
+def test_celerys_own_tasks_do_not_run_here(celery_stack, sender, queue):
+    # Celery registers tasks of its own on every app. From one message, chord_unlock ran
+    # 11 times on an orchestrator (retrying itself; without max_retries, for ever).
+    process = celery_stack["orchestrator" if queue == "adk.invocations" else "worker"]
+    result = sender.send_task("celery.chord_unlock", queue=queue, kwargs={
+        "group_id": "g", "callback": {}, "interval": 0.1, "max_retries": 5})
+    with pytest.raises(NotRegistered, match="celery.chord_unlock"):
+        result.get(timeout=15)
+    line = process.wait_for_line(lambda text: result.id in text)
+    assert "Refused message" in line and "no task 'celery.chord_unlock' runs here" in line
+    assert not any("Retry in" in text for text in process.lines)
 
 
 def _peak_rss_mb(pid: int) -> float:

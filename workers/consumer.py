@@ -16,6 +16,10 @@ would turn it into another value (a date, bytes...) or fail on it, so the task w
 something other than what was sent. Our own messages are plain JSON of their own content
 type (:mod:`workers.wire_json`) and carry such objects unchanged.
 
+The tasks Celery registers on every app by itself (``celery.*``: canvas helpers, backend
+clean-up) are refused as unknown: adk-celery sends none of them, and one message of
+``celery.chord_unlock`` retries itself on the queue it was sent to.
+
 Selected by ``worker_consumer`` in :mod:`workers.celery_app`.
 """
 
@@ -32,6 +36,9 @@ from vine import promise
 from workers.wire_json import CONTENT_TYPE, envelope_path
 
 logger = logging.getLogger(__name__)
+
+_CELERY_OWN = "celery."
+"""The prefix of the tasks Celery registers by itself on every app."""
 
 _MAX_ID_CHARS = 255
 """Longest task id a failure is stored under (a longer one is not a task id we sent)."""
@@ -51,6 +58,13 @@ class Consumer(CeleryConsumer):  # type: ignore[misc]
         limit = self.app.adk_settings.max_task_message_bytes
 
         def on_task_received(message: Any) -> Any:
+            name = _header(message, "task")
+            if isinstance(name, str) and name.startswith(_CELERY_OWN):
+                # Celery registers tasks of its own (canvas helpers, backend_cleanup) on every
+                # app; none is sent by adk-celery, and one (chord_unlock) retries itself
+                # from a single message. Only adk-celery's tasks run here.
+                self.on_unknown_task(None, message, NotRegistered(name))
+                return None
             size = len(message.body) if isinstance(message.body, bytes | str) else 0
             if limit and size > limit:
                 self._refuse(message, f"its body is {size} bytes, over the limit of {limit} "
