@@ -8,8 +8,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
 
 from config import Settings, get_settings
 from workers.addresses import is_loopback
@@ -54,6 +57,7 @@ def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) 
                               "plus invocation routes (enqueue, status, follow, answer, cancel, "
                               "lists).")
     app.state.backend = backend
+    app.add_exception_handler(RequestValidationError, _invalid_request)
     app.include_router(adk_routes.router)
     app.include_router(artifact_routes.router)
     app.include_router(invocation_routes.router)
@@ -85,6 +89,27 @@ def create_app(settings: Settings | None = None, *, dev_ui: Path | None = None) 
     if not backend.access.required:  # no tokens: this machine's own clients only, however served
         app.add_middleware(LocalOnlyGuard, allowed_origins=settings.api_cors_origins)
     return app
+
+
+async def _invalid_request(_: Request, error: Exception) -> JSONResponse:
+    """FastAPI's 422 for a request its routes' models refuse, without echoing raw bytes.
+
+    FastAPI's own handler decodes a body that is not JSON (sent with another content type)
+    to echo it, as google-adk's server does: a body that is not UTF-8 made that raise, a 500
+    whose log held the whole body. Such a body is described (its size), never logged.
+    """
+    assert isinstance(error, RequestValidationError)
+    detail = [{**item, "input": _echo(item["input"])}
+              if isinstance(item.get("input"), bytes | bytearray) else item
+              for item in error.errors()]
+    return JSONResponse(status_code=422, content={"detail": jsonable_encoder(detail)})
+
+
+def _echo(body: bytes | bytearray) -> str:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"<{len(body)} bytes, not UTF-8 text>"
 
 
 def _docs_paths(app: FastAPI) -> set[str]:
