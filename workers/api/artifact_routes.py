@@ -163,8 +163,12 @@ async def _load(request: Request, app_name: str, user_id: str, session_id: str,
                 artifact_name: str, version: int | None) -> dict[str, Any]:
     backend = _checked(request, app_name, user_id, session_id, artifact_name)
     artifacts = (await backend.services()).artifacts
-    part = await artifacts.load_artifact(**_where(app_name, user_id, session_id, artifact_name),
-                                         version=version) if _exists(version) else None
+    try:
+        part = await artifacts.load_artifact(
+            **_where(app_name, user_id, session_id, artifact_name),
+            version=version) if _exists(version) else None
+    except InputValidationError as error:  # a circular or too long chain of references
+        raise HTTPException(400, str(error)) from None
     if part is None:
         raise HTTPException(404, "Artifact not found")
     return part.model_dump(mode="json", by_alias=True, exclude_none=True)
