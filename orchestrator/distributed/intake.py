@@ -210,6 +210,7 @@ def check_state_delta(delta: Any, limits: Limits) -> dict[str, Any] | None:
     if not isinstance(delta, dict):
         raise PayloadError("state_delta", f"must be a JSON object, not {type(delta).__name__}.")
     check_json("state_delta", delta, limits)
+    check_size(delta, limits.max_payload_bytes, "state_delta")
     for key in delta:
         if key.startswith(State.APP_PREFIX) and not limits.client_app_state:
             raise PayloadError(f"state_delta.{_short(key)}",
