@@ -147,3 +147,58 @@ async def test_run_sse_refuses_an_empty_invocation_id_as_run_does(http, redis_cl
         assert (reply.status_code, reply.json()) == (
             422, {"detail": "invocation_id: must not be empty."}), (route, reply.text)
     assert await _keys(redis_client) == before
+
+
+async def test_a_body_that_is_not_utf8_is_a_422_and_never_logged(http, redis_client, caplog):
+    # FastAPI's own 422 decoded such a body to echo it: a 500, its log holding the body.
+    session = (await http.post("/apps/chat/users/u/sessions")).json()["id"]
+    before = await _keys(redis_client)
+    body = b"\xffcard=4111111111111111 SECRET-BODY"
+    for method, path in (
+            ("PATCH", f"/apps/chat/users/u/sessions/{session}"),
+            ("POST", "/apps/chat/users/u/sessions"),
+            ("POST", f"/apps/chat/users/u/sessions/{session}/invocations"),
+            ("POST", "/apps/chat/invocations/e-1/answer"),
+            ("POST", "/run")):
+        reply = await http.request(method, path, content=body,
+                                   headers={"content-type": "application/octet-stream"})
+        assert reply.status_code == 422, (path, reply.text)
+        [problem] = reply.json()["detail"]
+        assert problem["loc"] == ["body"] and problem["input"] == f"<{len(body)} bytes, not UTF-8 text>"
+    assert not any("SECRET-BODY" in record.getMessage() or "SECRET-BODY" in (record.exc_text or "")
+                   for record in caplog.records)
+    assert await _keys(redis_client) == before
+
+
+async def test_a_circular_artifact_reference_is_a_400_naming_it(http):
+    where = "/apps/chat/users/u/sessions/s/artifacts"
+    itself = "artifact://apps/chat/users/u/sessions/s/artifacts/loop.txt/versions/0"
+    saved = await http.post(where, json={"filename": "loop.txt",
+                                         "artifact": {"fileData": {"fileUri": itself}}})
+    assert saved.status_code == 200, saved.text
+    reply = await http.get(f"{where}/loop.txt")
+    assert reply.status_code == 400, reply.text
+    assert "Circular artifact reference" in reply.json()["detail"]
+
+
+async def test_session_state_over_the_payload_limit_is_refused_naming_it(http, redis_client):
+    # An enqueue refused such a state_delta; creating a session or patching its state took it.
+    session = (await http.post("/apps/chat/users/u/sessions")).json()["id"]
+    before = await _keys(redis_client)
+    big = {"big": "x" * (1024 * 1024 + 1)}
+    for method, path, body in (
+            ("PATCH", f"/apps/chat/users/u/sessions/{session}", {"stateDelta": big}),
+            ("POST", "/apps/chat/users/u/sessions", {"state": big}),
+            ("POST", "/apps/chat/users/u/sessions/s2", big)):
+        reply = await http.request(method, path, json=body)
+        assert reply.status_code == 422, (path, reply.text[:200])
+        assert reply.json()["detail"].startswith("state_delta: is "), (path, reply.text[:200])
+        assert "over the limit of 1048576 bytes" in reply.json()["detail"]
+    assert await _keys(redis_client) == before
+
+
+async def test_answering_an_unknown_invocation_is_a_404_as_its_other_routes(http):
+    for route in ("answer", "cancel"):
+        body = {"functionCallId": "c", "response": {}} if route == "answer" else None
+        reply = await http.post(f"/apps/chat/invocations/e-nope/{route}", json=body)
+        assert reply.status_code == 404, (route, reply.text)

@@ -30,7 +30,7 @@ from orchestrator.distributed.ledger import CallEntry
 from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.stores import InvocationStore, SessionKey, SessionQueue, session_key
-from orchestrator.errors import AnswerRejectedError, RequestError
+from orchestrator.errors import AnswerRejectedError, RequestError, UnknownInvocationError
 from orchestrator.flows.contents import REQUEST_CONFIRMATION, REQUEST_CREDENTIAL, RUN_BRANCH
 from orchestrator.sessions.base_session_service import BaseSessionService
 from orchestrator.tools.base_tool import BaseTool
@@ -80,7 +80,7 @@ async def take_answers(
                for call_id, response in answers]
     record = await store.get(app_name, invocation_id)
     if record is None:
-        raise AnswerRejectedError(f"Unknown invocation {invocation_id!r} of app {app_name!r}.")
+        raise UnknownInvocationError(f"Unknown invocation {invocation_id!r} of app {app_name!r}.")
     try:
         return await _take(store, queue, sessions, record, checked)
     except AnswerRejectedError:

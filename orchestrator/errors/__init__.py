@@ -76,6 +76,10 @@ class AnswerRejectedError(ValueError):
     """A call id that is unknown or already answered."""
 
 
+class UnknownInvocationError(AnswerRejectedError):
+    """An answer for an invocation that does not exist (never made, or expired)."""
+
+
 # --- Remote work that failed -----------------------------------------------------------------
 
 

@@ -20,7 +20,7 @@ from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.stores import AnswerRejectedError
-from orchestrator.errors import SessionNotFoundError
+from orchestrator.errors import SessionNotFoundError, UnknownInvocationError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.api.batching import TurnBatcher
@@ -162,8 +162,8 @@ class Backend:
                      response: Any) -> None:
         """Answer a pending call through the checked answer path.
 
-        422 for malformed input, 409 for a call the invocation does not wait for (or one
-        answered already).
+        422 for malformed input, 404 for an unknown invocation, 409 for a call the invocation
+        does not wait for (or one answered already).
         """
         await self.answer_all(app_name, invocation_id, [(function_call_id, response)])
 
@@ -175,6 +175,8 @@ class Backend:
             await services.service.answer_all(app_name, invocation_id, answers)
         except RequestError as error:
             raise HTTPException(422, str(error)) from None
+        except UnknownInvocationError as error:  # as the other routes of an invocation
+            raise HTTPException(404, str(error)) from None
         except AnswerRejectedError as error:
             raise HTTPException(409, str(error)) from None
 
