@@ -424,10 +424,71 @@ def test_an_async_tool_past_its_deadline_is_stopped(redis_url):
                              timeout=10)
 
 
+def _silenced(check: redis.Redis, app: str, inv: str, call_id: str) -> None:
+    """The call's running attempt as a worker whose beats stopped a minute ago leaves it
+    (paused, cut off from Redis: taken for dead, yet it may still be running)."""
+    jobs = keys.invocation_jobs(app, inv)
+    run = json.loads(check.hget(jobs, f"r:{call_id}"))
+    check.hset(jobs, f"r:{call_id}", json.dumps({**run, "beat": run["beat"] - 60}))
+
+
+def test_a_copy_of_a_running_job_runs_only_once_its_worker_is_taken_for_dead(redis_url):
+    """A copy of a job's message while its attempt runs (a replay, or kombu restoring the
+    message of a tool that outlived the visibility timeout) runs nothing while the running
+    worker beats; once its beats stopped for ``lost_after`` it is taken for dead, and a copy
+    runs (at least once)."""
+    with _stack(redis_url, 5, worker=False) as s:
+        inv = s.client.enqueue("parked", "u", "go")
+        record = s.client.wait("parked", inv, timeout=20)
+        [call_id] = record.pending_calls
+        sent = dispatched_job(json.loads(s.check.hget(keys.invocation_jobs("parked", inv),
+                                                      f"c:{call_id}")))
+        from workers.runtime import Runtime
+
+        runtime = Runtime(Settings(redis_url=s.url, apps=SPECS))
+        s.stack.callback(runtime.close)
+
+        async def claim(worker: str) -> str:
+            services = await runtime.services()
+            return await services.store.claim_job("parked", inv, call_id, attempt=1,
+                                                  worker=worker, branch=False, lost_after=15.0,
+                                                  digest=job_digest(sent))
+
+        assert runtime.run(claim("w-a:1")) == "run"
+        assert runtime.run(claim("w-b:2")) == "running"  # w-a beats: one run at a time
+        _silenced(s.check, "parked", inv, call_id)
+        assert runtime.run(claim("w-b:2")) == "run"
+
+
+def test_a_replayed_job_message_does_not_run_the_tool_again_while_it_runs(redis_url):
+    """Anyone who can read the broker can send a dispatched job's message again: the copy is
+    skipped while the tool runs, which runs once; the invocation completes once."""
+    from workers.celery_app import TASK_RUN_TOOL, create_celery_app
+
+    with _stack(redis_url, 4) as s:
+        inv = s.client.enqueue("fragile", "u", "go")
+        started = s.check.blpop([runs_key(inv)], timeout=15)
+        assert started is not None, s.worker.output()
+        call_id = started[1].split()[1]
+        sent = dispatched_job(json.loads(s.check.hget(keys.invocation_jobs("fragile", inv),
+                                                      f"c:{call_id}")))
+        sender = create_celery_app(Settings(redis_url=s.url))
+        s.stack.callback(sender.close)
+        sender.send_task(TASK_RUN_TOOL, kwargs=sent, queue="adk.tools")
+        line = s.worker.wait_for_line(lambda text: "Skipped call" in text)
+        assert "this attempt is running already" in line
+
+        s.check.lpush(gate_key(inv), "go on")
+        record = s.client.wait("fragile", inv, timeout=20, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        assert s.check.lrange(runs_key(inv), 0, -1) == []  # the one start was popped above
+        assert len(_responses(s.client, "fragile", inv)) == 1
+
+
 def test_two_runs_of_one_branch_job_commit_one_turn(redis_url):
-    """A copy of a branch's job delivered again while the first run is alive (kombu restores
-    unacknowledged messages) runs too (at least once): the branch's turn committed is the
-    first stored, never a second one beside it."""
+    """A copy of a branch's job delivered again while the first run goes on, its worker
+    taken for dead (its beats stopped), runs too (at least once): the branch's turn committed
+    is the first stored, never a second one beside it."""
     from workers.runtime import Runtime
 
     with _stack(redis_url, 7, worker=False) as s:  # the test runs the branch job itself, twice
@@ -443,9 +504,12 @@ def test_two_runs_of_one_branch_job_commit_one_turn(redis_url):
 
         async def run_twice() -> list[Any]:
             services = await runtime.services()
-            claims = [await services.store.claim_job(
-                "branch_pause", inv, x_id, attempt=1, worker=worker, branch=True,
-                lost_after=15.0, digest=job_digest(x_sent)) for worker in ("w-a:1", "w-b:2")]
+            claims = []
+            for worker in ("w-a:1", "w-b:2"):
+                claims.append(await services.store.claim_job(
+                    "branch_pause", inv, x_id, attempt=1, worker=worker, branch=True,
+                    lost_after=15.0, digest=job_digest(x_sent)))
+                _silenced(s.check, "branch_pause", inv, x_id)
             assert claims == ["run", "run"]
             results = [await execute_agent_job(job, services.registry,
                                                artifact_service=services.artifacts)
@@ -491,9 +555,13 @@ def test_a_second_run_that_ends_a_branch_its_first_run_paused_is_not_committed(r
 
         async def claim_twice() -> list[str]:
             services = await runtime.services()
-            return [await services.store.claim_job(
-                app, inv, x_id, attempt=1, worker=worker, branch=True, lost_after=15.0,
-                digest=job_digest(x_sent)) for worker in ("w-a:1", "w-b:2")]
+            claims = []
+            for worker in ("w-a:1", "w-b:2"):
+                claims.append(await services.store.claim_job(
+                    app, inv, x_id, attempt=1, worker=worker, branch=True, lost_after=15.0,
+                    digest=job_digest(x_sent)))
+                _silenced(s.check, app, inv, x_id)
+            return claims
 
         async def run(raw: dict[str, Any]) -> tuple[Any, Any]:
             services = await runtime.services()

@@ -223,6 +223,7 @@ _SKIPPED = {
     "answered": "already answered",
     "superseded": "skipped: a later attempt of this call was dispatched",
     "waiting": "skipped: already ran; the call waits for an answer from outside",
+    "running": "skipped: this attempt is running already (its worker is alive)",
     "forged": "refused: no call was dispatched with this job",
 }
 """What a job that is not run says it did (Flower shows it as the task's result)."""

@@ -235,8 +235,9 @@ class RedisInvocationStore:
         ``digest``: :func:`~orchestrator.backends.redis.jobs.job_digest` of the job as the
         worker received it. 'forged' (no such job was published: another call, attempt or
         content), 'superseded' (a later attempt of the call was dispatched), 'cancelled',
-        'answered' (a result is in) or 'waiting' (the tool ran and the call waits for an
-        outside answer): see :data:`~orchestrator.backends.redis.jobs.CLAIM`.
+        'answered' (a result is in), 'waiting' (the tool ran and the call waits for an
+        outside answer) or 'running' (this attempt runs elsewhere, alive): see
+        :data:`~orchestrator.backends.redis.jobs.CLAIM`.
         """
         verdict = await self._claim(ClaimJob(
             cancel=keys.cancel_flag(app_name, invocation_id),

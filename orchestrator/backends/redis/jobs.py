@@ -207,6 +207,17 @@ if done then
   if type(result['events']) == 'table' and #result['events'] > 0 then return 'answered' end
 end
 local now = redis_now()
+-- A copy of this attempt (a replay, or kombu restoring a message whose run goes on past
+-- the visibility timeout) while its run is alive: one run at a time. A run whose beats
+-- stopped for lost_after is taken for dead, as the watchdog takes it.
+local running = redis.call('HGET', jobs, 'r:' .. call_id)
+if running then
+  local run = cjson.decode(running)
+  if run['state'] == 'running' and tonumber(run['attempt']) == tonumber(attempt)
+      and now - tonumber(run['beat']) < tonumber(lost_after) then
+    return 'running'
+  end
+end
 redis.call('HSET', jobs, 'r:' .. call_id, cjson.encode({state = 'running',
   worker = worker, beat = now, attempt = tonumber(attempt)}))
 redis.call('ZADD', watch, next_look(jobs, call_id, now, lost_after), member)
@@ -222,6 +233,8 @@ return 'run'
 - 'answered': a final result is stored (for a branch, also a paused one with its events);
 - 'waiting': the tool already ran and left the call waiting for an answer from outside
   (its pending placeholder is stored): running it again would only repeat its effects;
+- 'running': this attempt is running elsewhere, its last beat younger than ``lost_after``
+  (a copy of its message: a replay, or one kombu restored while the run went on);
 - else 'run', having marked the job running on this worker.
 """
 
