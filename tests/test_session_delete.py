@@ -63,6 +63,13 @@ def test_an_invocation_paused_for_an_answer_fails_when_its_session_is_deleted(ce
     assert record.error.startswith("SessionNotFoundError") and "session was deleted" in record.error
     with pytest.raises(AnswerRejectedError, match="failed"):
         client.answer("approval", inv, call, {"approved": True})
+    # Deleting the session deleted its list of invocations: the record saved as the
+    # invocation ended made it again, and a new session of that id listed the old invocation.
+    client.create_session("approval", "paused-delete", session_id=session_id)
+    page = client.invocations("approval", user_id="paused-delete", session_id=session_id)
+    assert page.records == []
+    assert [r.invocation_id for r in client.invocations(
+        "approval", status=InvocationStatus.FAILED).records].count(inv) == 1
 
 
 async def test_embedded_an_invocation_paused_for_an_answer_fails_when_its_session_is_deleted():

@@ -37,6 +37,9 @@ STATUSES_MAXLEN = 32
 _LIVE_STATUSES = ", ".join(f"['{status.value}'] = '{keys.invocations_in(status.value)}'"
                            for status in InvocationStatus if status in InvocationStatus.LIVE)
 
+_LIVE_SET = ", ".join(f"['{status.value}'] = true"
+                     for status in InvocationStatus if status in InvocationStatus.LIVE)
+
 # For metrics: the index of live invocations by status, and a count of the ones that ended
 # (a record leaving a live status for a finished one, or created in one). Keys not passed in
 # KEYS: the metrics need one instance (standalone Redis, or these keys' shard).
@@ -80,8 +83,14 @@ local function index_record(decoded, status, previous, ttl, clock)
   redis.call('ZADD', listed, now, id)
   redis.call('ZREMRANGEBYSCORE', listed, '-inf', string.format('(%.6f', now - tonumber(ttl)))
   redis.call('EXPIRE', listed, ttl)
-  local session = '{PREFIX}session:{{' .. app .. ':' .. key_part(decoded['user_id']) .. ':' ..
-    key_part(decoded['session_id']) .. '}}:invocations'
+  local session_hash = '{PREFIX}session:{{' .. app .. ':' .. key_part(decoded['user_id']) ..
+    ':' .. key_part(decoded['session_id']) .. '}}'
+  local session = session_hash .. ':invocations'
+  if not ({{{_LIVE_SET}}})[status] and redis.call('EXISTS', session_hash) == 0 then
+    -- Its session was deleted (the invocation ends with it): the session's list went with
+    -- it and is not made again, for a new session of that id to find.
+    return
+  end
   local created = tonumber(decoded['created_at']) or now
   if redis.call('ZADD', session, 'NX', created, id) == 1 then
     for _, oldest in ipairs(redis.call('ZRANGE', session, 0, {INDEX_SWEEP - 1})) do
@@ -99,7 +108,8 @@ it builds the same way): out of ``previous``'s status set, into ``status``'s sco
 into its session's set scored by creation. Entries whose record has expired are dropped:
 those of a status set older than ``ttl`` at each save into it (a record expires ``ttl`` after
 its last save), the oldest :data:`INDEX_SWEEP` of a session's set when it gains one; each
-set expires ``ttl`` after its last write."""
+set expires ``ttl`` after its last write. A finished record whose session does not exist (it
+was deleted) is not filed in the session's set."""
 
 LUA_SAVE_RECORD = LUA_INDEX_STATUS + LUA_INDEX_RECORD + f"""
 local function save_record(record_key, stream_key, statuses_key, record, status, ttl, maxlen,
