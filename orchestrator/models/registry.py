@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from functools import lru_cache
 
@@ -16,6 +17,7 @@ class LLMRegistry:
     @staticmethod
     def register(llm_cls: type[BaseLlm]) -> None:
         """Register every pattern of ``llm_cls.supported_models()``."""
+        _register_gemini()
         for pattern in llm_cls.supported_models():
             _registry[pattern] = llm_cls
         _resolve.cache_clear()
@@ -33,7 +35,16 @@ class LLMRegistry:
 
 @lru_cache(maxsize=64)
 def _resolve(model: str) -> type[BaseLlm]:
+    _register_gemini()
     for pattern, llm_cls in _registry.items():
         if re.fullmatch(pattern, model):
             return llm_cls
     raise ValueError(f"Model {model!r} not found: no registered BaseLlm serves that name.")
+
+
+def _register_gemini() -> None:
+    """Load the built-in Gemini, which registers itself first (before any other model).
+
+    Imported here, on first use, not with ``import orchestrator``: it brings google-genai's client.
+    """
+    importlib.import_module("orchestrator.models.gemini")

@@ -9,14 +9,16 @@ import logging
 import types as types_module
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 from google.genai import types
 
-from orchestrator.agents.context import Context, ToolContext
 from orchestrator.tools.base_tool import BaseTool
 from orchestrator.tools.sync_threads import call_in_tool_thread
+
+if TYPE_CHECKING:
+    from orchestrator.agents.context import ToolContext
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +91,9 @@ def _union_members(annotation: Any) -> tuple[Any, ...]:
 
 
 def _is_context_param(param: inspect.Parameter, hints: dict[str, Any]) -> bool:
+    # Here, not on load: orchestrator.agents imports the LlmAgent, whose tools import this module.
+    from orchestrator.agents.context import Context
+
     annotation = hints.get(param.name, param.annotation)
     return Context in _union_members(annotation) or param.name == _CONTEXT_PARAM
 
