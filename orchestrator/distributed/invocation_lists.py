@@ -20,11 +20,13 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from orchestrator.distributed.intake import Limits, check_identifier, check_optional_identifier
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.errors import RequestError
+
+if TYPE_CHECKING:
+    from orchestrator.distributed.intake import Limits
 
 DEFAULT_LIMIT = 50
 """Records per page when the caller does not say."""
@@ -98,6 +100,9 @@ def invocation_query(
     a status value (``paused``, ...); ``limit`` is 1 to :data:`MAX_LIMIT`; ``cursor`` is the
     ``next_cursor`` of a page of the same list.
     """
+    # Here, not on load: intake imports google-genai, which `adk-celery invocations --help` does not need.
+    from orchestrator.distributed.intake import Limits, check_identifier, check_optional_identifier
+
     limits = limits or Limits()
     app = check_identifier("app_name", app_name, limits)
     user = check_optional_identifier("user_id", user_id, limits)
