@@ -278,6 +278,11 @@ def _variable(loc: Sequence[int | str]) -> str:
     return name + inside
 
 
+NO_REDIS_URL = ("ADK_CELERY_REDIS_URL is not set: orchestrators, workers and clients need Redis "
+                "(the embedded mode runs in one process: see examples/demo.py).")
+"""Why a Runtime (so a Client) refuses to start: here, so the CLI says it without importing them."""
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """Return the process settings, read once from the environment."""

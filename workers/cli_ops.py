@@ -111,6 +111,11 @@ def with_client(body: Callable[[Client], Any]) -> Any:
     timed out exits 2 with one line instead of a traceback, never saying the URL's password;
     a closed stdout (BrokenPipeError) goes on to the caller.
     """
+    from config import get_settings
+    from config.settings import NO_REDIS_URL
+
+    if not get_settings().redis_url:  # as Client() says it, without importing it (seconds)
+        fail(NO_REDIS_URL)
     import redis
 
     from workers.client import Client

@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 from celery import Celery
 
 from config import Settings
+from config.settings import NO_REDIS_URL
 from orchestrator import failpoints
 from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.artifact_service import RedisArtifactService
@@ -113,10 +114,7 @@ class Runtime:
         self.settings = settings
         self.celery_app = celery_app or default_celery_app
         if not self.settings.redis_url:
-            raise RuntimeError(
-                "ADK_CELERY_REDIS_URL is not set: orchestrators, workers and clients need Redis "
-                "(the embedded mode runs in one process: see examples/demo.py)."
-            )
+            raise RuntimeError(NO_REDIS_URL)
         failpoints.arm(self.settings.failpoints)  # fault tests only; empty otherwise
         configure_core(self.settings)  # the ADK core's defaults: this process's settings
         self.limits = Limits.from_settings(self.settings)
