@@ -182,6 +182,20 @@ def test_a_message_is_read_from_stdin_or_a_file(env, tmp_path):
         assert replies == [text, f"reply to {text}"]
 
 
+def test_an_argument_read_from_an_endless_source_stops_at_the_payload_limit(env):
+    # @/dev/zero took a gigabyte of memory in seconds: the whole input was read first.
+    limit = 64 * 1024
+    small = {**env, "ADK_CELERY_MAX_PAYLOAD_BYTES": str(limit)}
+    for argv, stdin in ((("@/dev/zero",), None), (("-",), "x" * (limit + 1))):
+        done = cli(small, "answer", "approval", "e-1", "c1", *argv, stdin=stdin)
+        source = "'/dev/zero'" if stdin is None else "stdin"
+        assert one_error_line(done) == (f"response: {source} holds more than {limit} bytes, the "
+                                        "limit (ADK_CELERY_MAX_PAYLOAD_BYTES).")
+    done = cli(small, "enqueue", "chat", "u", "@/dev/zero")
+    assert one_error_line(done) == (f"MESSAGE: '/dev/zero' holds more than {limit} bytes, the "
+                                    "limit (ADK_CELERY_MAX_PAYLOAD_BYTES).")
+
+
 @pytest.mark.parametrize(("response", "said"), [
     ("null", "null"), ("[1]", "an array"), ('"yes"', "a string"), ("true", "true or false"),
 ])

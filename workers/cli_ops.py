@@ -159,19 +159,29 @@ def _without_password(text: str) -> str:
 def argument_text(value: str, name: str) -> str:
     """A command-line argument as given, or read from stdin (``-``) or a file (``@FILE``).
 
-    Exits 2 with one line naming ``name`` if it cannot be read.
+    Exits 2 with one line naming ``name`` if it cannot be read, or if it holds more than
+    ``ADK_CELERY_MAX_PAYLOAD_BYTES``: no more than that is read (``@/dev/zero`` took a
+    gigabyte in seconds), as no more would be taken.
     """
+    from config import get_settings
+
     if value == "-":
         source = "stdin"
     elif value.startswith("@"):
         source = repr(value[1:])
     else:
         return value
+    limit = get_settings().max_payload_bytes
     try:
         if value == "-":
-            return sys.stdin.read()
-        with open(value[1:], encoding="utf-8") as file:
-            return file.read()
+            text = sys.stdin.read(limit + 1)
+        else:
+            with open(value[1:], encoding="utf-8") as file:
+                text = file.read(limit + 1)
+        if len(text) > limit:  # each character is one byte or more
+            fail(f"{name}: {source} holds more than {limit} bytes, the limit "
+                 "(ADK_CELERY_MAX_PAYLOAD_BYTES).")
+        return text
     except UnicodeDecodeError:
         fail(f"{name}: {source} is not UTF-8 text.")
     except OSError as error:
