@@ -434,7 +434,7 @@ async def test_a_repeated_id_of_a_finished_run_answers_with_its_events_at_once(b
     await backend.enqueue(fields, session_must_exist=True)
     final = _text_event("done")
     await pair.stream.publish(_record(), final)
-    await pair.status(_record(), S.COMPLETED)
+    await pair.status(await backend.record(APP, "e-1"), S.COMPLETED)  # its message kept
     # Sent again: nothing is queued, and the run it names is over (followed from its start).
     async with runs.enqueued(backend, fields) as (again, watch):
         assert again.status is S.COMPLETED

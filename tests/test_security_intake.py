@@ -174,6 +174,27 @@ def test_another_users_invocation_id_is_refused_without_revealing_it(celery_stac
                           session_id=victim.session_id) == victim_id
 
 
+def test_an_invocation_id_sent_again_with_another_message_is_refused(celery_stack, sender):
+    # It was taken as the request sent again: the second message was lost without a word.
+    client = celery_stack["client"]
+    invocation_id = f"e-{uuid.uuid4().hex}"
+    client.enqueue("chat", "careless", "first", invocation_id=invocation_id)
+    first = client.wait("chat", invocation_id, timeout=15, until=InvocationStatus.FINISHED)
+    refusal = ("invocation_id: is already used by an invocation of another message or "
+               "state_delta; send the very request again, or choose a new id.")
+    for change in ({"message": "second"}, {"message": "first", "state_delta": {"k": 1}}):
+        with pytest.raises(RequestError) as refused:
+            client.enqueue("chat", "careless", **change, invocation_id=invocation_id,
+                           session_id=first.session_id)
+        assert str(refused.value) == refusal
+    result = send(sender, TASK_INVOKE, app_name="chat", user_id="careless",
+                  new_message="second", invocation_id=invocation_id)
+    assert result == {"error": refusal}
+    assert client.status("chat", invocation_id) == first
+    assert client.enqueue("chat", "careless", "first", invocation_id=invocation_id,
+                          session_id=first.session_id) == invocation_id
+
+
 # ---- 8. every door, every malformed input: a clear error, nothing stored ---------------
 
 DEEP: Any = "bottom"

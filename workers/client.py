@@ -152,7 +152,8 @@ class Client:
         ValueError), and so does an app the client's ``Settings.apps`` does not name, when
         it names any; a ``session_id`` of no session of that user raises
         SessionNotFoundError. Nothing is stored then. Enqueueing again with the same
-        ``invocation_id`` is a no-op (RequestError if another user or session has that id).
+        ``invocation_id`` is a no-op (RequestError if another user or session has that id, or
+        if it comes with another message or state delta).
         """
         kwargs = invoke_kwargs(app_name, user_id, message, session_id=session_id,
                                state_delta=state_delta, invocation_id=invocation_id,

@@ -166,13 +166,19 @@ def check_same_invocation(existing: InvocationRecord, record: InvocationRecord,
     """``existing`` if a repeated invocation id names the same invocation, else RequestError.
 
     An invocation id is scoped to its app, user and session: reusing another user's (or
-    another session's) id is refused, and says nothing of the invocation that has it.
+    another session's) id is refused, and says nothing of the invocation that has it. The
+    id sent again with another message or state delta is refused too: taken as the request
+    sent again, that message would be lost without a word.
     """
     if existing.user_id != record.user_id or (
         session_given and existing.session_id != record.session_id
     ):
         raise RequestError("invocation_id", "is already used by another invocation; "
                                             "leave it out or choose a new one.")
+    if (existing.new_message, existing.state_delta) != (record.new_message, record.state_delta):
+        raise RequestError("invocation_id", "is already used by an invocation of another "
+                                            "message or state_delta; send the very request "
+                                            "again, or choose a new id.")
     return existing
 
 
