@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import sys
 import time
 from typing import Any
@@ -314,6 +315,16 @@ def test_without_tokens_only_this_machines_own_clients_are_answered(api, celery_
     rebound = httpx.post(f"{api}/run", headers={"Host": f"evil.example:{port}"},
                          json={"appName": "chat", "userId": "u", "sessionId": "s"})
     assert rebound.status_code == 403 and "not a loopback name" in rebound.text
+    padded = httpx.get(f"{api}/list-apps", headers={"Host": f"127.0.0.1:{port}.evil.example"})
+    assert padded.status_code == 403 and "not a loopback name" in padded.text
+    # Two Host headers: the guard read the last, a proxy in front may read the first.
+    with socket.create_connection(("127.0.0.1", int(port)), timeout=30) as raw:
+        raw.sendall(f"GET /list-apps HTTP/1.1\r\nHost: evil.example:{port}\r\n"
+                    f"Host: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+        reply = b""
+        while chunk := raw.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 403") and b"more than one Host" in reply, reply[:300]
     assert httpx.get(f"{api}/list-apps", headers={"Origin": api}).status_code == 200
     # The application served another way, on every address: other machines are refused.
     address = _address_of_this_machine()

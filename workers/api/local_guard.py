@@ -24,9 +24,13 @@ from workers.addresses import is_loopback
 
 
 def host_name(host: str) -> str:
-    """The name or address of a ``Host`` header, without its port or IPv6 brackets."""
+    """The name or address of a ``Host`` header, without its port or IPv6 brackets.
+
+    "" for a header that is not a host and an optional port (``127.0.0.1:80.evil``).
+    """
     parsed = urlsplit(f"//{host}")
     try:
+        parsed.port  # noqa: B018 - raises ValueError for a port that is not a number
         return parsed.hostname or ""
     except ValueError:
         return ""
@@ -44,15 +48,19 @@ class LocalOnlyGuard:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        host, origin = "", None
+        host, origin, repeated = "", None, False
         for key, value in scope.get("headers") or ():
             if key == b"host":
+                repeated = repeated or bool(host)
                 host = value.decode("latin-1")
             elif key == b"origin":
+                repeated = repeated or origin is not None
                 origin = value.decode("latin-1")
         peer = scope.get("client")  # None: no network peer (a Unix socket, an in-process call)
         problem = None
-        if peer is not None and not is_loopback(peer[0]):
+        if repeated:  # which one would a proxy have read? Only one of each is valid HTTP
+            problem = "more than one Host or Origin header"
+        elif peer is not None and not is_loopback(peer[0]):
             problem = f"the client {peer[0]!r} is not on this machine"
         elif not is_loopback(host_name(host)):
             problem = f"Host {host!r} is not a loopback name"
