@@ -257,9 +257,13 @@ def test_requests_pipelined_without_reading_the_answers_close_the_connection(tim
 
 def test_a_response_its_client_does_not_read_is_cut_after_the_send_timeout(timed):
     address, base = timed
+    # 1.5 MB of state, in two writes (each under ADK_CELERY_MAX_PAYLOAD_BYTES).
     big = httpx.post(f"{base}/apps/chat/users/u/sessions",
-                     json={"state": {"big": "x" * 1_500_000}}, timeout=GUARD)
+                     json={"state": {"big": "x" * 750_000}}, timeout=GUARD)
     assert big.status_code == 200, big.text
+    more = httpx.patch(f"{base}/apps/chat/users/u/sessions/{big.json()['id']}",
+                       json={"stateDelta": {"more": "y" * 750_000}}, timeout=GUARD)
+    assert more.status_code == 200, more.text
     sock = _unread(address)
     request = f"GET /apps/chat/users/u/sessions/{big.json()['id']} HTTP/1.1\r\n".encode()
     sock.sendall((request + b"host: 127.0.0.1\r\n\r\n") * 6)  # 9 MB: more than both buffers
