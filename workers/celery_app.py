@@ -19,11 +19,13 @@ import sys
 from functools import cached_property
 from typing import Any
 
+import kombu.exceptions
 from celery import Celery, signals
 
 from config import Settings, get_settings
 from config.settings import describe_settings_error
 from orchestrator.backends.redis.connection import is_unix_socket
+from orchestrator.errors import register_infrastructure_errors
 from workers import wire_json
 from workers.broker import transport_path
 
@@ -69,6 +71,9 @@ def _keepalive_options() -> dict[int, int]:
 
 
 wire_json.register()  # before any app of this process sends or reads a task message
+# The broker's connection errors are ours, never a tool's or an invocation's outcome
+# (registered here, where every process that sends or runs a task gets its Celery app).
+register_infrastructure_errors(kombu.exceptions.OperationalError)
 
 RESULT_RETRIES = 10
 """Times the result backend retries an operation that met a connection error (see below)."""

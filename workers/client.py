@@ -7,7 +7,8 @@ can ``send_task`` the documented task names instead (see the README).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Iterator
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import redis
 from google.genai import types
@@ -28,8 +29,6 @@ from orchestrator.distributed.streams import StreamItem
 from orchestrator.errors import PayloadError, RequestError, SessionNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
-from workers import wire_json
-from workers.celery_app import TASK_CANCEL, create_celery_app
 from workers.client_follow import (
     check_statuses,
     check_timeout,
@@ -48,6 +47,9 @@ from workers.enqueue import (
     send_invoke,
 )
 from workers.runtime import Runtime
+
+if TYPE_CHECKING:  # Celery is imported only by a client that sends through it (see _celery)
+    from celery import Celery
 
 SETTLED = InvocationStatus.SETTLED
 """``InvocationStatus.SETTLED`` under a short name (the default ``until``)."""
@@ -85,8 +87,7 @@ class Client:
     def __init__(self, settings: Settings | None = None, *, enqueue_via_celery: bool = False) -> None:
         self._settings = settings or get_settings()
         self._via_celery = enqueue_via_celery
-        self._celery = create_celery_app(self._settings)
-        self._runtime = Runtime(self._settings, load_apps=False, celery_app=self._celery)
+        self._runtime = Runtime(self._settings, load_apps=False, celery_factory=lambda: self._celery)
         self._built: Any = None
         self._redis: redis.Redis | None = None
         self._check_app = AppCheck(self._settings)
@@ -98,6 +99,13 @@ class Client:
         """Invocations sent as ``adk_celery.invoke`` tasks, oldest first: an orchestrator
         records them when it takes the task, and until then ``wait`` and ``follow`` wait
         for them rather than saying they do not exist."""
+
+    @cached_property
+    def _celery(self) -> Celery:
+        """The client's Celery app, built on first use (``cancel``, ``enqueue_via_celery``)."""
+        from workers.celery_app import create_celery_app  # Celery and kombu: only to send a task
+
+        return create_celery_app(self._settings)
 
     def _services(self) -> Any:
         """The runtime's services (built on its loop once; later calls cost no thread hop)."""
@@ -347,6 +355,9 @@ class Client:
         Raises RequestError for malformed input and AnswerRejectedError if the invocation
         does not wait for that call; nothing is stored either way.
         """
+        # The ledger and flows' call names only, not the runner (no InvocationService built).
+        from orchestrator.distributed.outside_answers import take_answers
+
         self._check_ids(app_name, invocation_id)
         services = self._services()
         seen = self._sync_redis().xrevrange(keys.invocation_statuses(app_name, invocation_id), count=1)
@@ -354,7 +365,10 @@ class Client:
         # once and changing nothing, so no status comes after it for ``wait`` to wait for.
         repeat = function_call_id in self._runtime.run(
             services.store.results(app_name, invocation_id))
-        self._runtime.run(services.service.answer(app_name, invocation_id, function_call_id, response))
+        # What ``services.service.answer`` does, on the same store, queue, sessions and limits.
+        self._runtime.run(take_answers(services.store, services.queue, services.sessions,
+                                       self._runtime.limits, app_name, invocation_id,
+                                       [(function_call_id, response)]))
         if seen and not repeat:
             self._seen[(app_name, invocation_id)] = seen[0][0]
 
@@ -376,6 +390,9 @@ class Client:
         record = InvocationRecord.model_validate_json(raw)
         if record.status.is_finished:
             raise InvocationFinishedError(invocation_id, record.status)
+        from workers import wire_json  # kombu's serializers, as sending does
+        from workers.celery_app import TASK_CANCEL
+
         self._celery.send_task(TASK_CANCEL, kwargs={
             "app_name": app_name, "invocation_id": invocation_id,
         }, queue=self._settings.invocations_queue, serializer=wire_json.NAME)
@@ -393,5 +410,6 @@ class Client:
             self._redis.close()
             self._redis = None
         self._runtime.close()
-        self._celery.close()
+        if "_celery" in self.__dict__:  # built (an app never built has nothing to close)
+            self._celery.close()
 

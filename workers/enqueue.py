@@ -16,10 +16,9 @@ sent instead with ``enqueue_via_celery``.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
-from celery import Celery
 from google.genai import types
 from pydantic import ValidationError
 from redis.exceptions import NoScriptError
@@ -43,8 +42,9 @@ from orchestrator.distributed.intake import (
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.errors import AppConfigError, PayloadError, RequestError, SessionNotFoundError
-from workers import wire_json
-from workers.celery_app import TASK_INVOKE, kwargs_repr
+
+if TYPE_CHECKING:  # Celery is imported by the senders of tasks only (see send_invoke)
+    from celery import Celery
 
 _KNOWN_FIELDS = frozenset({"app_name", "user_id", "session_id", "invocation_id", "new_message",
                            "state_delta", "create_session", "streaming", "custom_metadata"})
@@ -308,6 +308,9 @@ def record_and_queue(redis_client: redis.Redis, services: Any, record: Invocatio
 
 def send_invoke(celery: Celery, queue: str, kwargs: dict[str, Any]) -> None:
     """Send the ``adk_celery.invoke`` task; Flower and the logs show its identifiers only."""
+    from workers import wire_json  # kombu's serializers: a client that sends no task skips them
+    from workers.celery_app import TASK_INVOKE, kwargs_repr
+
     shown = {field: kwargs[field] for field in _SHOWN_FIELDS}  # never the message or state
     celery.send_task(TASK_INVOKE, kwargs=kwargs, queue=queue,
                      argsrepr="()", kwargsrepr=kwargs_repr(shown),

@@ -9,11 +9,9 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import kombu.exceptions
 import redis.asyncio as aioredis
-from celery import Celery
 
 from config import Settings
 from config.settings import NO_REDIS_URL
@@ -27,17 +25,12 @@ from orchestrator.backends.redis.session_service import LeasedSessionWriter, Red
 from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.backends.redis.wake_consumer import WakeConsumer
 from orchestrator.backends.redis.wakeups import RedisWakeups
-from orchestrator.distributed.executor import worker_id
 from orchestrator.distributed.intake import Limits
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.distributed.service import InvocationService
 from orchestrator.distributed.stores import SessionKey, session_key
 from orchestrator.errors import SessionNotFoundError, register_infrastructure_errors
-from orchestrator.plugins import PluginManager
 from orchestrator.process_setup import configure_core
-from workers.celery_app import app as default_celery_app
-from workers.celery_app import app_settings
 from workers.enqueue import (
     check_same_invocation,
     enqueue_scripts,
@@ -49,8 +42,13 @@ from workers.enqueue import (
 from workers.heartbeat import Heartbeats
 from workers.keep_alive import UnfinishedKeeper
 from workers.loop import LoopThread, LoopThreadDeadError
-from workers.transport import CeleryTransport
-from workers.watchdog import JobWatchdog
+
+if TYPE_CHECKING:  # Celery, the ADK core's runner and the job machinery: orchestrators' and workers' only
+    from celery import Celery
+
+    from orchestrator.distributed.service import InvocationService
+    from workers.transport import CeleryTransport
+    from workers.watchdog import JobWatchdog
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -59,8 +57,9 @@ SendTransaction = Callable[[Callable[[Any], None]], Awaitable[list[Any]]]
 """Sends the commands a function adds to a ``transaction=True`` pipeline; their replies,
 errors in place (as ``execute(raise_on_error=False)``)."""
 
-# The broker's connection errors are ours, never a tool's or an invocation's outcome.
-register_infrastructure_errors(kombu.exceptions.OperationalError, LoopThreadDeadError)
+# The loop's death is ours, never a tool's or an invocation's outcome (the broker's
+# connection errors are registered with the Celery app, see workers.celery_app).
+register_infrastructure_errors(LoopThreadDeadError)
 
 
 @dataclass
@@ -85,8 +84,8 @@ class Services:
     """The wake stream pushes announce themselves on; orchestrators consume it."""
     consumer: WakeConsumer | None = None
     """This process's wake-up consumer, once :meth:`Runtime.start_orchestrating` ran."""
-    transport: CeleryTransport | None = None
-    """Where the service's remote jobs go."""
+    build_transport: Callable[[], CeleryTransport] | None = None
+    """Builds :attr:`transport` (on first use: a client's Celery app is built only if it sends)."""
     watchdog: JobWatchdog | None = None
     """This process's job watchdog, once :meth:`Runtime.start_orchestrating` ran."""
     keeper: UnfinishedKeeper | None = None
@@ -96,6 +95,11 @@ class Services:
     def service(self) -> InvocationService:
         """The invocation service on these clients (built on first use)."""
         return self.build_service()
+
+    @cached_property
+    def transport(self) -> CeleryTransport | None:
+        """Where the service's remote jobs go (built on first use)."""
+        return self.build_transport() if self.build_transport is not None else None
 
 
 class Runtime:
@@ -110,9 +114,15 @@ class Runtime:
         *,
         load_apps: bool = True,
         celery_app: Celery | None = None,
+        celery_factory: Callable[[], Celery] | None = None,
     ) -> None:
+        """``celery_app`` (or ``celery_factory``, asked on first need): what jobs go out with.
+
+        Neither: the process's app (:data:`workers.celery_app.app`), imported on first need.
+        """
         self.settings = settings
-        self.celery_app = celery_app or default_celery_app
+        self._celery_app = celery_app
+        self._celery_factory = celery_factory
         if not self.settings.redis_url:
             raise RuntimeError(NO_REDIS_URL)
         failpoints.arm(self.settings.failpoints)  # fault tests only; empty otherwise
@@ -127,9 +137,21 @@ class Runtime:
         self._other_loops: dict[asyncio.AbstractEventLoop, Services] = {}
         self.heartbeats = Heartbeats(
             self.settings.redis_url, keys.job_watch(self.settings.invocations_queue),
-            self.settings.job_heartbeat_seconds, worker_id,
+            self.settings.job_heartbeat_seconds, _worker_id,
         )
         """Signs of life of the jobs this process runs (a worker's)."""
+
+    @property
+    def celery_app(self) -> Celery:
+        """The Celery app jobs go out with: built or imported on first use (a client may send none)."""
+        if self._celery_app is None:
+            if self._celery_factory is not None:
+                self._celery_app = self._celery_factory()
+            else:
+                from workers.celery_app import app  # Celery: imported by processes that send only
+
+                self._celery_app = app
+        return self._celery_app
 
     def run(self, coro: Any, timeout: float | None = None) -> Any:
         """Run a coroutine on this process's loop."""
@@ -174,6 +196,8 @@ class Runtime:
             return
 
         async def close_all() -> None:
+            from orchestrator.plugins import PluginManager  # the ADK core's plugins: apps loaded only
+
             for app in apps:
                 try:
                     await PluginManager(app.plugins).close()
@@ -224,15 +248,22 @@ class Runtime:
                                   wakeups=wakeups, record_ttl_seconds=settings.record_ttl_seconds,
                                   job_watch_key=watch)
         events = RedisEventStream(client, ttl_seconds=settings.record_ttl_seconds)
-        transport = CeleryTransport(self.celery_app, settings, client)
+
+        def transport() -> CeleryTransport:
+            from workers.transport import CeleryTransport  # Celery: for a process that sends jobs
+
+            return CeleryTransport(self.celery_app, settings, client)
 
         def service() -> InvocationService:
+            # The ADK core's runner: built by orchestrators and the API server, not by clients.
+            from orchestrator.distributed.service import InvocationService
+
             return InvocationService(
                 registry,
                 session_service=sessions,
                 store=store,
                 queue=queue,
-                transport=transport,
+                transport=services.transport,
                 artifact_service=artifacts,
                 lease_renew_seconds=settings.lease_ttl_seconds / 3,
                 # Committed events reach the stream inside their append; the sink sends chunks.
@@ -243,8 +274,9 @@ class Runtime:
                 limits=self.limits,
                 session_cache_max_bytes=settings.session_cache_max_bytes,
             )
-        return Services(client, sessions, artifacts, store, queue, registry, service,
-                        events=events, wakeups=wakeups, transport=transport)
+        services = Services(client, sessions, artifacts, store, queue, registry, service,
+                            events=events, wakeups=wakeups, build_transport=transport)
+        return services
 
     def start_orchestrating(self, hostname: str | None = None) -> None:
         """Start draining the sessions announced on the wake stream, on this process's loop.
@@ -274,6 +306,8 @@ class Runtime:
                                "declared by its first job instead", type(error).__name__, error)
         services.consumer.start()
         if services.transport is not None:
+            from workers.watchdog import JobWatchdog  # the job machinery: orchestrators' only
+
             services.watchdog = JobWatchdog(services, services.transport, settings, hostname)
             services.watchdog.start()
         services.keeper = UnfinishedKeeper(services.redis, settings.record_ttl_seconds)
@@ -357,6 +391,13 @@ def _leased_writer(
     return sessions.leased_writer(keys.session_lease(*key), token, mirror), events.saver(mirror)
 
 
+def _worker_id() -> str:
+    """The process's name in the job journal (see :func:`~orchestrator.distributed.executor.worker_id`)."""
+    from orchestrator.distributed.executor import worker_id  # the ADK core's job runner: workers'
+
+    return worker_id()
+
+
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
 
@@ -366,5 +407,7 @@ def get_runtime() -> Runtime:
     global _runtime
     with _runtime_lock:
         if _runtime is None or _runtime.forked:
+            from workers.celery_app import app_settings  # the process's Celery app's settings
+
             _runtime = Runtime(app_settings())
         return _runtime

@@ -10,13 +10,17 @@ a cancelled invocation still gets (appends are refused once its cancel flag is s
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from google.genai import types
 
 from orchestrator import failpoints
-from orchestrator.distributed.ledger import CallLedger
 from orchestrator.events.event import Event
 from orchestrator.sessions.base_session_service import SessionWriter
 from orchestrator.sessions.session import Session
+
+if TYPE_CHECKING:  # the ledger (and the flows it reads) come with the runner, not with is_seal
+    from orchestrator.distributed.ledger import CallLedger
 
 CANCELLED_CODE = "INVOCATION_CANCELLED"
 """The ``error_code`` of a seal: the event is let through a cancelled invocation's fence."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.distributed.intake import (
     Limits,
     check_answer,
@@ -33,9 +32,6 @@ from orchestrator.distributed.stores import InvocationStore, SessionKey, Session
 from orchestrator.errors import AnswerRejectedError, RequestError, UnknownInvocationError
 from orchestrator.flows.contents import REQUEST_CONFIRMATION, REQUEST_CREDENTIAL, RUN_BRANCH
 from orchestrator.sessions.base_session_service import BaseSessionService
-from orchestrator.tools.base_tool import BaseTool
-from orchestrator.tools.base_toolset import BaseToolset
-from orchestrator.tools.function_tool import callable_name
 
 _REQUESTS = frozenset({REQUEST_CONFIRMATION, REQUEST_CREDENTIAL})
 
@@ -162,6 +158,12 @@ def _long_running(registry: AppRegistry, app_name: str, author: str, name: str) 
         agent = registry.get(app_name).root_agent.find_agent(author)
     except LookupError:
         return None
+    # The agents and tools: loaded with the app already (a client taking answers has none).
+    from orchestrator.agents.llm_agent import LlmAgent
+    from orchestrator.tools.base_tool import BaseTool
+    from orchestrator.tools.base_toolset import BaseToolset
+    from orchestrator.tools.function_tool import callable_name
+
     if not isinstance(agent, LlmAgent):
         return None
     for entry in agent.tools:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from orchestrator.agents.base_agent import BaseAgent
-from orchestrator.apps.app import App
 from orchestrator.errors import UnknownAppError
+
+if TYPE_CHECKING:  # the agents are imported with the first app (a client's empty registry has none)
+    from orchestrator.agents.base_agent import BaseAgent
+    from orchestrator.apps.app import App
 
 
 def import_app(spec: str) -> App:
@@ -30,6 +33,9 @@ def import_app(spec: str) -> App:
 
 def as_app(value: object, origin: str = "") -> App:
     """Accept an App, or a root agent (its name becomes the app name)."""
+    from orchestrator.agents.base_agent import BaseAgent  # the ADK core's agents: with an app only
+    from orchestrator.apps.app import App
+
     if isinstance(value, App):
         return value
     if isinstance(value, BaseAgent):
