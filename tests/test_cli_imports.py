@@ -98,3 +98,53 @@ assert type(llm).__module__ == "orchestrator.models.gemini", type(llm)
 """
     done = fresh_python("-c", script, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+CORE_RUN = ("celery", "kombu", "workers.celery_app", "workers.transport", "workers.watchdog",
+            "orchestrator.runners", "orchestrator.agents", "orchestrator.plugins",
+            "orchestrator.apps", "orchestrator.distributed.service", "orchestrator.flows")
+"""What runs invocations (Celery, the ADK core's runner, agents, flows): the one-shot commands
+import none of it (``answer`` reads the names of flows' calls: ``orchestrator.flows.contents``)."""
+
+ONE_SHOT = [
+    ["status", "chat", "e-1"],  # unknown: exit 2
+    ["sessions", "chat"],
+    ["invocations", "--app", "chat"],
+    ["follow", "chat", "e-1"],  # unknown: exit 2
+    ["cancel", "chat", "e-1"],  # unknown: exit 2, nothing sent
+    ["answer", "chat", "e-1", "call-1", "{}"],  # unknown: exit 2
+]
+
+ONE_SHOT_SCRIPT = """
+import contextlib, io, json, sys
+from workers.cli import main
+
+heavy = json.loads(sys.argv[2])
+steps = []
+for argv in json.loads(sys.argv[1]):
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            main(argv)
+        except SystemExit as done:
+            code = done.code
+        else:
+            code = None
+    steps.append([code, sorted(name for name in sys.modules
+                               if any(name == h or name.startswith(h + ".") for h in heavy))])
+print(json.dumps(steps))
+"""
+
+
+def test_one_shot_commands_import_no_celery_and_no_runner(tmp_path, redis_url):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ADK_CELERY_")}
+    env.update(PYTHONPATH=str(ROOT), ADK_CELERY_REDIS_URL=redis_url)
+    done = subprocess.run([sys.executable, "-c", ONE_SHOT_SCRIPT, json.dumps(ONE_SHOT),
+                           json.dumps(CORE_RUN)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    steps = json.loads(done.stdout)
+    # Each talked to Redis and ended as it should (0 listed, 2 unknown invocation).
+    assert [code for code, _ in steps] == [2, None, None, 2, 2, 2]
+    assert [heavy for _, heavy in steps[:-1]] == [[]] * (len(ONE_SHOT) - 1)
+    # ``answer``: the names of flows' calls only (orchestrator.flows.contents and its helpers).
+    assert steps[-1][1] and all(name.startswith("orchestrator.flows") for name in steps[-1][1])
