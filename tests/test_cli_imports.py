@@ -39,25 +39,28 @@ SCRIPT = """
 import contextlib, io, json, sys
 from workers.cli import main
 
-codes = []
+heavy = json.loads(sys.argv[2])
+steps = []
 for argv in json.loads(sys.argv[1]):
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         try:
             main(argv)
         except SystemExit as done:
-            codes.append(done.code)
+            code = done.code
         else:
-            codes.append(None)
-heavy = sorted(name for name in sys.modules
-               if any(name == h or name.startswith(h + ".") for h in json.loads(sys.argv[2])))
-print(json.dumps({"codes": codes, "heavy": heavy}))
+            code = None
+    steps.append([code, sorted(name for name in sys.modules
+                               if any(name == h or name.startswith(h + ".") for h in heavy))])
+print(json.dumps(steps))
 """
+"""Runs each command line of argv[1] in turn; prints, per command, its exit code and the
+modules of argv[2] imported so far."""
 
 
-def fresh_python(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``python`` with only the project on its path and no ADK_CELERY_* setting."""
+def fresh_python(*args: str, cwd: Path, **settings: str) -> subprocess.CompletedProcess[str]:
+    """``python`` with only the project on its path and no ADK_CELERY_* setting but ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ADK_CELERY_")}
-    env["PYTHONPATH"] = str(ROOT)
+    env.update(PYTHONPATH=str(ROOT), **settings)
     return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120)
 
@@ -65,10 +68,11 @@ def fresh_python(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_help_and_usage_errors_import_no_heavy_module(tmp_path):
     done = fresh_python("-c", SCRIPT, json.dumps(REFUSALS), json.dumps(HEAVY), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    steps = json.loads(done.stdout)
     # Each ran to its end: the help (0) or the refusal (2), not a crash on the way.
-    assert result["codes"] == [0] * (1 + len(COMMANDS)) + [2] * (len(REFUSALS) - 1 - len(COMMANDS))
-    assert result["heavy"] == []
+    assert [code for code, _ in steps] == (
+        [0] * (1 + len(COMMANDS)) + [2] * (len(REFUSALS) - 1 - len(COMMANDS)))
+    assert steps[-1][1] == []
 
 
 def test_the_lazy_packages_give_what_they_export(tmp_path):
@@ -115,32 +119,9 @@ ONE_SHOT = [
     ["answer", "chat", "e-1", "call-1", "{}"],  # unknown: exit 2
 ]
 
-ONE_SHOT_SCRIPT = """
-import contextlib, io, json, sys
-from workers.cli import main
-
-heavy = json.loads(sys.argv[2])
-steps = []
-for argv in json.loads(sys.argv[1]):
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        try:
-            main(argv)
-        except SystemExit as done:
-            code = done.code
-        else:
-            code = None
-    steps.append([code, sorted(name for name in sys.modules
-                               if any(name == h or name.startswith(h + ".") for h in heavy))])
-print(json.dumps(steps))
-"""
-
-
 def test_one_shot_commands_import_no_celery_and_no_runner(tmp_path, redis_url):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ADK_CELERY_")}
-    env.update(PYTHONPATH=str(ROOT), ADK_CELERY_REDIS_URL=redis_url)
-    done = subprocess.run([sys.executable, "-c", ONE_SHOT_SCRIPT, json.dumps(ONE_SHOT),
-                           json.dumps(CORE_RUN)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = fresh_python("-c", SCRIPT, json.dumps(ONE_SHOT), json.dumps(CORE_RUN), cwd=tmp_path,
+                        ADK_CELERY_REDIS_URL=redis_url)
     assert done.returncode == 0, done.stderr
     steps = json.loads(done.stdout)
     # Each talked to Redis and ended as it should (0 listed, 2 unknown invocation).
