@@ -7,6 +7,8 @@ exists, and queues its start with the orchestrators' wake-up. The transaction is
 :func:`queue_invocation` on any redis-py pipeline, synchronous or asyncio, so a caller's own
 thread can send it without a hop to an event loop.
 
+:func:`submit_invocation` runs those steps on a runtime's asyncio services (the
+``adk_celery.invoke`` task, the HTTP API, which batches the transactions of many requests).
 A :class:`~workers.client.Client`'s own steps close the module: the ``adk_celery.invoke``
 arguments of an enqueue, the check of a request's app against the client's apps, the
 transaction on the caller's synchronous connection (:func:`record_and_queue`), and the task
@@ -16,6 +18,7 @@ sent instead with ``enqueue_via_celery``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -25,6 +28,7 @@ from redis.exceptions import NoScriptError
 
 from config import Settings
 from orchestrator import platform
+from orchestrator.backends.redis import keys
 from orchestrator.backends.redis.session_queue import RedisSessionQueue
 from orchestrator.backends.redis.session_scripts import check_created_if_absent
 from orchestrator.backends.redis.session_service import RedisSessionService
@@ -41,10 +45,17 @@ from orchestrator.distributed.intake import (
 )
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
 from orchestrator.distributed.registry import AppRegistry
+from orchestrator.distributed.stores import SessionKey, session_key
 from orchestrator.errors import AppConfigError, PayloadError, RequestError, SessionNotFoundError
 
 if TYPE_CHECKING:  # Celery is imported by the senders of tasks only (see send_invoke)
     from celery import Celery
+
+    from workers.runtime import Services
+
+SendTransaction = Callable[[Callable[[Any], None]], Awaitable[list[Any]]]
+"""Sends the commands a function adds to a ``transaction=True`` pipeline; their replies,
+errors in place (as ``execute(raise_on_error=False)``)."""
 
 _KNOWN_FIELDS = frozenset({"app_name", "user_id", "session_id", "invocation_id", "new_message",
                            "state_delta", "create_session", "streaming", "custom_metadata"})
@@ -197,6 +208,58 @@ def was_queued(replies: list[Any], new_session: bool) -> bool:
             return False  # not created: the invocation exists already (sent again)
         raise SessionNotFoundError("Session not found")
     return bool(replies[-1])
+
+
+async def submit_invocation(
+    services: Services, limits: Limits, kwargs: dict[str, Any], *,
+    session_must_exist: bool = False, send: SendTransaction | None = None,
+    store_refused: bool = True,
+) -> tuple[InvocationRecord, SessionKey | None]:
+    """Check an enqueue request, record it, and queue its start (``services``: a runtime's).
+
+    Malformed identifiers raise RequestError (nothing is stored); a malformed message or
+    state delta becomes a failed invocation whose error says what was wrong. A repeated
+    invocation id changes nothing and returns the record stored first (RequestError if
+    that id is another user's or another session's). ``session_must_exist``: raise
+    SessionNotFoundError (nothing queued) if the request names a session that does not
+    exist, in the same round trip. ``send``: how the enqueue transaction goes to Redis
+    (default: a pipeline of its own; the HTTP API batches those of many requests).
+    ``store_refused``: False to return a refused request's failed record without storing
+    it (a door that answers the refusal itself, as the HTTP API's 422).
+    """
+    record, new_session = prepare_invocation(kwargs, limits)
+    if record.status is InvocationStatus.FAILED:
+        if session_must_exist and not new_session and not await services.redis.exists(
+                keys.session(record.app_name, record.user_id, record.session_id)):
+            raise SessionNotFoundError("Session not found")
+        if store_refused:
+            await services.store.create(record)
+        return record, None
+
+    def queue(pipe: Any) -> None:
+        queue_invocation(pipe, services.sessions, services.queue, record, new_session,
+                         session_must_exist=session_must_exist)
+
+    for _ in range(2):
+        replies = await (send or _send_alone(services))(queue)
+        if not scripts_missing(replies):
+            break
+        for source in enqueue_scripts(services.sessions, services.queue):
+            await services.redis.script_load(source)
+    if not was_queued(replies, new_session):
+        existing = await services.store.get(record.app_name, record.invocation_id)
+        if existing is not None:
+            record = check_same_invocation(existing, record, bool(kwargs.get("session_id")))
+    return record, session_key(record)
+
+
+def _send_alone(services: Services) -> SendTransaction:
+    async def send(queue: Callable[[Any], None]) -> list[Any]:
+        async with services.redis.pipeline(transaction=True) as pipe:
+            queue(pipe)
+            return await pipe.execute(raise_on_error=False)
+
+    return send
 
 
 def parse_message(value: Any) -> types.Content | None:

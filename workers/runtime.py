@@ -6,7 +6,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,19 +26,12 @@ from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.backends.redis.wake_consumer import WakeConsumer
 from orchestrator.backends.redis.wakeups import RedisWakeups
 from orchestrator.distributed.intake import Limits
-from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.distributed.models import InvocationRecord
 from orchestrator.distributed.registry import AppRegistry
-from orchestrator.distributed.stores import SessionKey, session_key
-from orchestrator.errors import SessionNotFoundError, register_infrastructure_errors
+from orchestrator.distributed.stores import SessionKey
+from orchestrator.errors import register_infrastructure_errors
 from orchestrator.process_setup import configure_core
-from workers.enqueue import (
-    check_same_invocation,
-    enqueue_scripts,
-    prepare_invocation,
-    queue_invocation,
-    scripts_missing,
-    was_queued,
-)
+from workers.enqueue import SendTransaction, submit_invocation
 from workers.heartbeat import Heartbeats
 from workers.keep_alive import UnfinishedKeeper
 from workers.loop import LoopThread, LoopThreadDeadError
@@ -52,10 +45,6 @@ if TYPE_CHECKING:  # Celery, the ADK core's runner and the job machinery: orches
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
-
-SendTransaction = Callable[[Callable[[Any], None]], Awaitable[list[Any]]]
-"""Sends the commands a function adds to a ``transaction=True`` pipeline; their replies,
-errors in place (as ``execute(raise_on_error=False)``)."""
 
 # The loop's death is ours, never a tool's or an invocation's outcome (the broker's
 # connection errors are registered with the Celery app, see workers.celery_app).
@@ -330,52 +319,13 @@ class Runtime:
         self, kwargs: dict[str, Any], *, session_must_exist: bool = False,
         send: SendTransaction | None = None, store_refused: bool = True,
     ) -> tuple[InvocationRecord, SessionKey | None]:
-        """Check an enqueue request, record it, and queue its start.
+        """Check an enqueue request, record it, and queue its start, on this process's services.
 
-        Malformed identifiers raise RequestError (nothing is stored); a malformed message or
-        state delta becomes a failed invocation whose error says what was wrong. A repeated
-        invocation id changes nothing and returns the record stored first (RequestError if
-        that id is another user's or another session's). ``session_must_exist``: raise
-        SessionNotFoundError (nothing queued) if the request names a session that does not
-        exist, in the same round trip. ``send``: how the enqueue transaction goes to Redis
-        (default: a pipeline of its own; the HTTP API batches those of many requests).
-        ``store_refused``: False to return a refused request's failed record without storing
-        it (a door that answers the refusal itself, as the HTTP API's 422).
+        See :func:`workers.enqueue.submit_invocation`.
         """
-        services = await self.services()
-        record, new_session = prepare_invocation(kwargs, self.limits)
-        if record.status is InvocationStatus.FAILED:
-            if session_must_exist and not new_session and not await services.redis.exists(
-                    keys.session(record.app_name, record.user_id, record.session_id)):
-                raise SessionNotFoundError("Session not found")
-            if store_refused:
-                await services.store.create(record)
-            return record, None
-
-        def queue(pipe: Any) -> None:
-            queue_invocation(pipe, services.sessions, services.queue, record, new_session,
-                             session_must_exist=session_must_exist)
-
-        for _ in range(2):
-            replies = await (send or _send_alone(services))(queue)
-            if not scripts_missing(replies):
-                break
-            for source in enqueue_scripts(services.sessions, services.queue):
-                await services.redis.script_load(source)
-        if not was_queued(replies, new_session):
-            existing = await services.store.get(record.app_name, record.invocation_id)
-            if existing is not None:
-                record = check_same_invocation(existing, record, bool(kwargs.get("session_id")))
-        return record, session_key(record)
-
-
-def _send_alone(services: Services) -> SendTransaction:
-    async def send(queue: Callable[[Any], None]) -> list[Any]:
-        async with services.redis.pipeline(transaction=True) as pipe:
-            queue(pipe)
-            return await pipe.execute(raise_on_error=False)
-
-    return send
+        return await submit_invocation(await self.services(), self.limits, kwargs,
+                                       session_must_exist=session_must_exist, send=send,
+                                       store_refused=store_refused)
 
 
 def _leased_writer(
