@@ -34,11 +34,9 @@ STATUSES_MAXLEN = 32
 """Entries kept (at least) in an invocation's status-only stream: a waiter reads only new ones."""
 
 # In the enum's order: the script's text (hence its SHA) must be the same in every process.
+# Live status -> its index key; both functions below read it (truthy: the status is live).
 _LIVE_STATUSES = ", ".join(f"['{status.value}'] = '{keys.invocations_in(status.value)}'"
                            for status in InvocationStatus if status in InvocationStatus.LIVE)
-
-_LIVE_SET = ", ".join(f"['{status.value}'] = true"
-                     for status in InvocationStatus if status in InvocationStatus.LIVE)
 
 # For metrics: the index of live invocations by status, and a count of the ones that ended
 # (a record leaving a live status for a finished one, or created in one). Keys not passed in
@@ -86,7 +84,7 @@ local function index_record(decoded, status, previous, ttl, clock)
   local session_hash = '{PREFIX}session:{{' .. app .. ':' .. key_part(decoded['user_id']) ..
     ':' .. key_part(decoded['session_id']) .. '}}'
   local session = session_hash .. ':invocations'
-  if not ({{{_LIVE_SET}}})[status] and redis.call('EXISTS', session_hash) == 0 then
+  if not ({{{_LIVE_STATUSES}}})[status] and redis.call('EXISTS', session_hash) == 0 then
     -- Its session was deleted (the invocation ends with it): the session's list went with
     -- it and is not made again, for a new session of that id to find.
     return
