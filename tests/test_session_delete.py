@@ -13,6 +13,7 @@ import redis
 
 from orchestrator.backends.memory.stores import InMemoryInvocationStore, InMemorySessionQueue
 from orchestrator.backends.redis import keys
+from orchestrator.distributed.invocation_lists import InvocationQuery
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, WorkItem
 from orchestrator.errors import AnswerRejectedError
 from tests.support.backends import EmbeddedBackend
@@ -84,6 +85,29 @@ async def test_embedded_an_invocation_paused_for_an_answer_fails_when_its_sessio
     record = await backend.wait("approval", inv, until=InvocationStatus.FINISHED)
     assert record.status is InvocationStatus.FAILED
     assert record.error.startswith("SessionNotFoundError") and "session was deleted" in record.error
+
+
+async def test_embedded_a_new_session_of_a_deleted_ones_id_lists_none_of_its_invocations():
+    backend = EmbeddedBackend()
+    session_id = await backend.create_session("approval", "u")
+    paused = await backend.enqueue("approval", "u", "pay 100", session_id=session_id)
+    assert (await backend.wait("approval", paused)).status is InvocationStatus.PAUSED
+    query = InvocationQuery(app_name="approval", user_id="u", session_id=session_id)
+    assert [r.invocation_id for r in (await backend.rt.store.list_invocations(query)).records] \
+        == [paused]
+
+    await backend.rt.session_service.delete_session(app_name="approval", user_id="u",
+                                                    session_id=session_id)
+    assert (await backend.wait("approval", paused, until=InvocationStatus.FINISHED)).status \
+        is InvocationStatus.FAILED
+    await backend.rt.session_service.create_session(app_name="approval", user_id="u",
+                                                    session_id=session_id)
+
+    # Saved after the delete, the paused one's end does not list it again either.
+    assert (await backend.rt.store.list_invocations(query)).records == []
+    by_status = InvocationQuery(app_name="approval", status=InvocationStatus.FAILED)
+    assert paused in {r.invocation_id for r in
+                      (await backend.rt.store.list_invocations(by_status)).records}
 
 
 async def test_in_memory_a_deleted_sessions_held_messages_go_back_to_its_queue():

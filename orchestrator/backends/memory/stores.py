@@ -30,6 +30,9 @@ class InMemoryInvocationStore:
         self._changed: dict[tuple[str, str], asyncio.Condition] = {}
         self._saved_at: dict[tuple[str, str], float] = {}
         """When each record was last saved (the order of the app's lists)."""
+        self._unlisted: set[tuple[str, str]] = set()
+        """Invocations of deleted sessions: in no session's list (a new session of that id
+        starts with an empty one, as on Redis, where the list goes with the session)."""
 
     async def create(self, record: InvocationRecord) -> bool:
         """Store a new record unless one exists."""
@@ -93,7 +96,8 @@ class InMemoryInvocationStore:
             if key[0] != query.app_name:
                 continue
             if query.of_session:
-                if (record.user_id, record.session_id) != (query.user_id, query.session_id):
+                if (record.user_id, record.session_id) != (query.user_id, query.session_id) \
+                        or key in self._unlisted:
                     continue
                 position = Position(record.created_at, record.invocation_id)
             else:
@@ -102,6 +106,12 @@ class InMemoryInvocationStore:
         page = page_of(query, entries)
         return InvocationPage([record.model_copy(deep=True) for record in page.records],
                               page.next_cursor)
+
+    def forget_session(self, key: SessionKey) -> None:
+        """Leave the invocations of ``key``, a deleted session, out of its list from now on."""
+        self._unlisted.update(
+            (app, invocation_id) for (app, invocation_id), record in self._records.items()
+            if (app, record.user_id, record.session_id) == key)
 
     def ran_in_session(self, key: SessionKey) -> list[str]:
         """The ids of ``key``'s invocations that ran and did not finish (paused, running)."""
@@ -186,6 +196,7 @@ class InMemorySessionQueue:
         queue = self._queues.setdefault(key, deque())
         queue.extendleft(reversed(self._held.pop(key, [])))
         if isinstance(self._store, InMemoryInvocationStore):
+            self._store.forget_session(key)
             queue.extend(WorkItem(kind="session_deleted", invocation_id=invocation_id)
                          for invocation_id in self._store.ran_in_session(key))
         return bool(queue)
