@@ -10,6 +10,7 @@ watchdog (a call answered at its deadline) and :meth:`InvocationService.deliver`
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -119,11 +120,14 @@ async def execute_tool_job(
         ctx, function_call_id=job.function_call_id, tool_confirmation=confirmation
     )
     tool_context.attempt = job.attempt
-    return _json_only(job, await _run_tool(job, ctx, agent, tool, tool_context), limits or Limits())
+    sent = _containers_as_sent(job.state)
+    return _json_only(job, await _run_tool(job, ctx, agent, tool, tool_context, sent),
+                      limits or Limits())
 
 
 async def _run_tool(
-    job: ToolJob, ctx: InvocationContext, agent: LlmAgent, tool: Any, tool_context: ToolContext
+    job: ToolJob, ctx: InvocationContext, agent: LlmAgent, tool: Any, tool_context: ToolContext,
+    sent: dict[str, str],
 ) -> ToolResult:
     args = dict(job.args)
 
@@ -142,6 +146,7 @@ async def _run_tool(
             raise  # Redis away under a service the tool called: run it again, do not answer
         return _error(job, error_text(error), callbacks_ran=True).model_copy(
             update={"state_delta": dict(tool_context.actions.state_delta),
+                    "state_before": _before(job, tool_context.actions.state_delta, sent),
                     "actions": other_actions(tool_context.actions)}
         )
     if tool_context.actions.requested_tool_confirmations:
@@ -163,10 +168,26 @@ async def _run_tool(
         tool_name=job.tool_name,
         response=response,
         state_delta=dict(tool_context.actions.state_delta),
+        state_before=_before(job, tool_context.actions.state_delta, sent),
         artifact_delta=dict(tool_context.actions.artifact_delta),
         actions=other_actions(tool_context.actions),
         worker=worker_id(),
     )
+
+
+def _containers_as_sent(state: dict[str, Any]) -> dict[str, str]:
+    """The JSON text of each dict or list in a job's state snapshot, before its tool runs.
+
+    A tool changes containers read from state in place: these texts are what the job was
+    sent, for :func:`_before`. One C-speed dump per container (a job's state came as JSON).
+    """
+    return {key: json.dumps(value) for key, value in state.items() if isinstance(value, dict | list)}
+
+
+def _before(job: ToolJob, delta: dict[str, Any], sent: dict[str, str]) -> dict[str, Any]:
+    """What the job's snapshot held of each key the tool wrote (for merging its turn's writes)."""
+    return {key: json.loads(sent[key]) if key in sent else job.state[key]
+            for key in delta if key in job.state}
 
 
 def _json_only(job: ToolJob, result: ToolResult, limits: Limits) -> ToolResult:

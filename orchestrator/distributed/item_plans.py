@@ -31,6 +31,7 @@ from orchestrator.agents.run_config import RunConfig, StreamingMode
 from orchestrator.distributed.ledger import CallLedger
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus, ToolResult, WorkItem
 from orchestrator.distributed.redispatch import redispatch
+from orchestrator.distributed.state_merge import merge_state_writes
 from orchestrator.errors import RemoteToolError, SessionNotFoundError
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
@@ -246,6 +247,7 @@ async def _answer_events(
     """Worker results as one event by the calling agent; client answers as a user event."""
     by_source: dict[str, tuple[list[types.Part], EventActions]] = {}
     other: dict[str, dict[str, Any]] = {}
+    writes: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {}
     agent = runner.agent.find_agent(call_event.author)
     for call in call_event.get_function_calls():
         result = ready.get(call.id or "")
@@ -261,12 +263,14 @@ async def _answer_events(
             ) or response
         parts.append(types.Part(function_response=types.FunctionResponse(
             id=call.id, name=call.name, response=response)))
-        actions.state_delta.update(result.state_delta)
+        writes.setdefault(result.source, []).append((result.state_delta, result.state_before))
         actions.artifact_delta.update(result.artifact_delta)
         if result.actions:  # the rest, deep-merged in call order as in process
             deep_merge(other.setdefault(result.source, {}), result.actions)
     events = []
     for source, (parts, actions) in by_source.items():
+        # Each call changed its own copy of the state: none loses what another added.
+        actions.state_delta.update(merge_state_writes(writes.get(source, [])))
         if other.get(source):
             merged = actions.model_dump(exclude_none=True)
             deep_merge(merged, other[source])

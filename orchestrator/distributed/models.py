@@ -78,6 +78,11 @@ class ToolResult(_Wire):
     response: dict[str, Any] | None = None
     """The FunctionResponse payload; None = still pending (a falsy long-running result)."""
     state_delta: dict[str, Any] = Field(default_factory=dict)
+    state_before: dict[str, Any] | None = None
+    """What the job's state snapshot held of each key of ``state_delta`` (a key left out: it
+    held none); None: not known (a client's answer, an older worker). With it, calls of one
+    model turn that change one container all keep their changes (see
+    :func:`~orchestrator.distributed.state_merge.merge_state_writes`)."""
     artifact_delta: dict[str, int] = Field(default_factory=dict)
     actions: dict[str, Any] = Field(default_factory=dict)
     """The tool's other ``EventActions`` that are set (``skip_summarization``,

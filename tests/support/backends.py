@@ -17,19 +17,27 @@ from orchestrator.distributed.registry import AppRegistry
 from tests.apps import ALL_APPS, APP_SPECS
 from tests.apps_branches import BRANCH_APP_SPECS, BRANCH_APPS
 from tests.apps_confirm import CONFIRM_APP_SPECS, CONFIRM_APPS, noted_runs
+from tests.apps_state import STATE_APP_SPECS, STATE_APPS
 from tests.support.processes import stack_env, start_celery_process
 
-CONTRACT_APPS = [*ALL_APPS, *CONFIRM_APPS, *BRANCH_APPS]
+CONTRACT_APPS = [*ALL_APPS, *CONFIRM_APPS, *BRANCH_APPS, *STATE_APPS]
 """The apps every backend of the contract suite serves."""
-CONTRACT_APP_SPECS = f"{APP_SPECS},{CONFIRM_APP_SPECS},{BRANCH_APP_SPECS}"
+CONTRACT_APP_SPECS = f"{APP_SPECS},{CONFIRM_APP_SPECS},{BRANCH_APP_SPECS},{STATE_APP_SPECS}"
 
 
 class EmbeddedBackend:
     def __init__(self) -> None:
         self.rt = EmbeddedRuntime(AppRegistry(CONTRACT_APPS))
 
-    async def create_session(self, app: str, user: str) -> str:
-        return (await self.rt.session_service.create_session(app_name=app, user_id=user)).id
+    async def create_session(self, app: str, user: str, state: dict[str, Any] | None = None) -> str:
+        return (await self.rt.session_service.create_session(app_name=app, user_id=user,
+                                                             state=state)).id
+
+    async def session_state(self, app: str, user: str, session_id: str) -> dict[str, Any]:
+        session = await self.rt.session_service.get_session(app_name=app, user_id=user,
+                                                            session_id=session_id)
+        assert session is not None
+        return dict(session.state)
 
     async def enqueue(self, app: str, user: str, message: Any, session_id: str | None = None,
                       **options: Any) -> str:
@@ -64,8 +72,12 @@ class CeleryBackend:
         """The processes behind this backend (``celery_stack`` or ``celery_stack_plain``)."""
         self.client = stack["client"]
 
-    async def create_session(self, app: str, user: str) -> str:
-        return (await asyncio.to_thread(self.client.create_session, app, user)).id
+    async def create_session(self, app: str, user: str, state: dict[str, Any] | None = None) -> str:
+        return (await asyncio.to_thread(self.client.create_session, app, user, state=state)).id
+
+    async def session_state(self, app: str, user: str, session_id: str) -> dict[str, Any]:
+        sessions = await asyncio.to_thread(self.client.list_sessions, app, user)
+        return next(dict(s.state) for s in sessions if s.id == session_id)
 
     async def enqueue(self, app: str, user: str, message: Any, session_id: str | None = None,
                       **options: Any) -> str:
