@@ -9,15 +9,22 @@ next to the write):
   an answer from outside);
 - a worker killed once it has claimed a job, before the tool ran (``worker.claimed``): the
   journal says the attempt runs on a worker that never beats; the watchdog must take it
-  for dead and send the job again, and the tool run once.
+  for dead and send the job again, and the tool run once;
+- an orchestrator killed once the start's user message is committed (the record saved
+  ``running`` with it), before any agent committed anything (``runner.message_committed``):
+  the heir must start the run, once, whatever the root agent is. A non-resumable app with a
+  workflow root (a SequentialAgent) used to end ``failed`` there ("make it resumable"),
+  though none of its agents had committed anything (any kill during its first model call).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from contextlib import ExitStack
 from typing import Any
 
+import pytest
 import redis
 
 from config import Settings
@@ -28,7 +35,12 @@ from tests.apps_extra import APP_SPECS as EXTRA_SPECS
 from tests.apps_extra import gate_key, runs_key
 from tests.support.polling import eventually
 from tests.support.processes import ManagedProcess, stack_env, start_celery_process
-from tests.test_crash_recovery import _unacked_on
+from tests.test_crash_recovery import (
+    _assert_answered_once,
+    _doomed_orchestrator,
+    _stack,
+    _unacked_on,
+)
 
 SPECS = f"{APP_SPECS},{EXTRA_SPECS}"
 FAST_WATCH = {"job_heartbeat_seconds": "0.3", "job_lost_after_seconds": "1",
@@ -161,3 +173,36 @@ def test_a_worker_killed_right_after_claiming_a_job_is_taken_for_dead_and_runs_i
         assert check.lrange(runs_key(inv) + ":attempts", 0, -1) == ["2"]  # attempt 1 never ran
         jobs = keys.invocation_jobs("fragile", inv)
         assert check.hget(jobs, f"k:{answer.id}") == "1"  # its worker's death counted once
+
+
+@pytest.mark.parametrize(("app", "message", "finals"), [
+    ("lookup", "find Oslo", None),  # an LlmAgent root, not resumable, a call on a worker
+    ("parallel", "find Oslo", None),  # resumable: a SequentialAgent over a ParallelAgent
+    # Not resumable, a workflow root: failed with "make it resumable" before the fix.
+    ("steps_chat", "hello", [("first", "first done"), ("second", "second done")]),
+])
+def test_an_orchestrator_killed_after_committing_the_users_message_runs_the_invocation_once(
+    redis_url, app, message, finals
+):
+    apps = f"{APP_SPECS},tests.apps:steps_chat_app"
+    url, env, armed = _stack(redis_url, 8, "runner.message_committed=kill", apps=apps)
+    with ExitStack() as stack:
+        doomed, client = _doomed_orchestrator(stack, url, env, armed, apps)
+        inv = client.enqueue(app, "u", message)
+        _killed(doomed)
+        record = client.status(app, inv)
+        assert record.status is InvocationStatus.RUNNING  # saved with the user's message
+        heir = _started(stack, "orchestrator", "heir", env)
+
+        record = client.wait(app, inv, timeout=40, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record, heir.output())
+        events = client.events(app, inv)
+        assert [e.content.parts[0].text for e in events if e.author == "user"] == [message]
+        if finals is None:
+            _assert_answered_once(events, app)
+        else:
+            texts = [(e.author, e.content.parts[0].text) for e in events
+                     if e.author != "user" and e.content and e.content.parts[0].text]
+            assert texts == finals
+            assert Counter(e.author for e in events) == Counter(
+                {"user": 1, "first": 1, "second": 1})
