@@ -10,6 +10,9 @@ next to the write):
 - a worker killed once it has claimed a job, before the tool ran (``worker.claimed``): the
   journal says the attempt runs on a worker that never beats; the watchdog must take it
   for dead and send the job again, and the tool run once;
+- an orchestrator whose watchdog counted a lost attempt of a call and died before sending
+  it again (``watchdog.attempt_counted``): the heir's watchdog must send it, once, and the
+  attempt be counted once;
 - an orchestrator killed once the start's user message is committed (the record saved
   ``running`` with it), before any agent committed anything (``runner.message_committed``):
   the heir must start the run, once, whatever the root agent is. A non-resumable app with a
@@ -30,7 +33,7 @@ import redis
 from config import Settings
 from orchestrator.backends.redis import keys
 from orchestrator.distributed.models import InvocationStatus
-from tests.apps import APP_SPECS
+from tests.apps import APP_SPECS, PARKED_QUEUE
 from tests.apps_extra import APP_SPECS as EXTRA_SPECS
 from tests.apps_extra import gate_key, runs_key
 from tests.support.polling import eventually
@@ -58,8 +61,9 @@ def _db(redis_url: str, db: int) -> tuple[str, redis.Redis]:
     return url, check
 
 
-def _started(stack: ExitStack, kind: str, name: str, env: dict[str, str]) -> ManagedProcess:
-    process = start_celery_process(kind, name, env)
+def _started(stack: ExitStack, kind: str, name: str, env: dict[str, str], *extra: str
+             ) -> ManagedProcess:
+    process = start_celery_process(kind, name, env, *extra)
     stack.callback(process.stop)
     return process
 
@@ -206,3 +210,32 @@ def test_an_orchestrator_killed_after_committing_the_users_message_runs_the_invo
             assert texts == finals
             assert Counter(e.author for e in events) == Counter(
                 {"user": 1, "first": 1, "second": 1})
+
+
+def test_a_watchdog_killed_between_counting_a_lost_job_and_sending_it_again(redis_url):
+    url, check = _db(redis_url, 5)
+    env = stack_env(url, SPECS, **FAST_WATCH)
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        doomed = _started(stack, "orchestrator", "doomed",
+                          {**env, "ADK_CELERY_FAILPOINTS": "watchdog.attempt_counted=kill"})
+        client = _client(stack, url)
+
+        inv = client.enqueue("parked", "u", "lost-once")
+        assert client.wait("parked", inv, timeout=20).status is InvocationStatus.PAUSED
+        eventually("the job in its queue", lambda: check.llen(PARKED_QUEUE))
+        assert check.lpop(PARKED_QUEUE) is not None  # as a worker killed right after popping it
+        _killed(doomed)  # its watchdog counted the lost attempt
+        [call] = client.calls("parked", inv)
+        jobs = keys.invocation_jobs("parked", inv)
+        assert (call.attempt, check.hget(jobs, f"l:{call.function_call_id}")) == (1, "1")
+        _started(stack, "orchestrator", "heir", env)
+        eventually("attempt 2 sent", lambda: check.llen(PARKED_QUEUE), timeout=30)
+        _started(stack, "worker", "parked-worker", env, "-Q", PARKED_QUEUE)
+
+        record = client.wait("parked", inv, timeout=30, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record.error
+        [answer] = [r for e in client.events("parked", inv) for r in e.get_function_responses()]
+        assert answer.response == {"tag": "lost-once"}
+        assert check.hget(jobs, f"a:{answer.id}") == "2"  # sent again once
+        assert check.hget(jobs, f"l:{answer.id}") == "1"  # its loss counted once, by two watchdogs
