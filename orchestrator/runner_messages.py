@@ -7,6 +7,7 @@ from typing import Any
 
 from google.genai import types
 
+from orchestrator import failpoints
 from orchestrator.agents.invocation_context import InvocationContext
 from orchestrator.agents.run_config import RunConfig
 from orchestrator.events.event import Event
@@ -56,6 +57,7 @@ async def _append_user_event(
     )
     apply_run_metadata(event, run_config)
     await writer.append_event(ctx.session, event)
+    failpoints.hit("runner.message_committed")  # the user's event is in; no agent ran yet
     return event
 
 

@@ -118,15 +118,24 @@ def check_recoverable(
     """Raise RuntimeError if the run that stopped cannot be continued from its log.
 
     A non-resumable app's run is rebuilt only in an LlmAgent reached by transfers: a
-    workflow agent without checkpoints cannot tell where it was.
+    workflow agent without checkpoints cannot tell where it was. A run that stopped before
+    any agent committed an event (only the user's are in the log) had not begun as far as
+    the log knows: it starts again from its root, whatever that agent is.
     """
-    if not resumable and not isinstance(find_agent_to_run(session, root), LlmAgent):
+    if not resumable and not isinstance(find_agent_to_run(session, root), LlmAgent) \
+            and _agents_committed(session, invocation_id):
         raise RuntimeError(
             f"Invocation {invocation_id!r} stopped mid-run inside a workflow agent and app "
             f"{app_name!r} is not resumable: make it resumable "
             "(App(resumability_config=ResumabilityConfig(is_resumable=True))) to continue "
             "such invocations."
         )
+
+
+def _agents_committed(session: Session, invocation_id: str) -> bool:
+    """True if an agent (anyone but the user) committed an event of the invocation."""
+    return any(event.invocation_id == invocation_id and event.author != "user"
+               for event in session.events)
 
 
 def last_answers(session: Session, invocation_id: str) -> list[Event]:

@@ -154,6 +154,18 @@ def _chat_model(request: LlmRequest) -> Any:
 chat_app = App(name="chat", root_agent=LlmAgent(name="agent", model=FunctionLlm(record_requests=False, fn=_chat_model)))
 
 
+def _steps_chat_root() -> Any:
+    from orchestrator import SequentialAgent
+
+    return SequentialAgent(name="steps", sub_agents=[
+        LlmAgent(name=name, model=FunctionLlm(record_requests=False, fn=lambda r, n=name: f"{n} done"))
+        for name in ("first", "second")])
+
+
+steps_chat_app = App(name="steps_chat", root_agent=_steps_chat_root())
+"""Not resumable, a workflow root, no tools: two agents reply in turn. Not in ALL_APPS."""
+
+
 # -- rendezvous: two sync calls of one turn that only finish if they run at the same time ---
 
 _meeting = threading.Barrier(2, timeout=10)

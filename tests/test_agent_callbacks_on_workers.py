@@ -726,3 +726,17 @@ async def test_a_workflow_stopped_at_a_committed_transfer_call_is_not_resumed_if
                                             "flow.calls_committed")
     assert recovered[0][0] is InvocationStatus.FAILED
     assert "is not resumable" in recovered[0][1]
+
+
+@pytest.mark.parametrize("resumable", [False, True])
+async def test_a_workflow_stopped_before_any_agent_committed_starts_again(resumable: bool):
+    """The orchestrator stops right after committing the user's message (the record saved
+    running with it), before any agent committed an event: there is nowhere to resume
+    from, and nothing to lose, so the next holder runs the invocation from its root, as a
+    run that did not stop; also under a workflow root of an app that is not resumable
+    (which used to fail, "make it resumable")."""
+    recovered = await _recovered_after_stop(transfer_in_sequence(False, resumable),
+                                            "runner.message_committed")
+    in_process = await _run(transfer_in_sequence(False, resumable))
+    assert in_process[0] == (InvocationStatus.COMPLETED, None)
+    assert recovered == in_process

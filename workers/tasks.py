@@ -304,6 +304,8 @@ async def _claim(services: Services, job: ToolJob | AgentJob, digest: str) -> st
     elif verdict != "run":
         logger.info("Skipped call %.100r (%.100r, attempt %r) of invocation %.100r: %s",
                     job.function_call_id, name, job.attempt, job.invocation_id, _SKIPPED[verdict])
+    else:
+        failpoints.hit("worker.claimed")  # marked running here; nothing run, no beat yet
     return verdict
 
 
@@ -320,6 +322,7 @@ async def _hand_back(services: Services, job: ToolJob | AgentJob, result: ToolRe
     # silent job would be taken for lost and run again.
     with get_runtime().heartbeats.running(job):
         await _retrying("Storing a job's result", store)
+    failpoints.hit("worker.result_stored")  # stored with its resume; the message not acked yet
 
 
 async def _hand_back_or_answer(services: Services, job: ToolJob, result: ToolResult) -> ToolResult:

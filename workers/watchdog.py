@@ -187,6 +187,7 @@ class JobWatchdog(Periodic):
         else:
             lost = int(await self._count_attempt(CountAttempt(
                 jobs=jobs, call_id=call_id, attempt=str(attempt_raw), counter=LOSSES)))
+        failpoints.hit("watchdog.attempt_counted")  # counted; not sent again nor answered yet
         await self._dispatch_again(dispatched_job(dispatch), int(attempt_raw), deaths, cause,
                                    lost=lost)
         return 1
