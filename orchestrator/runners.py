@@ -139,9 +139,15 @@ class Runner:
             )
         resuming = bool(invocation_id) and has_invocation(session, invocation_id)
         if invocation_id and not resuming and not responses and new_message is None:
-            raise InvocationNotFoundError(
-                f"Invocation {invocation_id!r} not found in session {session_id!r}."
-            )
+            if state_delta is None:
+                raise InvocationNotFoundError(
+                    f"Invocation {invocation_id!r} not found in session {session_id!r}."
+                )
+            # A new invocation of a given id (a distributed start) that only changes state.
+            if not isinstance(self.agent, LlmAgent):
+                raise ValueError(
+                    "Running an agent requires either a new_message or an invocation_id to "
+                    f"resume a previous invocation. Session: {session_id}, User: {user_id}")
         if resuming and not responses and not self._is_resumable:
             raise ValueError(
                 f"Cannot resume invocation {invocation_id!r}: app {self.app_name!r} is not "

@@ -115,6 +115,18 @@ def test_run_and_run_sse(api):
     assert bad.status_code == 422 and "new_message.parts[0].function_response" in bad.text
 
 
+def test_a_run_with_a_state_change_and_no_message_runs_the_agent_on_it(api):
+    session = httpx.post(f"{api}/apps/chat/users/dave/sessions").json()
+    run = httpx.post(f"{api}/run", timeout=30, json={
+        "appName": "chat", "userId": "dave", "sessionId": session["id"], "stateDelta": {"k": 1}})
+    assert run.status_code == 200, run.text
+    assert [e["author"] for e in run.json()] == ["agent"]
+    stored = httpx.get(f"{api}/apps/chat/users/dave/sessions/{session['id']}").json()
+    assert stored["state"] == {"k": 1}
+    assert stored["events"][0]["author"] == "user" and "content" not in stored["events"][0]
+    assert stored["events"][0]["actions"]["stateDelta"] == {"k": 1}
+
+
 def test_run_goes_on_while_workers_run_remote_tools(api):
     session = httpx.post(f"{api}/apps/lookup/users/erin/sessions").json()
     events = httpx.post(f"{api}/run", timeout=30, json={
