@@ -113,3 +113,38 @@ def test_a_cancelled_invocations_open_call_gets_an_error_answer(redis_url):
         assert record.status is InvocationStatus.COMPLETED
         assert client.events("approval", after)[-1].content.parts[0].text == (
             "approval: {'error': 'Invocation was cancelled.'}")
+
+
+def test_a_wait_after_a_cancel_returns_a_status_that_came_after_it(redis_url):
+    with _stack(redis_url, 7) as (_, client):
+        inv = client.enqueue("approval", "u", "pay 100")
+        assert client.wait("approval", inv, timeout=20).status is InvocationStatus.PAUSED
+        assert client.cancel("approval", inv) is InvocationStatus.PAUSED
+        # Not the pause the caller saw before it asked.
+        assert client.wait("approval", inv, timeout=20).status is InvocationStatus.CANCELLED
+
+
+def test_an_invocation_cancelled_while_queued_runs_nothing(redis_url):
+    from orchestrator.backends.redis import keys
+    from workers.client import Client
+
+    url = redis_url.rsplit("/", 1)[0] + "/13"
+    check = redis.Redis.from_url(url, decode_responses=True, socket_timeout=60)
+    check.flushdb()
+    env = stack_env(url, SPECS, lease_retry_seconds="0.2")
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        worker = start_celery_process("worker", "worker-13", env)
+        stack.callback(worker.stop)
+        client = Client(Settings(redis_url=url, apps=SPECS))
+        stack.callback(client.close)
+        inv = client.enqueue("lookup", "u", "look up Oslo")  # no orchestrator yet
+        assert client.cancel("lookup", inv) is InvocationStatus.QUEUED
+        assert check.exists(keys.cancel_flag("lookup", inv))  # set by the cancel itself
+
+        orchestrator = start_celery_process("orchestrator", "orchestrator-13", env)
+        stack.callback(orchestrator.stop)
+        record = client.wait("lookup", inv, timeout=20, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.CANCELLED
+        assert client.events("lookup", inv) == []  # not even its message: nothing of it ran
+        assert not check.exists(keys.invocation_jobs("lookup", inv))  # no tool job sent

@@ -324,6 +324,16 @@ def test_an_orchestrator_killed_around_a_confirmation_runs_the_confirmed_tool_on
         assert [what for what, _ in noted_runs(inv, url)] == ["confirmed"]
 
 
+def _cancel_task(client: Any, app: str, invocation_id: str) -> None:
+    """Cancel as a service that only has Celery does: the ``adk_celery.cancel`` task, which
+    an orchestrator runs (``Client.cancel`` writes the cancel itself)."""
+    from workers import wire_json
+    from workers.celery_app import TASK_CANCEL
+
+    client._celery.send_task(TASK_CANCEL, kwargs={"app_name": app, "invocation_id": invocation_id},
+                             queue=client._settings.invocations_queue, serializer=wire_json.NAME)
+
+
 @pytest.mark.parametrize("failpoint", [
     # Killed after committing the cancel's error answer, before saving "cancelled": the heir
     # ends it cancelled, and the call keeps its one answer.
@@ -339,7 +349,7 @@ def test_an_orchestrator_killed_as_it_cancels_is_taken_over(redis_url, failpoint
         doomed, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
         inv = client.enqueue("approval", "u", "pay")
         assert client.wait("approval", inv, timeout=20).status is InvocationStatus.PAUSED
-        client.cancel("approval", inv)
+        _cancel_task(client, "approval", inv)
         _wait_dead(doomed)
         heir = start_celery_process("orchestrator", "heir", env)
         stack.callback(heir.stop)
@@ -362,7 +372,7 @@ def test_a_cancel_cut_before_its_flag_still_keeps_the_invocations_queued_job_fro
         doomed, client = _doomed_orchestrator(stack, url, env, armed, APP_SPECS)
         inv = client.enqueue("parked_plain", "u", "after-cancel")
         assert client.wait("parked_plain", inv, timeout=20).status is InvocationStatus.PAUSED
-        client.cancel("parked_plain", inv)
+        _cancel_task(client, "parked_plain", inv)
         _wait_dead(doomed)
         heir = start_celery_process("orchestrator", "heir", env)
         stack.callback(heir.stop)

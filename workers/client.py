@@ -102,7 +102,7 @@ class Client:
 
     @cached_property
     def _celery(self) -> Celery:
-        """The client's Celery app, built on first use (``cancel``, ``enqueue_via_celery``)."""
+        """The client's Celery app, built on first use (``enqueue_via_celery``)."""
         from workers.celery_app import create_celery_app  # Celery and kombu: only to send a task
 
         return create_celery_app(self._settings)
@@ -375,27 +375,32 @@ class Client:
     def cancel(self, app_name: str, invocation_id: str) -> InvocationStatus:
         """Ask for the invocation to be cancelled; returns the status it had when asked.
 
-        Sends the ``adk_celery.cancel`` task; an orchestrator records the cancel (``wait``
-        or ``follow`` shows it ends ``cancelled``, or ``completed`` if it was done by then).
-        RequestError for malformed identifiers, InvocationNotFoundError for an unknown
-        invocation and InvocationFinishedError for one that already finished (completed,
-        failed or cancelled), as the CLI's exit 2 and the API's 404 and 409; nothing is sent
-        then. Redis out of reach raises redis' ConnectionError (after the reconnect attempts)
-        as the record is read.
+        The cancel is queued for the invocation's session and its flag set, as the HTTP
+        API's cancel does; an orchestrator records it (``wait`` or ``follow`` shows it end
+        ``cancelled``, or ``completed`` if it was done by then). An invocation still queued
+        runs nothing. The next ``wait`` on this client returns a status that came after the
+        cancel. RequestError for malformed identifiers, InvocationNotFoundError for an
+        unknown invocation and InvocationFinishedError for one that already finished
+        (completed, failed or cancelled), as the CLI's exit 2 and the API's 404 and 409;
+        nothing is written then. Redis out of reach raises redis' ConnectionError (after the
+        reconnect attempts).
         """
         self._check_ids(app_name, invocation_id)
-        raw = self._sync_redis().hget(keys.invocation(app_name, invocation_id), "record")
+        redis = self._sync_redis()
+        # Before the record: an end saved after this read comes after it for ``wait``.
+        seen = redis.xrevrange(keys.invocation_statuses(app_name, invocation_id), count=1)
+        raw = redis.hget(keys.invocation(app_name, invocation_id), "record")
         if not raw:
             raise no_invocation(app_name, invocation_id)
         record = InvocationRecord.model_validate_json(raw)
         if record.status.is_finished:
             raise InvocationFinishedError(invocation_id, record.status)
-        from workers import wire_json  # kombu's serializers, as sending does
-        from workers.celery_app import TASK_CANCEL
+        from orchestrator.distributed.outside_answers import queue_cancel  # the call names: flows'
 
-        self._celery.send_task(TASK_CANCEL, kwargs={
-            "app_name": app_name, "invocation_id": invocation_id,
-        }, queue=self._settings.invocations_queue, serializer=wire_json.NAME)
+        services = self._services()
+        self._runtime.run(queue_cancel(services.store, services.queue, record))
+        if seen:
+            self._seen[(app_name, invocation_id)] = seen[0][0]
         return record.status
 
     def _check_ids(self, app_name: Any, invocation_id: Any) -> None:

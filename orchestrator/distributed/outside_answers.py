@@ -11,7 +11,8 @@ in the record (:attr:`InvocationRecord.inside_calls`), and whoever takes an answ
 service, the HTTP API, a client without the apps) checks the record.
 
 :func:`take_answers` is that checked path: the answers of one request are stored with the
-invocation's resume in one step, all or nothing.
+invocation's resume in one step, all or nothing. :func:`queue_cancel` is the other request
+from outside: a cancel, recorded by whoever holds the session next.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from orchestrator import failpoints
 from orchestrator.distributed.intake import (
     Limits,
     check_answer,
@@ -175,3 +177,18 @@ def _long_running(registry: AppRegistry, app_name: str, author: str, name: str) 
         elif callable_name(entry) == name:
             return False  # a plain function: a FunctionTool, never long-running
     return None
+
+
+async def queue_cancel(store: InvocationStore, queue: SessionQueue, record: InvocationRecord) -> SessionKey:
+    """Queue the cancel of ``record``'s invocation and set its cancel flag.
+
+    The item first: on its own (a crash before the flag) it still ends the invocation
+    cancelled; a flag without its item stopped nothing that was paused, for ever. The flag
+    is what a start not taken yet, each append and each worker read: a cancel asked while
+    the invocation is queued runs nothing of it.
+    """
+    key = session_key(record)
+    await queue.push(key, WorkItem(kind="cancel", invocation_id=record.invocation_id))
+    failpoints.hit("cancel.queued")
+    await store.request_cancel(record.app_name, record.invocation_id)
+    return key

@@ -35,7 +35,7 @@ from orchestrator.distributed.models import (
     ToolResult,
     WorkItem,
 )
-from orchestrator.distributed.outside_answers import answered_inside, take_answers
+from orchestrator.distributed.outside_answers import answered_inside, queue_cancel, take_answers
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.session_cache import DEFAULT_MAX_BYTES, SessionCache
 from orchestrator.distributed.stores import (
@@ -189,13 +189,7 @@ class InvocationService:
         record = await self.store.get(app_name, invocation_id)
         if record is None:
             return None
-        key = session_key(record)
-        # The item first: on its own (a crash before the flag) it still ends the invocation
-        # cancelled; a flag without its item stopped nothing that was paused, for ever.
-        await self.queue.push(key, WorkItem(kind="cancel", invocation_id=invocation_id))
-        failpoints.hit("cancel.queued")
-        await self.store.request_cancel(app_name, invocation_id)
-        return key
+        return await queue_cancel(self.store, self.queue, record)
 
     # ---- processing -------------------------------------------------------------------
 
