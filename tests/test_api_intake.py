@@ -68,6 +68,8 @@ async def test_enqueue_routes_refuse_what_run_refuses_and_keep_nothing(http, red
                                     headers={"content-type": "application/json"})
             assert reply.status_code == 422, (path, body, reply.text)
             assert field in reply.json()["detail"], (path, body, reply.text)
+            # The field and what is wrong with it, not a Python class name first.
+            assert not str(reply.json()["detail"]).startswith(("PayloadError", "RequestError"))
     # No failed record, no session made for the second route, nothing queued.
     assert await _keys(redis_client) == before
     assert [s["id"] for s in (await http.get("/apps/chat/users/u/sessions")).json()] == [session]

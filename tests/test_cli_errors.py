@@ -67,6 +67,9 @@ SETUP_ERRORS = [
      "ADK_CELERY_REDIS_URL is not set (e.g. redis://localhost:6379/0)."),
     (("api", "--host", "0.0.0.0", "--port", "0"), {},
      "no ADK_CELERY_API_TOKENS set; refusing to listen on '0.0.0.0', which is not loopback."),
+    # Empty is unset (docker-compose.yml passes it so without API_TOKENS), not "not JSON".
+    (("api", "--host", "0.0.0.0", "--port", "0"), {"ADK_CELERY_API_TOKENS": ""},
+     "no ADK_CELERY_API_TOKENS set; refusing to listen on '0.0.0.0', which is not loopback."),
 ]
 
 

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from orchestrator.distributed.models import InvocationStatus
+from orchestrator.errors import RequestError
 
 
 def paused_approval(client, user: str) -> tuple[str, str]:
@@ -33,7 +34,7 @@ def test_an_infinite_timeout_waits_and_follows_without_limit(celery_stack):
 def test_a_nan_timeout_is_refused(celery_stack):
     client = celery_stack["client"]
     invocation_id, _ = paused_approval(client, "ops-nan")
-    with pytest.raises(ValueError, match="^timeout: NaN is not a number of seconds"):
+    with pytest.raises(RequestError, match="^timeout: NaN is not a number of seconds"):
         client.wait("approval", invocation_id, timeout=math.nan)
-    with pytest.raises(ValueError, match="^timeout: NaN is not a number of seconds"):
+    with pytest.raises(RequestError, match="^timeout: NaN is not a number of seconds"):
         next(client.follow("approval", invocation_id, timeout=math.nan))

@@ -234,9 +234,10 @@ def _main(argv: Sequence[str] | None) -> None:
     follow = sub.add_parser(
         "follow", help="print an invocation's events live (replayed from its start) and its "
                        "final status",
-        description="Print the invocation's events as JSON lines, from its start and then as "
-                    "they are committed, until it ends (or pauses, with --until-paused), then "
-                    "its final record. Exit status 0: completed (or paused, with "
+        description="Print the invocation's events, one line each (author, then its text, "
+                    "call or answer; chunks inline), from its start and then as they are "
+                    "committed, until it ends (or pauses, with --until-paused), then its final "
+                    "status in brackets. Exit status 0: completed (or paused, with "
                     "--until-paused); 1: failed or cancelled; 2: unknown invocation or timed "
                     "out.")
     cli_ops.invocation_args(follow)

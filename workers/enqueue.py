@@ -137,6 +137,16 @@ def prepare_invocation(
     return record, bool(create_session or session_id is None)
 
 
+def refusal(record: InvocationRecord) -> str:
+    """What was wrong with a request :func:`prepare_invocation` refused (for a 422).
+
+    Without the error's type: ``record.error`` keeps it, as every failed invocation's does.
+    """
+    error = record.error or "the request was refused"
+    kind, colon, said = error.partition(": ")
+    return said if colon and kind.endswith("Error") and kind.isidentifier() else error
+
+
 def queue_invocation(
     pipe: Any, sessions: RedisSessionService, queue: RedisSessionQueue,
     record: InvocationRecord, new_session: bool, *, session_must_exist: bool = False,

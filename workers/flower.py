@@ -294,8 +294,11 @@ def run_flower(capp: Celery, settings: Settings, port: int, address: str, extra:
     flower_command.setup_logging()
     if not (flower_options.basic_auth or flower_options.auth):
         if not is_loopback(flower_options.address):
-            sys.exit(f"adk-celery flower: no login configured (ADK_CELERY_FLOWER_BASIC_AUTH); "
-                     f"refusing to serve on {flower_options.address!r}, which is not loopback.")
+            # A missing setting: one line and status 2, as the API's refusal.
+            print(f"adk-celery: error: no login configured (ADK_CELERY_FLOWER_BASIC_AUTH); "
+                  f"refusing to serve on {flower_options.address!r}, which is not loopback.",
+                  file=sys.stderr)
+            sys.exit(2)
         logger.warning("Flower has no login configured: serving on %s only (loopback).",
                        flower_options.address)
     app = LockedFlower(

@@ -133,7 +133,7 @@ def cancel(self: Task, app_name: str, invocation_id: str) -> dict[str, Any]:
     except RequestError as error:
         return {"error": str(error)}
     if key is None:
-        return {"error": f"Unknown invocation {invocation_id!r} of app {app_name!r}."}
+        return {"error": f"no invocation {invocation_id!r} of app {app_name!r}."}
     return {"invocation_id": invocation_id, "cancel_requested": True}
 
 

@@ -197,7 +197,8 @@ def check_message(content: types.Content) -> None:
             raise PayloadError(
                 f"new_message.parts[{i}].function_response",
                 "a user message cannot answer a function call; answer a pending call with "
-                "Client.answer or the adk_celery.answer task.")
+                "Client.answer, the adk_celery.answer task, or over HTTP the answer route "
+                "or a /run message of function responses alone.")
         if part.function_call is not None:
             raise PayloadError(f"new_message.parts[{i}].function_call",
                                "a user message cannot carry a function call.")

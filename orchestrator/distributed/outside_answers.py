@@ -78,7 +78,7 @@ async def take_answers(
                for call_id, response in answers]
     record = await store.get(app_name, invocation_id)
     if record is None:
-        raise UnknownInvocationError(f"Unknown invocation {invocation_id!r} of app {app_name!r}.")
+        raise UnknownInvocationError(f"no invocation {invocation_id!r} of app {app_name!r}.")
     try:
         return await _take(store, queue, sessions, record, checked)
     except AnswerRejectedError:

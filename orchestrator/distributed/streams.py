@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
+from orchestrator.errors import RequestError
 from orchestrator.events.event import Event
 
 STREAM_MAXLEN = 5000
@@ -171,12 +172,12 @@ def ends_follow(status: InvocationStatus | None, until: Collection[InvocationSta
 def time_limit(timeout: float | None) -> float | None:
     """A wait's or follow's ``timeout`` in seconds, None for no limit (None or infinity).
 
-    ValueError for NaN, which is no number of seconds.
+    RequestError (a ValueError) for NaN, which is no number of seconds.
     """
     if timeout is None or timeout == math.inf:
         return None
     if math.isnan(timeout):
-        raise ValueError("timeout: NaN is not a number of seconds (None or inf: no limit).")
+        raise RequestError("timeout", "NaN is not a number of seconds (None or inf: no limit).")
     return timeout
 
 

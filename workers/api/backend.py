@@ -28,6 +28,7 @@ from workers.api.outages import EnqueueUnanswered, is_outage
 from workers.api.security import Access
 from workers.api.stream_hub import StreamHub
 from workers.api.watches import LiveItem
+from workers.enqueue import refusal
 from workers.runtime import Runtime, Services
 
 _CONNECTIONS = 10_000
@@ -155,7 +156,7 @@ class Backend:
                 raise
             raise EnqueueUnanswered(fields["invocation_id"]) from error
         if stored_under is None:  # refused at intake: its failed record was not stored
-            raise HTTPException(422, record.error or "the request was refused")
+            raise HTTPException(422, refusal(record))
         return record
 
     async def answer(self, app_name: str, invocation_id: str, function_call_id: str,

@@ -21,7 +21,7 @@ from workers.api.adk_routes import _Camel, checked
 from workers.api.backend import Backend, event_json, record_json, sse
 from workers.api.outages import UNAVAILABLE, is_outage, log_outage
 from workers.api.watches import position_of
-from workers.enqueue import prepare_invocation
+from workers.enqueue import prepare_invocation, refusal
 
 router = APIRouter(tags=["invocations"])
 
@@ -74,7 +74,7 @@ def _check_intake(backend: Backend, fields: dict[str, Any]) -> None:
     except RequestError as error:
         raise HTTPException(422, str(error)) from None
     if record.status is InvocationStatus.FAILED:
-        raise HTTPException(422, record.error or "the request was refused")
+        raise HTTPException(422, refusal(record))
 
 
 @router.post("/apps/{app_name}/users/{user_id}/sessions/{session_id}/invocations",

@@ -29,7 +29,9 @@ class Access:
     @classmethod
     def from_settings(cls, settings: Settings) -> Access:
         """Parse ``ADK_CELERY_API_TOKENS``; ValueError naming the setting if malformed."""
-        if settings.api_tokens is None:
+        # Empty is unset, as docker-compose.yml passes it without API_TOKENS: no tokens, so
+        # loopback only (said at start-up), not "not a JSON object".
+        if settings.api_tokens is None or not settings.api_tokens.get_secret_value().strip():
             return cls({})
         try:
             raw = json.loads(settings.api_tokens.get_secret_value())
