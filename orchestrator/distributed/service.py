@@ -226,6 +226,8 @@ class InvocationService:
                 if ended is not None:  # before the save: a watcher that sees it sees this
                     observe.invocation_status(ended.app_name, ended.status.value, ended.created_at)
                 item = await self.queue.claim_or_release(key, token, finished=item, save=ended)
+                if item is not None:  # the record saved, the next item claimed; not run yet
+                    failpoints.hit("orchestrator.next_claimed")
             released = True  # the queue was empty and the lease went with it
         finally:
             if renewer is not None:

@@ -1,0 +1,101 @@
+"""More processes killed at write steps: each invocation still ends once, as its agent decided.
+
+The crash points a second audit of the write paths found without a kill test (each step's
+failpoint is in the code next to the write):
+
+- an orchestrator killed once it saved an item's record and, in the same script, claimed
+  the session's next item (``orchestrator.next_claimed``): the next holder of the session
+  must run the claimed item, once, in order (a message held aside while the first one
+  waited for its worker included);
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import Any
+
+import redis
+
+from orchestrator.backends.redis import keys
+from orchestrator.distributed.models import InvocationStatus
+from tests.apps import APP_SPECS, PARKED_QUEUE
+from tests.support.polling import eventually
+from tests.test_crash_recovery import _stack
+from tests.test_write_path_crashes import _client, _db, _killed, _started
+
+
+def _texts(events: list[Any]) -> list[tuple[str, str]]:
+    """(author, text) of each event with text, in the session's order."""
+    return [(e.author, e.content.parts[0].text) for e in events
+            if e.content and e.content.parts and e.content.parts[0].text]
+
+
+def _responses(events: list[Any]) -> list[tuple[str, Any]]:
+    """(call id, response) of each FunctionResponse, in order."""
+    return [(r.id, r.response) for e in events for r in e.get_function_responses()]
+
+
+def test_an_orchestrator_killed_after_saving_and_claiming_the_next_message_runs_it_once(
+    redis_url
+):
+    # Two messages queued on one session before any orchestrator runs: the first one's
+    # record is saved "completed" and the second's start claimed, in one script; then the
+    # kill. The heir takes the claimed item back (a takeover) and runs it, once.
+    url, env, armed = _stack(redis_url, 11, "orchestrator.next_claimed=kill")
+    with ExitStack() as stack:
+        client = _client(stack, url, APP_SPECS)
+        session = client.create_session("chat", "u").id
+        first = client.enqueue("chat", "u", "one", session_id=session)
+        second = client.enqueue("chat", "u", "two", session_id=session)
+        doomed = _started(stack, "orchestrator", "doomed", armed)
+        _killed(doomed)
+        assert client.status("chat", first).status is InvocationStatus.COMPLETED
+        assert client.status("chat", second).status is InvocationStatus.QUEUED
+        heir = _started(stack, "orchestrator", "heir", env)
+
+        record = client.wait("chat", second, timeout=40, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record, heir.output())
+        assert client.status("chat", first).status is InvocationStatus.COMPLETED
+        assert _texts(client.events("chat", first)) == [("user", "one"), ("agent", "reply to one")]
+        assert _texts(client.events("chat", second)) == [("user", "two"), ("agent", "reply to two")]
+        with redis.Redis.from_url(url) as check:  # nothing else in the session
+            assert check.llen(keys.session_events("chat", "u", session)) == 4
+
+
+def test_an_orchestrator_killed_after_claiming_a_message_held_behind_a_worker_call(redis_url):
+    # The first message's plain tool runs on a worker: the second message is held aside
+    # while the first waits for it. The worker's answer completes the first; the same
+    # script puts the held message back and claims it; then the kill.
+    url, env, armed = _stack(redis_url, 11, "orchestrator.next_claimed=kill")
+    check = _db(url, 11)[1]
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        client = _client(stack, url, APP_SPECS)
+        doomed = _started(stack, "orchestrator", "doomed", armed)
+        session = client.create_session("parked_plain", "u").id
+        first = client.enqueue("parked_plain", "u", "one", session_id=session)
+        assert client.wait("parked_plain", first, timeout=20).status is InvocationStatus.PAUSED
+        second = client.enqueue("parked_plain", "u", "two", session_id=session)
+        held = keys.session_held("parked_plain", "u", session)
+        eventually("the second message held", lambda: check.llen(held), timeout=20)
+        # Only now a worker for the first one's job: its answer completes it.
+        _started(stack, "worker", "parked-worker", env, "-Q", PARKED_QUEUE)
+        _killed(doomed)  # the first completed, the second claimed
+        assert client.status("parked_plain", first).status is InvocationStatus.COMPLETED
+        assert client.status("parked_plain", second).status is InvocationStatus.QUEUED
+        assert not check.llen(held)
+        heir = _started(stack, "orchestrator", "heir", env)
+
+        record = client.wait("parked_plain", second, timeout=40, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record, heir.output())
+        events = client.events("parked_plain", first)
+        [(call_id, response)] = _responses(events)
+        assert response == {"tag": "one"}
+        jobs = keys.invocation_jobs("parked_plain", first)
+        assert check.hget(jobs, f"a:{call_id}") == "1"  # its job sent once
+        assert _texts(events) == [("user", "one"), ("agent", "ran one")]
+        # The model reads the first answer in the history: the second makes no call.
+        events = client.events("parked_plain", second)
+        assert _texts(events) == [("user", "two"), ("agent", "ran one")]
+        assert _responses(events) == []
+        assert check.llen(keys.session_events("parked_plain", "u", session)) == 6
