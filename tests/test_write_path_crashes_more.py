@@ -7,6 +7,12 @@ failpoint is in the code next to the write):
   the session's next item (``orchestrator.next_claimed``): the next holder of the session
   must run the claimed item, once, in order (a message held aside while the first one
   waited for its worker included);
+- an orchestrator whose watchdog sent a lost job again and died right after
+  (``watchdog.sent_again``): the heir's watchdog must find the new attempt queued and wait
+  for a worker, not send a third;
+- a watchdog killed between marking a running call past its deadline (``t:``) and answering
+  it with the timeout (``watchdog.timeout_marked``): the heir's must answer it once, send no
+  job again, drop the tool's late answer and end its watch on the attempt;
 """
 
 from __future__ import annotations
@@ -16,12 +22,16 @@ from typing import Any
 
 import redis
 
+from config import Settings
 from orchestrator.backends.redis import keys
+from orchestrator.backends.redis.jobs import watch_member
 from orchestrator.distributed.models import InvocationStatus
 from tests.apps import APP_SPECS, PARKED_QUEUE
+from tests.apps_extra import gate_key, runs_key
 from tests.support.polling import eventually
+from tests.support.processes import stack_env
 from tests.test_crash_recovery import _stack
-from tests.test_write_path_crashes import _client, _db, _killed, _started
+from tests.test_write_path_crashes import FAST_WATCH, SPECS, _client, _db, _killed, _started
 
 
 def _texts(events: list[Any]) -> list[tuple[str, str]]:
@@ -99,3 +109,73 @@ def test_an_orchestrator_killed_after_claiming_a_message_held_behind_a_worker_ca
         assert _texts(events) == [("user", "two"), ("agent", "ran one")]
         assert _responses(events) == []
         assert check.llen(keys.session_events("parked_plain", "u", session)) == 6
+
+
+def test_a_watchdog_killed_right_after_sending_a_lost_job_again(redis_url):
+    # Attempt 2 is journaled and in its queue when the watchdog dies: the heir's watchdog
+    # finds it queued and waits for a worker; it does not send attempt 3.
+    url, check = _db(redis_url, 12)
+    env = stack_env(url, SPECS, **FAST_WATCH)
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        doomed = _started(stack, "orchestrator", "doomed",
+                          {**env, "ADK_CELERY_FAILPOINTS": "watchdog.sent_again=kill"})
+        client = _client(stack, url)
+
+        inv = client.enqueue("parked", "u", "lost-once")
+        assert client.wait("parked", inv, timeout=20).status is InvocationStatus.PAUSED
+        eventually("the job in its queue", lambda: check.llen(PARKED_QUEUE))
+        assert check.lpop(PARKED_QUEUE) is not None  # as a worker killed right after popping it
+        _killed(doomed)  # its watchdog sent the job again
+        [call] = client.calls("parked", inv)
+        jobs = keys.invocation_jobs("parked", inv)
+        assert (call.attempt, check.hget(jobs, f"l:{call.function_call_id}")) == (2, "1")
+        assert check.llen(PARKED_QUEUE) == 1  # attempt 2, waiting for a worker
+        heir = _started(stack, "orchestrator", "heir", env)
+        _started(stack, "worker", "parked-worker", env, "-Q", PARKED_QUEUE)
+
+        record = client.wait("parked", inv, timeout=30, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record.error, heir.output())
+        assert _responses(client.events("parked", inv)) == [
+            (call.function_call_id, {"tag": "lost-once"})]
+        assert check.hget(jobs, f"a:{call.function_call_id}") == "2"  # no third attempt
+        assert check.hget(jobs, f"l:{call.function_call_id}") == "1"  # its loss counted once
+        assert check.exists("test:parked:lost-once")
+
+
+def test_a_watchdog_killed_between_marking_a_timeout_and_answering_it(redis_url):
+    # The tool (deadline 1 s) runs on, its worker alive: the watchdog marks the running
+    # attempt (``t:``), to watch it after the answer, and dies before answering. The heir's
+    # watchdog answers the call with the timeout, once, and sends no job again; the tool's
+    # late answer is dropped, and the watch on the attempt ends with it.
+    url, check = _db(redis_url, 12)
+    env = stack_env(url, SPECS, **FAST_WATCH, tool_timeout_seconds="1")
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        doomed = _started(stack, "orchestrator", "doomed",
+                          {**env, "ADK_CELERY_FAILPOINTS": "watchdog.timeout_marked=kill"})
+        worker = _started(stack, "worker", "worker", env)
+        client = _client(stack, url)
+
+        inv = client.enqueue("fragile", "u", "go")
+        _killed(doomed)
+        [call] = client.calls("fragile", inv)
+        jobs = keys.invocation_jobs("fragile", inv)
+        assert check.hget(jobs, f"t:{call.function_call_id}") == "1"
+        assert client.status("fragile", inv).status is InvocationStatus.PAUSED  # not answered
+        heir = _started(stack, "orchestrator", "heir", env)
+
+        record = client.wait("fragile", inv, timeout=30, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record.error, heir.output())
+        timed_out = {"error": "Tool 'fragile_step' timed out: no answer within 1 s."}
+        assert _responses(client.events("fragile", inv)) == [(call.function_call_id, timed_out)]
+        check.lpush(gate_key(inv), "late")  # the tool returns now: too late
+        worker.wait_for_line(lambda line: "fragile_step" in line and "succeeded" in line)
+        watch = keys.job_watch(Settings(redis_url=url).invocations_queue)
+        member = watch_member("fragile", inv, call.function_call_id)
+        eventually("the watch on the attempt ended",
+                   lambda: check.zscore(watch, member) is None, timeout=30)
+        assert not check.hexists(jobs, f"t:{call.function_call_id}")
+        assert _responses(client.events("fragile", inv)) == [(call.function_call_id, timed_out)]
+        assert check.hget(jobs, f"a:{call.function_call_id}") == "1"  # never sent again
+        assert check.lrange(runs_key(inv) + ":attempts", 0, -1) == ["1"]  # the tool ran once
