@@ -13,6 +13,9 @@ failpoint is in the code next to the write):
 - a watchdog killed between marking a running call past its deadline (``t:``) and answering
   it with the timeout (``watchdog.timeout_marked``): the heir's must answer it once, send no
   job again, drop the tool's late answer and end its watch on the attempt;
+- an orchestrator that found the invocation it was running cancelled, sealed its open calls
+  and died before saving the record (``orchestrator.run_cancel_sealed``): the heir must end
+  it cancelled, each call with its one seal, its queued job never run;
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from tests.apps import APP_SPECS, PARKED_QUEUE
 from tests.apps_extra import gate_key, runs_key
 from tests.support.polling import eventually
 from tests.support.processes import stack_env
-from tests.test_crash_recovery import _stack
+from tests.test_crash_recovery import _stack, _unacked_on
 from tests.test_write_path_crashes import FAST_WATCH, SPECS, _client, _db, _killed, _started
 
 
@@ -179,3 +182,48 @@ def test_a_watchdog_killed_between_marking_a_timeout_and_answering_it(redis_url)
         assert _responses(client.events("fragile", inv)) == [(call.function_call_id, timed_out)]
         assert check.hget(jobs, f"a:{call.function_call_id}") == "1"  # never sent again
         assert check.lrange(runs_key(inv) + ":attempts", 0, -1) == ["1"]  # the tool ran once
+
+
+def test_an_orchestrator_killed_after_sealing_the_calls_of_a_run_it_found_cancelled(redis_url):
+    # One turn calls a remote tool (its job waits in the "parked" queue) and an in-process
+    # tool; the cancel is taken while the orchestrator runs the latter, whose answer is then
+    # refused: the run seals the open remote call, and dies before saving the record. The
+    # heir ends the invocation cancelled, the call keeps its one answer (the seal), and the
+    # queued job is skipped, never run.
+    from tests.apps_cancel import PARKED_AND_HELD_SPEC, started_key
+    from tests.apps_cancel import gate_key as held_gate
+
+    apps = f"{APP_SPECS},{PARKED_AND_HELD_SPEC}"
+    url, env, armed = _stack(redis_url, 13, "orchestrator.run_cancel_sealed=kill", apps=apps)
+    check = _db(url, 13)[1]
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        client = _client(stack, url, apps)
+        doomed = _started(stack, "orchestrator", "doomed", armed)
+        app = "parked_and_held"
+        inv = client.enqueue(app, "u", "go s1")
+        assert check.blpop([started_key("s1")], timeout=30)[1] == "tool"  # held_step runs
+        client.cancel(app, inv)
+        eventually("the cancel taken (its flag set)", lambda: check.exists(
+            keys.cancel_flag(app, inv)), timeout=30)
+        check.lpush(held_gate("s1"), "go on")  # its answer comes after the cancel
+        _killed(doomed)
+        assert client.status(app, inv).status is InvocationStatus.RUNNING  # not saved
+        events = client.events(app, inv)
+        [parked_call] = [c.id for e in events for c in e.get_function_calls()
+                         if c.name == "parked_tool"]
+        cancelled = {"error": "Invocation was cancelled."}
+        assert _responses(events) == [(parked_call, cancelled)]  # sealed before the kill
+        heir = _started(stack, "orchestrator", "heir", env)
+
+        record = client.wait(app, inv, timeout=40, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.CANCELLED, (record, heir.output())
+        assert record.pending_calls == []
+        events = client.events(app, inv)
+        assert _responses(events) == [(parked_call, cancelled)]  # sealed once
+        assert [e.author for e in events] == ["user", "agent", "agent"]  # nothing after it
+        # Only now a worker for the job's queue: it takes the job and skips it.
+        late = _started(stack, "worker", "late-worker", env, "-Q", PARKED_QUEUE)
+        eventually("the job taken and done with", lambda: not check.llen(PARKED_QUEUE)
+                   and not _unacked_on(check, PARKED_QUEUE), timeout=30)
+        assert not check.exists("test:parked:s1"), late.output()  # the tool never ran

@@ -393,6 +393,7 @@ class InvocationService:
             # cancelled may have been stored by its own first run (a lost reply), unyielded.
             ledger = CallLedger.of(session.events, record.invocation_id)
             await seal(ledger, session, writer)
+            failpoints.hit("orchestrator.run_cancel_sealed")  # sealed; the record not saved
         # What the invocation waits for is what its log leaves open, never a running tally.
         record.pending_calls = sorted(ledger.open)
         record.pending_tools = {cid: ledger.calls[cid].name for cid in record.pending_calls}
