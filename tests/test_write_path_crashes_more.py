@@ -16,6 +16,9 @@ failpoint is in the code next to the write):
 - an orchestrator that found the invocation it was running cancelled, sealed its open calls
   and died before saving the record (``orchestrator.run_cancel_sealed``): the heir must end
   it cancelled, each call with its one seal, its queued job never run;
+- an orchestrator recovering an invocation whose record lags its log, killed right after it
+  sent an open call's job again (``recovery.redispatched``): the next one's recovery must
+  not send it a second time, and the tool must run once;
 """
 
 from __future__ import annotations
@@ -227,3 +230,46 @@ def test_an_orchestrator_killed_after_sealing_the_calls_of_a_run_it_found_cancel
         eventually("the job taken and done with", lambda: not check.llen(PARKED_QUEUE)
                    and not _unacked_on(check, PARKED_QUEUE), timeout=30)
         assert not check.exists("test:parked:s1"), late.output()  # the tool never ran
+
+
+def test_an_orchestrator_killed_after_sending_an_open_calls_job_again_in_recovery(redis_url):
+    # The first orchestrator committed the call and died before its job went out (fast
+    # publish off); the second, recovering the invocation from its log, sent the job and
+    # died before going on. The third recovers it again: the job is not sent twice (one
+    # message, one attempt), the tool runs once, and the call gets its one answer.
+    watch = {k: v for k, v in FAST_WATCH.items() if k != "lease_retry_seconds"}
+    url, env, first_armed = _stack(redis_url, 14, "dispatch.before_publish=kill", apps=SPECS,
+                                   **watch)
+    first_armed["ADK_CELERY_FAST_PUBLISH"] = "false"
+    check = _db(url, 14)[1]
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        client = _client(stack, url)
+        first = _started(stack, "orchestrator", "first", first_armed)
+        inv = client.enqueue("fragile", "u", "go")
+        _killed(first)
+        jobs = keys.invocation_jobs("fragile", inv)
+        assert not check.hgetall(jobs) and not check.llen("adk.tools")  # no job out
+        second = _started(stack, "orchestrator", "second",
+                          {**env, "ADK_CELERY_FAILPOINTS": "recovery.redispatched=kill"})
+        _killed(second)
+        [call_id] = [c.id for e in client.events("fragile", inv) for c in e.get_function_calls()]
+        assert check.hget(jobs, f"a:{call_id}") == "1"
+        assert check.llen("adk.tools") == 1  # sent by the recovery
+        assert client.status("fragile", inv).status is InvocationStatus.RUNNING  # not saved
+        heir = _started(stack, "orchestrator", "heir", env)
+        _started(stack, "worker", "worker", env)
+        started = check.blpop([runs_key(inv)], timeout=30)
+        assert started is not None, heir.output()
+        check.lpush(gate_key(inv), "test")
+
+        record = client.wait("fragile", inv, timeout=40, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record, heir.output())
+        events = client.events("fragile", inv)
+        [(answered, response)] = _responses(events)
+        assert (answered, response["released"]) == (call_id, True)
+        assert [c.id for e in events for c in e.get_function_calls()] == [call_id]
+        assert check.hget(jobs, f"a:{call_id}") == "1"  # sent once, by the recovery
+        assert check.lrange(runs_key(inv) + ":attempts", 0, -1) == ["1"]  # the tool ran once
+        assert not check.llen(runs_key(inv))
+        assert _texts(events)[-1] == ("agent", f"done on {response['pid']} released=True")
