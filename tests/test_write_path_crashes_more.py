@@ -19,6 +19,9 @@ failpoint is in the code next to the write):
 - an orchestrator recovering an invocation whose record lags its log, killed right after it
   sent an open call's job again (``recovery.redispatched``): the next one's recovery must
   not send it a second time, and the tool must run once;
+- an ``adk-celery api`` killed once an answer it was sent is stored with its resume, before
+  its reply (``api.answer.stored``): the answer sent again to another api process must be
+  taken once (202, not 409), before or after the resume ran, and the call answered once.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import Any
 
+import pytest
 import redis
 
 from config import Settings
@@ -273,3 +277,49 @@ def test_an_orchestrator_killed_after_sending_an_open_calls_job_again_in_recover
         assert check.lrange(runs_key(inv) + ":attempts", 0, -1) == ["1"]  # the tool ran once
         assert not check.llen(runs_key(inv))
         assert _texts(events)[-1] == ("agent", f"done on {response['pid']} released=True")
+
+
+@pytest.mark.parametrize("resumed_before_retry", [False, True])
+def test_an_api_killed_after_storing_an_answer_before_replying(redis_url, resumed_before_retry):
+    # The caller gets no reply and sends the answer again to another api process: taken
+    # once (202, never a 409 for an answer that was taken), whether the invocation's resume
+    # ran since or not; the call has one answer and the agent answers once.
+    import httpx
+
+    from tests.test_api import start_api
+
+    url, env, armed = _stack(redis_url, 15, "api.answer.stored=kill")
+    with ExitStack() as stack:
+        client = _client(stack, url, APP_SPECS)
+        orchestrator = _started(stack, "orchestrator", "orch", env)
+        inv = client.enqueue("approval", "u", "pay")
+        record = client.wait("approval", inv, timeout=20)
+        assert record.status is InvocationStatus.PAUSED
+        [call_id] = record.pending_calls
+        if not resumed_before_retry:
+            orchestrator.stop()  # the answer's resume waits for the next orchestrator
+        doomed, base = start_api(armed)
+        stack.callback(doomed.stop)
+        path = f"/apps/approval/invocations/{inv}/answer"
+        body = {"functionCallId": call_id, "response": {"approved": True}}
+        with pytest.raises(httpx.TransportError):
+            httpx.post(base + path, json=body, timeout=30)  # no reply: the api died
+        _killed(doomed)
+        if resumed_before_retry:
+            assert client.wait("approval", inv, timeout=30, until=InvocationStatus.FINISHED
+                               ).status is InvocationStatus.COMPLETED
+        else:
+            assert client.status("approval", inv).status is InvocationStatus.PAUSED
+        heir, heir_base = start_api(env)
+        stack.callback(heir.stop)
+
+        again = httpx.post(heir_base + path, json=body, timeout=30)
+        assert (again.status_code, again.json()) == (
+            202, {"invocationId": inv, "answered": call_id})
+        if not resumed_before_retry:
+            _started(stack, "orchestrator", "heir-orch", env)
+        record = client.wait("approval", inv, timeout=30, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, record
+        events = client.events("approval", inv)
+        assert _responses(events) == [(call_id, {"approved": True})]
+        assert _texts(events) == [("user", "pay"), ("agent", "approval: {'approved': True}")]
