@@ -18,7 +18,7 @@ failpoint is in the code next to the write):
   it cancelled, each call with its one seal, its queued job never run;
 - an orchestrator recovering an invocation whose record lags its log, killed right after it
   sent an open call's job again (``recovery.redispatched``): the next one's recovery must
-  not send it a second time, and the tool must run once;
+  not send it a second time, and the tool must run once (a ParallelAgent's branch job too);
 - an ``adk-celery api`` killed once an answer it was sent is stored with its resume, before
   its reply (``api.answer.stored``): the answer sent again to another api process must be
   taken once (202, not 409), before or after the resume ran, and the call answered once.
@@ -40,7 +40,7 @@ from tests.apps import APP_SPECS, PARKED_QUEUE
 from tests.apps_extra import gate_key, runs_key
 from tests.support.polling import eventually
 from tests.support.processes import stack_env
-from tests.test_crash_recovery import _stack, _unacked_on
+from tests.test_crash_recovery import _assert_answered_once, _stack, _unacked_on
 from tests.test_write_path_crashes import FAST_WATCH, SPECS, _client, _db, _killed, _started
 
 
@@ -323,3 +323,36 @@ def test_an_api_killed_after_storing_an_answer_before_replying(redis_url, resume
         events = client.events("approval", inv)
         assert _responses(events) == [(call_id, {"approved": True})]
         assert _texts(events) == [("user", "pay"), ("agent", "approval: {'approved': True}")]
+
+
+def test_an_orchestrator_killed_after_sending_a_branch_job_again_in_recovery(redis_url):
+    # The same with ParallelAgent branches run on workers: the first orchestrator published
+    # one branch job of three and died; the second's recovery sent a branch job and died.
+    # The third gets each branch in once, each branch job sent once.
+    from orchestrator.flows.contents import RUN_BRANCH
+
+    url, env, first_armed = _stack(redis_url, 14, "dispatch.after_one_branch=kill")
+    check = _db(url, 14)[1]
+    with ExitStack() as stack:
+        stack.callback(check.close)
+        client = _client(stack, url, APP_SPECS)
+        first = _started(stack, "orchestrator", "first", first_armed)
+        inv = client.enqueue("parallel", "u", "find Oslo")
+        _killed(first)
+        jobs = keys.invocation_jobs("parallel", inv)
+        assert len([f for f in check.hkeys(jobs) if f.startswith("a:")]) == 1  # one of three
+        second = _started(stack, "orchestrator", "second",
+                          {**env, "ADK_CELERY_FAILPOINTS": "recovery.redispatched=kill"})
+        _killed(second)
+        heir = _started(stack, "orchestrator", "heir", env)
+        _started(stack, "worker", "worker", env)
+
+        record = client.wait("parallel", inv, timeout=40, until=InvocationStatus.FINISHED)
+        assert record.status is InvocationStatus.COMPLETED, (record, heir.output())
+        events = client.events("parallel", inv)
+        _assert_answered_once(events, "parallel")
+        branch_calls = [c.id for e in events for c in e.get_function_calls()
+                        if c.name == RUN_BRANCH]
+        assert len(branch_calls) == 3
+        assert {cid: check.hget(jobs, f"a:{cid}") for cid in branch_calls} == dict.fromkeys(
+            branch_calls, "1")  # each branch job sent once
