@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from google.genai import types
 
 from config import get_settings
-from orchestrator import App, LlmAgent, LlmRequest, ToolContext
+from orchestrator import App, LlmAgent, LlmRequest, LongRunningFunctionTool, ToolContext
 from orchestrator.models.fake import FunctionLlm
 
 
@@ -104,3 +104,30 @@ held_tool_app = App(name="held_tool", root_agent=LlmAgent(
     tools=[held_step]))
 
 APP_SPECS = "tests.apps_cancel:held_model_app,tests.apps_cancel:held_tool_app"
+
+
+def _parked_and_held_model(request: LlmRequest) -> Any:
+    label = _label(request)
+    if any(p.function_response for c in request.contents[-1:] for p in c.parts or []):
+        return f"done {label}"
+    return [types.Part(function_call=types.FunctionCall(name="parked_tool", args={"tag": label})),
+            types.Part(function_call=types.FunctionCall(name="held_step", args={"label": label}))]
+
+
+def _parked_remote() -> LongRunningFunctionTool:
+    from orchestrator.distributed.transport import QUEUE_METADATA_KEY
+    from tests.apps import PARKED_QUEUE, parked_tool
+
+    tool = LongRunningFunctionTool(parked_tool)
+    tool.custom_metadata = {QUEUE_METADATA_KEY: PARKED_QUEUE}
+    return tool
+
+
+parked_and_held_app = App(name="parked_and_held", root_agent=LlmAgent(
+    name="agent", model=FunctionLlm(record_requests=False, fn=_parked_and_held_model),
+    tools=[_parked_remote(), held_step]))
+"""One turn, two calls: a remote long-running one on the "parked" queue (no worker takes it
+unless a test starts one) and the in-process ``held_step``: a cancel taken while the
+orchestrator runs the latter finds a remote call open."""
+
+PARKED_AND_HELD_SPEC = "tests.apps_cancel:parked_and_held_app"

@@ -217,6 +217,7 @@ class JobWatchdog(Periodic):
             # watchdog that dies in between does all this again on its next look.
             await self._redis.hset(keys.invocation_jobs(job.app_name, job.invocation_id),
                                    f"t:{job.function_call_id}", attempt)
+            failpoints.hit("watchdog.timeout_marked")  # marked; the call not answered yet
         logger.warning("Call %s of invocation %s: %s", job.function_call_id, job.invocation_id,
                        message)
         await self._answer_with_error(job, job.tool_name, message)
@@ -328,6 +329,7 @@ class JobWatchdog(Periodic):
             await self._transport.submit_agent(again)
         else:
             await self._transport.submit(again)
+        failpoints.hit("watchdog.sent_again")  # the next attempt journaled and out
         # ``deaths`` is only counted for a job found running: its worker went silent.
         metrics.REDELIVERIES.labels("branch" if isinstance(again, AgentJob) else "tool",
                                     "worker_died" if deaths else "message_lost").inc()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from orchestrator import failpoints
 from orchestrator.agents.llm_agent import LlmAgent
 from orchestrator.agents.remote_branches import branch_jobs
 from orchestrator.distributed.ledger import CallEntry
@@ -73,5 +74,6 @@ async def redispatch(
             session, invocation_id, agent.name, entry.event.branch, entry.call, queue, user_content,
             confirmation, tool,
         ))
+    failpoints.hit("recovery.redispatched")  # the job is out again; the run not recovered yet
     logger.info("Call %s of invocation %s dispatched again (recovery)", entry.id, invocation_id)
     return True

@@ -220,6 +220,8 @@ class InvocationService:
                 if ended is not None:  # before the save: a watcher that sees it sees this
                     observe.invocation_status(ended.app_name, ended.status.value, ended.created_at)
                 item = await self.queue.claim_or_release(key, token, finished=item, save=ended)
+                if item is not None:  # the record saved, the next item claimed; not run yet
+                    failpoints.hit("orchestrator.next_claimed")
             released = True  # the queue was empty and the lease went with it
         finally:
             if renewer is not None:
@@ -385,6 +387,7 @@ class InvocationService:
             # cancelled may have been stored by its own first run (a lost reply), unyielded.
             ledger = CallLedger.of(session.events, record.invocation_id)
             await seal(ledger, session, writer)
+            failpoints.hit("orchestrator.run_cancel_sealed")  # sealed; the record not saved
         # What the invocation waits for is what its log leaves open, never a running tally.
         record.pending_calls = sorted(ledger.open)
         record.pending_tools = {cid: ledger.calls[cid].name for cid in record.pending_calls}

@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
+from orchestrator import failpoints
 from orchestrator.backends.redis import keys
 from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
@@ -201,6 +202,7 @@ async def answer(request: Request, app_name: str, invocation_id: str,
     """Answer a call the invocation waits for; 409 if it does not wait for that call."""
     backend = checked(request, app_name, ("invocation_id", invocation_id))
     await backend.answer(app_name, invocation_id, body.function_call_id, body.response)
+    failpoints.hit("api.answer.stored")  # stored with its resume; no reply sent yet
     return {"invocationId": invocation_id, "answered": body.function_call_id}
 
 
