@@ -9,8 +9,10 @@ import asyncio
 
 from google.genai import types
 
+from config import get_settings
 from examples.trip_planner import app
 from orchestrator import Event, InMemoryRunner
+from orchestrator.process_setup import configure_core
 
 
 def describe(event: Event) -> str:
@@ -37,6 +39,10 @@ def describe(event: Event) -> str:
 
 async def main() -> None:
     """Run one invocation to its pause, answer the pending call, and run it to the end."""
+    # The demo is a process of its own: its Gemini key and endpoint come from the settings
+    # (ADK_CELERY_GOOGLE_API_KEY, ADK_CELERY_GEMINI_BASE_URL), as the trip planner's choice
+    # of model does, not from GOOGLE_API_KEY alone as in a bare script with a Runner.
+    configure_core(get_settings())
     runner = InMemoryRunner(app=app)
     session = await runner.session_service.create_session(app_name=app.name, user_id="demo")
     message = "Plan 3 nights in Lisbon"

@@ -115,3 +115,29 @@ async def test_the_demo_planner_plans_each_trip_of_a_session_on_its_own():
 
     second = offline_planner(LlmRequest(contents=[*first_trip, user_text("Plan 2 nights in Rome")]))
     assert second.function_call.name == "get_weather" and second.function_call.args == {"city": "Rome"}
+
+
+def test_the_demo_talks_to_the_gemini_endpoint_and_key_of_its_settings():
+    """With ADK_CELERY_GOOGLE_API_KEY the trip planner picks Gemini; the demo then sent its
+    calls without that key (a configuration error) and to Google's host, not to
+    ADK_CELERY_GEMINI_BASE_URL."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.gemini_stub import GeminiStub, text_response
+    from tests.support.processes import ROOT
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("ADK_CELERY_") and k not in ("GOOGLE_API_KEY", "GEMINI_API_KEY")}
+    with GeminiStub() as stub:
+        stub.enqueue(text_response("Lisbon looks sunny: enjoy the trip."))
+        env.update(ADK_CELERY_GOOGLE_API_KEY="demo-key", ADK_CELERY_GEMINI_BASE_URL=stub.base_url,
+                   HTTPS_PROXY="http://127.0.0.1:9", NO_PROXY="127.0.0.1,localhost")
+        done = subprocess.run([sys.executable, "-m", "examples.demo"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        requests = stub.requests
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [r.headers.get("x-goog-api-key") for r in requests] == ["demo-key"]
+    assert "Lisbon looks sunny" in done.stdout
+    assert "demo-key" not in done.stdout + done.stderr
