@@ -353,8 +353,9 @@ class AppCheck:
                 self._apps = AppRegistry.from_specs(specs).names
             except (ValueError, TypeError) as error:
                 raise AppConfigError(
-                    f"ADK_CELERY_APPS (Settings.apps): {error} A client that names apps loads "
-                    "them to check the app of each request; leave it empty not to.") from None
+                    f"ADK_CELERY_APPS (Settings.apps): {str(error).rstrip('.')}. A client that "
+                    "names apps loads them to check the app of each request (their modules "
+                    "must be importable from it); leave it empty not to.") from None
         if app_name not in self._apps:
             raise RequestError("app_name", f"{preview(app_name)} is not an app of this client "
                                            f"(ADK_CELERY_APPS: {', '.join(self._apps)}).")
