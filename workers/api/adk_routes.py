@@ -23,7 +23,7 @@ from orchestrator.events.event_actions import EventActions
 from workers.api import answer_messages, app_info, run_frames
 from workers.api.backend import Backend, session_json, sse
 from workers.api.disconnects import unless_gone
-from workers.api.outages import is_outage, log_outage
+from workers.api.outages import ServerStopping, is_outage, log_outage
 from workers.api.runs import RunFailedError, enqueued, run_body, run_events
 
 router = APIRouter()
@@ -139,6 +139,7 @@ async def run_response(request: Request, body: RunAgentRequest) -> Response:
     """What ``/run`` answers (an HTTPException for a refusal); :mod:`direct_run` calls it too."""
     backend = checked(request, body.app_name, ("user_id", body.user_id),
                       ("session_id", body.session_id))
+    record = None
     try:
         # The events' JSON as the stream holds it: no model to validate and encode again.
         if (answered := await _answered(backend, body)) is not None:
@@ -151,6 +152,8 @@ async def run_response(request: Request, body: RunAgentRequest) -> Response:
                 content = await run_body(backend, record, watch=watch)
     except RunFailedError as error:
         raise HTTPException(500, str(error)) from None
+    except ServerStopping:  # a 503 naming the run, to be followed elsewhere by its id
+        raise ServerStopping(record.invocation_id if record is not None else None) from None
     return Response(content, media_type="application/json")
 
 
@@ -167,6 +170,11 @@ async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
                 else:
                     for shown in run_frames.frames_of(item, split=not body.function_call_event_id):
                         yield sse(shown)
+        except ServerStopping:
+            yield sse(run_frames.error_frame(
+                f"ServiceUnavailable: the server is stopping; invocation {record.invocation_id} "
+                f"was accepted and goes on: follow it at /apps/{record.app_name}/invocations/"
+                f"{record.invocation_id}/stream (do not send the run again)"))
         except Exception as error:
             # A run's follow rides out Redis outages (runs.py): this guards the rest. The 200
             # is out and the run accepted: an error frame that says so, not "retry" (sent

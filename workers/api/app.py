@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import FrameType
 
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -138,8 +143,6 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
     ``dev_ui``: also serve google-adk's web UI from the installed google-adk. ``access_log``:
     a line per request (None: ``ADK_CELERY_API_ACCESS_LOG``).
     """
-    import uvicorn
-
     settings = get_settings()
     host = host or settings.api_host
     files = None
@@ -168,19 +171,51 @@ def serve(host: str | None, port: int | None, *, dev_ui: bool = False,
     _check_listen(host, port or settings.api_port)
     _freeze_start_up_objects()
     defer_access_records()
-    uvicorn.run(app, host=host, port=port or settings.api_port, log_level="info",
-                log_config=log_config(), timeout_graceful_shutdown=settings.api_shutdown_seconds,
-                access_log=settings.api_access_log if access_log is None else access_log,
-                http=protocol_class(settings.api_max_header_bytes,
-                                    header_timeout=settings.api_header_timeout_seconds,
-                                    body_timeout=settings.api_body_timeout_seconds,
-                                    send_timeout=settings.api_send_timeout_seconds),
-                # uvicorn's own cap, used if it serves with h11 (httptools missing)
-                h11_max_incomplete_event_size=settings.api_max_header_bytes or None,
-                # uvicorn answers 503 to a request when as many connections as its limit are
-                # open, this one included: + 1 serves up to api_max_connections at once
-                limit_concurrency=settings.api_max_connections + 1 if settings.api_max_connections
-                else None)
+    config = uvicorn.Config(
+        app, host=host, port=port or settings.api_port, log_level="info",
+        log_config=log_config(), timeout_graceful_shutdown=settings.api_shutdown_seconds,
+        access_log=settings.api_access_log if access_log is None else access_log,
+        http=protocol_class(settings.api_max_header_bytes,
+                            header_timeout=settings.api_header_timeout_seconds,
+                            body_timeout=settings.api_body_timeout_seconds,
+                            send_timeout=settings.api_send_timeout_seconds),
+        # uvicorn's own cap, used if it serves with h11 (httptools missing)
+        h11_max_incomplete_event_size=settings.api_max_header_bytes or None,
+        # uvicorn answers 503 to a request when as many connections as its limit are
+        # open, this one included: + 1 serves up to api_max_connections at once
+        limit_concurrency=settings.api_max_connections + 1 if settings.api_max_connections
+        else None)
+    server = _StoppingServer(config, on_exit=app.state.backend.stop_followers)
+    with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run
+        server.run()
+    if not server.started:
+        sys.exit(3)  # uvicorn's start-up failure status, as uvicorn.run
+
+
+class _StoppingServer(uvicorn.Server):
+    """uvicorn's server; the signal that stops it also ends the follows it holds.
+
+    uvicorn waits up to its graceful timeout for open requests, then cancels them (a
+    traceback each, and a cut response): a follow of a paused invocation would be one.
+    Told at the signal, each follow ends at once: an SSE stream with an error frame, a
+    ``/run`` with a 503 naming its invocation (:class:`~.outages.ServerStopping`).
+    """
+
+    def __init__(self, config: uvicorn.Config, *, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        """Serve, noting the loop (the signal's handler runs beside it)."""
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """Stop as uvicorn does, and tell the follows on the server's loop."""
+        super().handle_exit(sig, frame)
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._on_exit)
 
 
 def _check_listen(host: str, port: int) -> None:
@@ -188,8 +223,6 @@ def _check_listen(host: str, port: int) -> None:
 
     uvicorn would say it among its start-up and shutdown lines, and exit 3.
     """
-    import socket
-
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         with socket.socket(infos[0][0], socket.SOCK_STREAM) as probe:

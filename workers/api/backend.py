@@ -56,6 +56,7 @@ class Backend:
         self.registry = AppRegistry.from_specs(settings.app_specs())
         self.runtime = Runtime(settings, load_apps=False)
         self._hub: StreamHub | None = None
+        self._stopping = False
         self._batcher: TurnBatcher | None = None
         self._transactions: TurnBatcher | None = None
 
@@ -72,7 +73,18 @@ class Backend:
         if self._hub is None or self._hub.loop is not asyncio.get_running_loop():
             services = await self.services()
             self._hub = StreamHub(self.settings.redis_url or "", services.redis)
+            if self._stopping:
+                self._hub.stop_followers()
         return self._hub
+
+    def stop_followers(self) -> None:
+        """The server is stopping: its follows end now (see :meth:`StreamHub.stop_followers`).
+
+        On the server's loop; a request it takes after this ends its follow at once.
+        """
+        self._stopping = True
+        if self._hub is not None:
+            self._hub.stop_followers()
 
     async def batcher(self) -> TurnBatcher:
         """The server's loop's :class:`TurnBatcher` (commands of many requests, one pipeline)."""

@@ -20,7 +20,7 @@ from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from workers.api.adk_routes import _Camel, checked
 from workers.api.backend import Backend, event_json, record_json, sse
-from workers.api.outages import UNAVAILABLE, is_outage, log_outage
+from workers.api.outages import UNAVAILABLE, ServerStopping, is_outage, log_outage
 from workers.api.watches import position_of
 from workers.enqueue import prepare_invocation, refusal
 
@@ -153,6 +153,10 @@ async def stream(request: Request, app_name: str, invocation_id: str, until: str
                     yield sse({"status": item.status.value}, event="status", entry_id=item.entry_id)
                 elif item.progress is not None:
                     yield sse(item.progress.to_json(), event="progress", entry_id=item.entry_id)
+        except ServerStopping:
+            # The 200 is out: an error frame (no id: reconnect with the last id seen) ends it.
+            yield sse({"error": "The server is stopping; follow again with the last id seen"},
+                      event="error")
         except Exception as error:
             if not is_outage(error):
                 raise

@@ -50,6 +50,28 @@ class EnqueueUnanswered(Exception):
                 "invocationId": self.invocation_id}
 
 
+class ServerStopping(Exception):
+    """The server is stopping: a follow it holds ends now, not at the graceful timeout.
+
+    ``invocation_id``: the run a ``/run`` was following (its 503 names it: sent again with
+    that id to another server, the request follows that invocation, never a second run).
+    """
+
+    def __init__(self, invocation_id: str | None = None) -> None:
+        super().__init__("The server is stopping.")
+        self.invocation_id = invocation_id
+
+    def answer(self) -> dict[str, str]:
+        """The 503's body."""
+        if self.invocation_id is None:
+            return {"detail": "The server is stopping; retry"}
+        return {"detail": f"The server is stopping; invocation {self.invocation_id} was "
+                          "accepted and goes on: send the request again with \"invocationId\": "
+                          f"\"{self.invocation_id}\" (to another server, or once this one is "
+                          "back) to follow it, never to run it twice",
+                "invocationId": self.invocation_id}
+
+
 def is_outage(error: BaseException) -> bool:
     """True for Redis out of reach, or another infrastructure error of the project's."""
     return (isinstance(error, RedisConnectionError | RedisTimeoutError | EnqueueUnanswered)
@@ -84,6 +106,12 @@ class OutageAnswer:
 
         try:
             await self.app(scope, receive, sending)
+        except ServerStopping as error:
+            if started:
+                raise
+            response = JSONResponse(error.answer(), status_code=503,
+                                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+            await response(scope, receive, send)
         except Exception as error:
             if started or not is_outage(error):
                 raise

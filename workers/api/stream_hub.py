@@ -44,6 +44,7 @@ from orchestrator.backends.redis.connection import connect
 from orchestrator.backends.redis.invocation_store import pause_over
 from orchestrator.distributed.models import InvocationStatus
 from orchestrator.distributed.streams import ends_follow
+from workers.api.outages import ServerStopping
 from workers.api.watches import LiveItem, Watch, position_of
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class StreamHub:
                  read_count: int = _READ_COUNT) -> None:
         self.loop = asyncio.get_running_loop()
         self._block_ms = block_ms
+        self._stopping = False
         self._read_count = read_count
         self._reader = connect(redis_url)
         # The connection that blocks in XREAD, used without redis-py's per-command machinery
@@ -123,6 +125,8 @@ class StreamHub:
         else:
             watch = Watch(stream, after or "0-0")
         self._watches.setdefault(watch.key, set()).add(watch)
+        if self._stopping:
+            watch.fail(ServerStopping())
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._read_loop(), name="adk-celery stream hub")
         elif wake and self._blocked and not self._nudged:
@@ -181,6 +185,15 @@ class StreamHub:
                             or not await pause_over(self._nudger, app_name, invocation_id)):
                         return
                     stop_at_end = False  # its calls are all answered: what comes next
+
+    def stop_followers(self) -> None:
+        """The server is stopping: each follower, and each that starts from now on, ends.
+
+        Its read raises :class:`ServerStopping` (an SSE follow ends with an error frame, a
+        ``/run`` answers 503 naming its invocation), within the graceful shutdown's time.
+        """
+        self._stopping = True
+        self._fail_all(ServerStopping())
 
     async def aclose(self) -> None:
         """Stop reading; followers still waiting get an error."""
