@@ -81,6 +81,31 @@ def _killed(process: ManagedProcess) -> None:
     assert process.proc.returncode == -9, process.output()  # killed by its failpoint
 
 
+def _with_a_doomed_worker(stack: ExitStack, url: str, env: dict[str, str], failpoint: str
+                          ) -> tuple[ManagedProcess, ManagedProcess, Any]:
+    """An orchestrator, a worker that dies at ``failpoint``, and a client."""
+    orchestrator = _started(stack, "orchestrator", "orch", env)
+    doomed = _started(stack, "worker", "doomed-worker",
+                      {**env, "ADK_CELERY_FAILPOINTS": f"{failpoint}=kill"})
+    return orchestrator, doomed, _client(stack, url)
+
+
+def lost_job_under_a_doomed_watchdog(stack: ExitStack, url: str, check: redis.Redis,
+                                     env: dict[str, str], failpoint: str) -> tuple[Any, str]:
+    """A ``parked`` invocation whose job's message is lost (popped, as by a worker killed
+    right after taking it), under an orchestrator killed at ``failpoint`` as its watchdog
+    handles the loss; returns the client and the invocation id."""
+    doomed = _started(stack, "orchestrator", "doomed",
+                      {**env, "ADK_CELERY_FAILPOINTS": f"{failpoint}=kill"})
+    client = _client(stack, url)
+    inv = client.enqueue("parked", "u", "lost-once")
+    assert client.wait("parked", inv, timeout=20).status is InvocationStatus.PAUSED
+    eventually("the job in its queue", lambda: check.llen(PARKED_QUEUE))
+    assert check.lpop(PARKED_QUEUE) is not None
+    _killed(doomed)
+    return client, inv
+
+
 def _nothing_left_unacked(check: redis.Redis) -> bool:
     """No tool job's message waits in its queue, or unacknowledged."""
     return not check.llen("adk.tools") and not _unacked_on(check, "adk.tools")
@@ -91,10 +116,7 @@ def test_a_worker_killed_after_storing_its_result_is_not_run_again(redis_url):
     env = stack_env(url, SPECS, **FAST_WATCH, **REDELIVER)
     with ExitStack() as stack:
         stack.callback(check.close)
-        orchestrator = _started(stack, "orchestrator", "orch", env)
-        doomed = _started(stack, "worker", "doomed-worker",
-                          {**env, "ADK_CELERY_FAILPOINTS": "worker.result_stored=kill"})
-        client = _client(stack, url)
+        orchestrator, doomed, client = _with_a_doomed_worker(stack, url, env, "worker.result_stored")
 
         inv = client.enqueue("fragile", "u", "go")
         started = check.blpop([runs_key(inv)], timeout=20)
@@ -126,10 +148,7 @@ def test_a_worker_killed_after_storing_a_placeholder_is_not_run_again(redis_url)
     env = stack_env(url, SPECS, **FAST_WATCH, **REDELIVER)
     with ExitStack() as stack:
         stack.callback(check.close)
-        orchestrator = _started(stack, "orchestrator", "orch", env)
-        doomed = _started(stack, "worker", "doomed-worker",
-                          {**env, "ADK_CELERY_FAILPOINTS": "worker.result_stored=kill"})
-        client = _client(stack, url)
+        orchestrator, doomed, client = _with_a_doomed_worker(stack, url, env, "worker.result_stored")
 
         inv = client.enqueue("approval", "u", "pay")
         _killed(doomed)
@@ -156,10 +175,7 @@ def test_a_worker_killed_right_after_claiming_a_job_is_taken_for_dead_and_runs_i
     env = stack_env(url, SPECS, **FAST_WATCH)
     with ExitStack() as stack:
         stack.callback(check.close)
-        orchestrator = _started(stack, "orchestrator", "orch", env)
-        doomed = _started(stack, "worker", "doomed-worker",
-                          {**env, "ADK_CELERY_FAILPOINTS": "worker.claimed=kill"})
-        client = _client(stack, url)
+        orchestrator, doomed, client = _with_a_doomed_worker(stack, url, env, "worker.claimed")
 
         inv = client.enqueue("fragile", "u", "go")
         _killed(doomed)
@@ -217,15 +233,8 @@ def test_a_watchdog_killed_between_counting_a_lost_job_and_sending_it_again(redi
     env = stack_env(url, SPECS, **FAST_WATCH)
     with ExitStack() as stack:
         stack.callback(check.close)
-        doomed = _started(stack, "orchestrator", "doomed",
-                          {**env, "ADK_CELERY_FAILPOINTS": "watchdog.attempt_counted=kill"})
-        client = _client(stack, url)
-
-        inv = client.enqueue("parked", "u", "lost-once")
-        assert client.wait("parked", inv, timeout=20).status is InvocationStatus.PAUSED
-        eventually("the job in its queue", lambda: check.llen(PARKED_QUEUE))
-        assert check.lpop(PARKED_QUEUE) is not None  # as a worker killed right after popping it
-        _killed(doomed)  # its watchdog counted the lost attempt
+        client, inv = lost_job_under_a_doomed_watchdog(
+            stack, url, check, env, "watchdog.attempt_counted")  # it counted the lost attempt
         [call] = client.calls("parked", inv)
         jobs = keys.invocation_jobs("parked", inv)
         assert (call.attempt, check.hget(jobs, f"l:{call.function_call_id}")) == (1, "1")

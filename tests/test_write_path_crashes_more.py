@@ -41,7 +41,15 @@ from tests.apps_extra import gate_key, runs_key
 from tests.support.polling import eventually
 from tests.support.processes import stack_env
 from tests.test_crash_recovery import _assert_answered_once, _stack, _unacked_on
-from tests.test_write_path_crashes import FAST_WATCH, SPECS, _client, _db, _killed, _started
+from tests.test_write_path_crashes import (
+    FAST_WATCH,
+    SPECS,
+    _client,
+    _db,
+    _killed,
+    _started,
+    lost_job_under_a_doomed_watchdog,
+)
 
 
 def _texts(events: list[Any]) -> list[tuple[str, str]]:
@@ -128,15 +136,8 @@ def test_a_watchdog_killed_right_after_sending_a_lost_job_again(redis_url):
     env = stack_env(url, SPECS, **FAST_WATCH)
     with ExitStack() as stack:
         stack.callback(check.close)
-        doomed = _started(stack, "orchestrator", "doomed",
-                          {**env, "ADK_CELERY_FAILPOINTS": "watchdog.sent_again=kill"})
-        client = _client(stack, url)
-
-        inv = client.enqueue("parked", "u", "lost-once")
-        assert client.wait("parked", inv, timeout=20).status is InvocationStatus.PAUSED
-        eventually("the job in its queue", lambda: check.llen(PARKED_QUEUE))
-        assert check.lpop(PARKED_QUEUE) is not None  # as a worker killed right after popping it
-        _killed(doomed)  # its watchdog sent the job again
+        client, inv = lost_job_under_a_doomed_watchdog(
+            stack, url, check, env, "watchdog.sent_again")  # it sent the job again
         [call] = client.calls("parked", inv)
         jobs = keys.invocation_jobs("parked", inv)
         assert (call.attempt, check.hget(jobs, f"l:{call.function_call_id}")) == (2, "1")
