@@ -123,11 +123,6 @@ class Runner:
             new_message = types.Content(role="user", parts=new_message.parts)
         if session is None:
             session = await load_session(self, user_id, session_id, run_config)
-        if new_message is None and not invocation_id and not isinstance(self.agent, LlmAgent):
-            # As google-adk: only a root LlmAgent runs on the history alone.
-            raise ValueError(
-                "Running an agent requires either a new_message or an invocation_id to resume "
-                f"a previous invocation. Session: {session_id}, User: {user_id}")
         validate_new_message(new_message)
         responses = [
             p.function_response for p in (new_message.parts or []) if p.function_response
@@ -138,16 +133,17 @@ class Runner:
                 session, responses, invocation_id
             )
         resuming = bool(invocation_id) and has_invocation(session, invocation_id)
-        if invocation_id and not resuming and not responses and new_message is None:
-            if state_delta is None:
-                raise InvocationNotFoundError(
-                    f"Invocation {invocation_id!r} not found in session {session_id!r}."
-                )
-            # A new invocation of a given id (a distributed start) that only changes state.
-            if not isinstance(self.agent, LlmAgent):
-                raise ValueError(
-                    "Running an agent requires either a new_message or an invocation_id to "
-                    f"resume a previous invocation. Session: {session_id}, User: {user_id}")
+        on_history = not resuming and not responses and new_message is None
+        if on_history and invocation_id and state_delta is None:
+            raise InvocationNotFoundError(
+                f"Invocation {invocation_id!r} not found in session {session_id!r}."
+            )
+        if on_history and not isinstance(self.agent, LlmAgent):
+            # As google-adk: only a root LlmAgent runs on the history alone (a state change
+            # alone too, and a distributed start of a given id that only changes state).
+            raise ValueError(
+                "Running an agent requires either a new_message or an invocation_id to resume "
+                f"a previous invocation. Session: {session_id}, User: {user_id}")
         if resuming and not responses and not self._is_resumable:
             raise ValueError(
                 f"Cannot resume invocation {invocation_id!r}: app {self.app_name!r} is not "
