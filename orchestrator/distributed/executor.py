@@ -127,7 +127,7 @@ async def execute_tool_job(
 
 async def _run_tool(
     job: ToolJob, ctx: InvocationContext, agent: LlmAgent, tool: Any, tool_context: ToolContext,
-    sent: dict[str, str],
+    sent: dict[str, str] | None,
 ) -> ToolResult:
     args = dict(job.args)
 
@@ -175,17 +175,25 @@ async def _run_tool(
     )
 
 
-def _containers_as_sent(state: dict[str, Any]) -> dict[str, str]:
+def _containers_as_sent(state: dict[str, Any]) -> dict[str, str] | None:
     """The JSON text of each dict or list in a job's state snapshot, before its tool runs.
 
     A tool changes containers read from state in place: these texts are what the job was
-    sent, for :func:`_before`. One C-speed dump per container (a job's state came as JSON).
+    sent, for :func:`_before`. One C-speed dump per container (a job's state came as JSON);
+    None if one is not JSON (an embedded run's own object): what the job saw is not known.
     """
-    return {key: json.dumps(value) for key, value in state.items() if isinstance(value, dict | list)}
+    try:
+        return {key: json.dumps(value) for key, value in state.items()
+                if isinstance(value, dict | list)}
+    except (TypeError, ValueError):
+        return None
 
 
-def _before(job: ToolJob, delta: dict[str, Any], sent: dict[str, str]) -> dict[str, Any]:
+def _before(job: ToolJob, delta: dict[str, Any], sent: dict[str, str] | None
+            ) -> dict[str, Any] | None:
     """What the job's snapshot held of each key the tool wrote (for merging its turn's writes)."""
+    if sent is None:
+        return None  # not known: its writes win over the earlier calls' as they are
     return {key: json.loads(sent[key]) if key in sent else job.state[key]
             for key in delta if key in job.state}
 
