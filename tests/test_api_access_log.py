@@ -126,10 +126,10 @@ def test_the_api_server_logs_access_lines_through_a_deferred_logger():
     code = (
         "import logging, uvicorn\n"
         "from workers.api import app\n"
-        "def run(served, **options):\n"
-        "    uvicorn.Config(served, **options)\n"
+        "def run(server, sockets=None):\n"  # after uvicorn.Config set its logging up
         "    print(type(logging.getLogger('uvicorn.access')).__name__)\n"
-        "uvicorn.run = run\n"
+        "    server.started = True\n"
+        "uvicorn.Server.run = run\n"
         "app.serve('127.0.0.1', 1)\n"
     )
     env = {**os.environ, "ADK_CELERY_REDIS_URL": "redis://127.0.0.1:1/0", "ADK_CELERY_APPS": "",
