@@ -216,9 +216,11 @@ def fail(message: str) -> NoReturn:
 
 def require_invocation(client: Client, app_name: str, invocation_id: str) -> Any:
     """The invocation's record; exits 2 at once if there is none."""
+    from orchestrator.errors import no_invocation_text
+
     record = client.status(app_name, invocation_id)
     if record is None:
-        fail(f"no invocation {invocation_id!r} of app {app_name!r}.")
+        fail(no_invocation_text(app_name, invocation_id))
     return record
 
 

@@ -23,13 +23,13 @@ from orchestrator.backends.redis.streams import RedisEventStream
 from orchestrator.distributed.intake import preview
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.streams import StreamItem, time_limit
-from orchestrator.errors import InvocationNotFoundError, RequestError
+from orchestrator.errors import InvocationNotFoundError, RequestError, no_invocation_text
 from workers.runtime import Runtime
 
 
 def no_invocation(app_name: str, invocation_id: str) -> InvocationNotFoundError:
     """The error for an invocation that has no record, in the words of the CLI and the API."""
-    return InvocationNotFoundError(f"no invocation {invocation_id!r} of app {app_name!r}.")
+    return InvocationNotFoundError(no_invocation_text(app_name, invocation_id))
 
 
 def wait_for_status(

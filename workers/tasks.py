@@ -30,6 +30,7 @@ from orchestrator.errors import (
     RequestError,
     error_text,
     is_infrastructure_error,
+    no_invocation_text,
 )
 from workers.celery_app import (
     TASK_ANSWER,
@@ -133,7 +134,7 @@ def cancel(self: Task, app_name: str, invocation_id: str) -> dict[str, Any]:
     except RequestError as error:
         return {"error": str(error)}
     if key is None:
-        return {"error": f"no invocation {invocation_id!r} of app {app_name!r}."}
+        return {"error": no_invocation_text(app_name, invocation_id)}
     return {"invocation_id": invocation_id, "cancel_requested": True}
 
 

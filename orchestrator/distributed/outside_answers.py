@@ -31,7 +31,12 @@ from orchestrator.distributed.ledger import CallEntry
 from orchestrator.distributed.models import InvocationRecord, ToolResult, WorkItem
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.stores import InvocationStore, SessionKey, SessionQueue, session_key
-from orchestrator.errors import AnswerRejectedError, RequestError, UnknownInvocationError
+from orchestrator.errors import (
+    AnswerRejectedError,
+    RequestError,
+    UnknownInvocationError,
+    no_invocation_text,
+)
 from orchestrator.flows.contents import REQUEST_CONFIRMATION, REQUEST_CREDENTIAL, RUN_BRANCH
 from orchestrator.sessions.base_session_service import BaseSessionService
 
@@ -78,7 +83,7 @@ async def take_answers(
                for call_id, response in answers]
     record = await store.get(app_name, invocation_id)
     if record is None:
-        raise UnknownInvocationError(f"no invocation {invocation_id!r} of app {app_name!r}.")
+        raise UnknownInvocationError(no_invocation_text(app_name, invocation_id))
     try:
         return await _take(store, queue, sessions, record, checked)
     except AnswerRejectedError:

@@ -80,6 +80,11 @@ class UnknownInvocationError(AnswerRejectedError):
     """An answer for an invocation that does not exist (never made, or expired)."""
 
 
+def no_invocation_text(app_name: str, invocation_id: str) -> str:
+    """How every door says an invocation does not exist (the CLI, the client, the API, tasks)."""
+    return f"no invocation {invocation_id!r} of app {app_name!r}."
+
+
 # --- Remote work that failed -----------------------------------------------------------------
 
 

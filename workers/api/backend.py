@@ -20,7 +20,7 @@ from orchestrator.distributed.intake import RequestError
 from orchestrator.distributed.models import InvocationRecord, InvocationStatus
 from orchestrator.distributed.registry import AppRegistry
 from orchestrator.distributed.stores import AnswerRejectedError
-from orchestrator.errors import SessionNotFoundError, UnknownInvocationError
+from orchestrator.errors import SessionNotFoundError, UnknownInvocationError, no_invocation_text
 from orchestrator.events.event import Event
 from orchestrator.sessions.session import Session
 from workers.api.batching import TurnBatcher
@@ -198,7 +198,7 @@ class Backend:
         services = await self.services()
         record = await services.store.get(app_name, invocation_id)
         if record is None:
-            raise HTTPException(404, f"no invocation {invocation_id!r} of app {app_name!r}")
+            raise HTTPException(404, no_invocation_text(app_name, invocation_id).removesuffix("."))
         return record
 
     async def session(self, app_name: str, user_id: str, session_id: str) -> Session:
