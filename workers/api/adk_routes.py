@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from orchestrator.distributed.intake import RequestError, check_identifier, check_state_delta
+from orchestrator.distributed.models import InvocationRecord
 from orchestrator.events.event import Event
 from orchestrator.events.event_actions import EventActions
 from workers.api import answer_messages, app_info, run_frames
@@ -171,10 +172,7 @@ async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
                     for shown in run_frames.frames_of(item, split=not body.function_call_event_id):
                         yield sse(shown)
         except ServerStopping:
-            yield sse(run_frames.error_frame(
-                f"ServiceUnavailable: the server is stopping; invocation {record.invocation_id} "
-                f"was accepted and goes on: follow it at /apps/{record.app_name}/invocations/"
-                f"{record.invocation_id}/stream (do not send the run again)"))
+            yield _accepted_run_goes_on(record, "the server is stopping")
         except Exception as error:
             # A run's follow rides out Redis outages (runs.py): this guards the rest. The 200
             # is out and the run accepted: an error frame that says so, not "retry" (sent
@@ -182,12 +180,20 @@ async def run_sse(request: Request, body: RunAgentRequest) -> StreamingResponse:
             if not is_outage(error):
                 raise
             log_outage("POST /run_sse", error)
-            yield sse(run_frames.error_frame(
-                f"ServiceUnavailable: Redis unavailable; invocation {record.invocation_id} was "
-                f"accepted and goes on: follow it at /apps/{record.app_name}/invocations/"
-                f"{record.invocation_id}/stream (do not send the run again)"))
+            yield _accepted_run_goes_on(record, "Redis unavailable")
 
     return StreamingResponse(frames(), media_type="text/event-stream")
+
+
+def _accepted_run_goes_on(record: InvocationRecord, why: str) -> str:
+    """The error frame that ends a ``/run_sse`` whose follow stops here, and ``why``.
+
+    The run was accepted and goes on: it is followed by its id, never sent again.
+    """
+    return sse(run_frames.error_frame(
+        f"ServiceUnavailable: {why}; invocation {record.invocation_id} was accepted and goes "
+        f"on: follow it at /apps/{record.app_name}/invocations/{record.invocation_id}/stream "
+        "(do not send the run again)"))
 
 
 @router.get("/health")

@@ -106,17 +106,14 @@ class OutageAnswer:
 
         try:
             await self.app(scope, receive, sending)
-        except ServerStopping as error:
-            if started:
-                raise
-            response = JSONResponse(error.answer(), status_code=503,
-                                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
-            await response(scope, receive, send)
         except Exception as error:
-            if started or not is_outage(error):
+            stopping = isinstance(error, ServerStopping)
+            if started or not (stopping or is_outage(error)):
                 raise
-            log_outage(f"{scope['method']} {scope['path']}", error)
-            body = error.answer() if isinstance(error, EnqueueUnanswered) else {"detail": UNAVAILABLE}
+            if not stopping:
+                log_outage(f"{scope['method']} {scope['path']}", error)
+            body = error.answer() if isinstance(error, EnqueueUnanswered | ServerStopping) \
+                else {"detail": UNAVAILABLE}
             response = JSONResponse(body, status_code=503,
                                     headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
             await response(scope, receive, send)
