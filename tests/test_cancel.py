@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from typing import Any
 
 import pytest
 import redis
@@ -27,7 +28,10 @@ SPECS = f"{BASE_SPECS},{CANCEL_SPECS}"
 
 
 @contextmanager
-def _stack(redis_url: str, db: int) -> Iterator[tuple[redis.Redis, object]]:
+def _stack(redis_url: str, db: int, roles: tuple[str, ...] = ("orchestrator", "worker")
+           ) -> Iterator[tuple[redis.Redis, Any, Callable[[str], None]]]:
+    """Redis db ``db`` (flushed), a process of each of ``roles``, a client, and what starts
+    one more process of a role."""
     from workers.client import Client
 
     url = redis_url.rsplit("/", 1)[0] + f"/{db}"
@@ -36,12 +40,16 @@ def _stack(redis_url: str, db: int) -> Iterator[tuple[redis.Redis, object]]:
     with ExitStack() as stack:
         stack.callback(check.close)
         env = stack_env(url, SPECS, lease_retry_seconds="0.2")
-        for role in ("orchestrator", "worker"):
+
+        def start(role: str) -> None:
             process = start_celery_process(role, f"{role}-{db}", env)
             stack.callback(process.stop)
+
+        for role in roles:
+            start(role)
         client = Client(Settings(redis_url=url, apps=SPECS))
         stack.callback(client.close)
-        yield check, client
+        yield check, client, start
 
 
 def _until_taken(check: redis.Redis, app: str, invocation_id: str) -> None:
@@ -67,7 +75,7 @@ def _texts(client, app: str, invocation_id: str) -> list:
 
 @pytest.mark.parametrize(("app", "what"), [("held_model", "model"), ("held_tool", "tool")])
 def test_what_a_step_produces_after_a_cancel_is_not_committed(redis_url, app, what):
-    with _stack(redis_url, 6) as (check, client):
+    with _stack(redis_url, 6) as (check, client, _):
         session = client.create_session(app, "u").id
         inv = client.enqueue(app, "u", "go c1", session_id=session)
         assert check.blpop([started_key("c1")], timeout=20)[1] == what  # the step is under way
@@ -91,7 +99,7 @@ def test_what_a_step_produces_after_a_cancel_is_not_committed(redis_url, app, wh
 
 
 def test_a_cancelled_invocations_open_call_gets_an_error_answer(redis_url):
-    with _stack(redis_url, 7) as (check, client):
+    with _stack(redis_url, 7) as (check, client, _):
         session = client.create_session("approval", "u").id
         inv = client.enqueue("approval", "u", "pay 100", session_id=session)
         record = client.wait("approval", inv, timeout=20)
@@ -116,7 +124,7 @@ def test_a_cancelled_invocations_open_call_gets_an_error_answer(redis_url):
 
 
 def test_a_wait_after_a_cancel_returns_a_status_that_came_after_it(redis_url):
-    with _stack(redis_url, 7) as (_, client):
+    with _stack(redis_url, 7) as (_, client, _):
         inv = client.enqueue("approval", "u", "pay 100")
         assert client.wait("approval", inv, timeout=20).status is InvocationStatus.PAUSED
         assert client.cancel("approval", inv) is InvocationStatus.PAUSED
@@ -126,24 +134,13 @@ def test_a_wait_after_a_cancel_returns_a_status_that_came_after_it(redis_url):
 
 def test_an_invocation_cancelled_while_queued_runs_nothing(redis_url):
     from orchestrator.backends.redis import keys
-    from workers.client import Client
 
-    url = redis_url.rsplit("/", 1)[0] + "/13"
-    check = redis.Redis.from_url(url, decode_responses=True, socket_timeout=60)
-    check.flushdb()
-    env = stack_env(url, SPECS, lease_retry_seconds="0.2")
-    with ExitStack() as stack:
-        stack.callback(check.close)
-        worker = start_celery_process("worker", "worker-13", env)
-        stack.callback(worker.stop)
-        client = Client(Settings(redis_url=url, apps=SPECS))
-        stack.callback(client.close)
+    with _stack(redis_url, 13, roles=("worker",)) as (check, client, start):
         inv = client.enqueue("lookup", "u", "look up Oslo")  # no orchestrator yet
         assert client.cancel("lookup", inv) is InvocationStatus.QUEUED
         assert check.exists(keys.cancel_flag("lookup", inv))  # set by the cancel itself
 
-        orchestrator = start_celery_process("orchestrator", "orchestrator-13", env)
-        stack.callback(orchestrator.stop)
+        start("orchestrator")
         record = client.wait("lookup", inv, timeout=20, until=InvocationStatus.FINISHED)
         assert record.status is InvocationStatus.CANCELLED
         assert client.events("lookup", inv) == []  # not even its message: nothing of it ran
